@@ -1,0 +1,45 @@
+# Everything a fresh clone needs beyond Python 3.11, Java 17 and Maven is installed here.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CONFORMANCE ?= ../shared/conformance
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
+
+.PHONY: setup kafka test unit conformance demo bench clean
+
+setup: $(VENV)/.installed kafka
+
+$(VENV)/.installed: setup.cfg setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# The Kafka broker's classpath, resolved by Maven from pom.xml; the jars stay in ~/.m2.
+kafka: build/kafka.classpath
+build/kafka.classpath: pom.xml
+	mkdir -p build
+	mvn -q -B dependency:build-classpath -Dmdep.outputFile=$@
+
+test: setup
+	$(BIN)/pytest
+	@if [ -d "$(CONFORMANCE)" ]; then $(MAKE) --no-print-directory conformance; \
+	 else echo "conformance cases not found at $(CONFORMANCE): skipped"; fi
+
+unit: setup
+	$(BIN)/pytest -m 'not integration'
+
+conformance: setup
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases
+	@if [ -d "$(CONFORMANCE)/cases-replication" ]; then \
+	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-replication; fi
+
+demo: setup
+	$(BIN)/python examples/demo.py
+
+bench: setup
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf build $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,1 @@
+"""PySpark aggregations behind the sidecar's decisions."""
