@@ -1,0 +1,17 @@
+"""The typed errors the sidecar raises; callers decide by type, never by message."""
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid. The message is one line naming the key, the value and what is allowed."""
+
+
+class AdminError(Exception):
+    """Talking to the Kafka cluster failed."""
+
+
+class RetryableAdminError(AdminError):
+    """A failure that may pass: a timeout, a broker not available, a leader that moved."""
+
+
+class PermanentAdminError(AdminError):
+    """A failure that retrying will not fix: no authorization, an unsupported request, a bad argument."""
