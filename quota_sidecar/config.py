@@ -1,0 +1,441 @@
+"""Configuration: `client.quota.callback.static.*` properties, parsed and validated once into frozen dataclasses.
+
+The keys are the Strimzi quota plugin's where they overlap (proposal 047), so the sidecar can read the
+broker's own server.properties. Every invalid value raises ConfigError with one line naming the key,
+the value and what is allowed, before anything touches the cluster.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Callable, Mapping
+
+import isodate
+import jproperties
+
+from .errors import ConfigError
+
+PREFIX = "client.quota.callback.static."
+ADMIN_PREFIX = "kafka.admin."
+CAPACITY_KEY = "replication.capacity.bytes.per.second"
+SECRET_WORDS = ("password", "secret", "jaas", "token", "key")
+MASK = "******"
+
+# Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
+BROKER_ID_KEYS = ("node.id", "broker.id")
+
+
+def is_secret(key: str) -> bool:
+    """True for keys whose values must never be shown: passwords, JAAS configs, tokens, keys."""
+    return any(word in key.lower() for word in SECRET_WORDS)
+
+
+def shown(key: str, value: object) -> str:
+    return MASK if is_secret(key) else repr(value)
+
+
+# ---------------------------------------------------------------- value parsers
+# Each takes the raw string and returns the typed value or raises ValueError("what is allowed").
+
+def _number(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError
+    return value
+
+
+def positive_number(raw: str) -> float:
+    value = _number(raw)
+    if value <= 0:
+        raise ValueError
+    return value
+
+
+positive_number.allowed = "a number > 0"
+
+
+def non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError
+    return value
+
+
+non_negative_int.allowed = "a whole number >= 0"
+
+
+def positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError
+    return value
+
+
+positive_int.allowed = "a whole number > 0"
+
+
+def ratio(raw: str) -> float:
+    value = _number(raw)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError
+    return value
+
+
+ratio.allowed = "a number from 0.0 to 1.0"
+
+
+def percent(raw: str) -> float:
+    value = _number(raw)
+    if not 0.0 < value <= 100.0:
+        raise ValueError
+    return value
+
+
+percent.allowed = "a percentage above 0 and at most 100"
+
+
+def non_negative_percent(raw: str) -> float:
+    value = _number(raw)
+    if not 0.0 <= value <= 100.0:
+        raise ValueError
+    return value
+
+
+non_negative_percent.allowed = "a percentage from 0 to 100"
+
+
+def duration(raw: str) -> timedelta:
+    """An ISO-8601 duration of days or less (PT1M, PT30S, P1D); months and years have no fixed length."""
+    value = isodate.parse_duration(raw.strip())
+    if not isinstance(value, timedelta) or value < timedelta(0):
+        raise ValueError
+    return value
+
+
+duration.allowed = "an ISO-8601 duration such as PT30S, PT5M or P1D (no months or years, not negative)"
+
+
+def port(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 65535:
+        raise ValueError
+    return value
+
+
+port.allowed = "a port from 0 to 65535 (0 picks a free port)"
+
+
+def boolean(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError
+    return lowered == "true"
+
+
+boolean.allowed = "true or false"
+
+
+def text(raw: str) -> str:
+    return raw.strip()
+
+
+text.allowed = "text"
+
+
+def principal_list(raw: str) -> tuple[str, ...]:
+    """`User:alice;User:CN=my-cluster,O=io.strimzi` -> ("CN=my-cluster,O=io.strimzi", "alice")."""
+    names = []
+    for entry in (part.strip() for part in raw.split(";")):
+        if not entry:
+            continue
+        kind, sep, name = entry.partition(":")
+        if kind != "User" or not sep or not name:
+            raise ValueError
+        names.append(name)
+    return tuple(sorted(set(names)))
+
+
+principal_list.allowed = "a ';'-separated list of 'User:<name>' entries (empty for none)"
+
+
+# ---------------------------------------------------------------- the keys
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str], object]
+    default: object = None
+    doc: str = ""
+
+
+KEYS: tuple[Key, ...] = (
+    Key("produce", positive_number, None, "producer quota in bytes/s per principal, scaled by the throttle factor; unset = unlimited"),
+    Key("fetch", positive_number, None, "consumer quota in bytes/s per principal, never scaled; unset = no quota"),
+    Key("request", positive_number, None, "request-time quota in percent, never scaled; unset = no quota"),
+    Key("excluded.principal.name.list", principal_list, (), "principals that are never throttled"),
+    Key("storage.check.interval", duration, timedelta(minutes=1), "time between polls; PT0S disables the storage check"),
+    Key("storage.per.volume.limit.min.available.bytes", non_negative_int, None, "throttle when a volume's available bytes <= this"),
+    Key("storage.per.volume.limit.min.available.ratio", ratio, None, "throttle when a volume's available/total <= this"),
+    Key("throttle.factor.fallback", ratio, 1.0, "factor applied once the last valid factor expired"),
+    Key("throttle.factor.validity.duration", duration, timedelta(minutes=5), "how long a computed factor stays valid when polls fail"),
+    Key("spark.url", text, "", "empty = embedded local Spark; sc://host:port = Spark Connect; else a Spark master URL"),
+    Key("http.host", text, "127.0.0.1", "address of the metrics/status/admin HTTP endpoint"),
+    Key("http.port", port, 8080, "port of the HTTP endpoint"),
+    Key("api.token", text, "", "bearer token that mutating admin API calls must present; empty refuses them all"),
+    Key("broker.id", non_negative_int, None, "the broker this sidecar runs beside; default: node.id/broker.id of the file"),
+    Key(CAPACITY_KEY, positive_int, None, "network capacity of every broker in bytes/s; unset disables replication throttles"),
+    Key("replication.max.tx.percent", percent, 90.0, "share of free outbound capacity a source broker may use for replication"),
+    Key("replication.max.rx.percent", percent, 90.0, "share of free inbound capacity a destination broker may use for replication"),
+    Key("replication.min.rate.bytes.per.second", positive_int, 10_000_000, "fail-safe and floor replication rate"),
+    Key("replication.change.threshold.percent", non_negative_percent, 10.0, "a new rate is written only when it moves by at least this"),
+    Key("replication.failure.threshold", non_negative_int, 1, "failed network reads in a row tolerated before the fail-safe rate"),
+    Key("replication.disk.guard.rate.bytes.per.second", positive_int, 1, "follower rate of a destination with a violating volume"),
+    Key("replication.network.interface", text, "", "interface whose bytes are measured; empty = all but loopback"),
+    Key("replication.network.window", duration, timedelta(seconds=30), "the network figures are averaged over this window"),
+    Key("replication.cleanup.foreign.after", duration, None, "opt-in: clear throttles other tools left once no move was seen for this long"),
+    Key("remote.copy.max.bytes.per.second", positive_int, None, "KIP-956 remote.log.manager.copy.max.bytes.per.second; unset = untouched"),
+    Key("remote.fetch.max.bytes.per.second", positive_int, None, "KIP-956 remote.log.manager.fetch.max.bytes.per.second; unset = untouched"),
+    Key("remote.copy.lift.on.violation", boolean, False, "lift the copy quota on a broker whose volume violates the limit"),
+)
+KEYS_BY_NAME = {key.name: key for key in KEYS}
+PER_BROKER_CAPACITY = re.compile(re.escape(CAPACITY_KEY) + r"\.(\d+)$")
+
+
+# ---------------------------------------------------------------- the configuration
+
+@dataclass(frozen=True)
+class StorageLimit:
+    """Exactly one of the two limits is set."""
+    min_available_bytes: int | None = None
+    min_available_ratio: float | None = None
+
+    def as_params(self) -> dict:
+        return {"min_available_bytes": self.min_available_bytes, "min_available_ratio": self.min_available_ratio}
+
+    def describe(self) -> str:
+        if self.min_available_bytes is not None:
+            return f"available bytes <= {self.min_available_bytes}"
+        return f"available ratio <= {self.min_available_ratio}"
+
+
+@dataclass(frozen=True)
+class QuotaConfig:
+    produce: float | None = None
+    fetch: float | None = None
+    request: float | None = None
+    excluded_principals: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReplicationConfig:
+    capacity_default: int | None = None
+    capacity_per_broker: Mapping[int, int] = field(default_factory=dict)
+    max_tx_percent: float = 90.0
+    max_rx_percent: float = 90.0
+    min_rate: int = 10_000_000
+    change_threshold_percent: float = 10.0
+    failure_threshold: int = 1
+    disk_guard_rate: int = 1
+    network_interface: str = ""
+    network_window: timedelta = timedelta(seconds=30)
+    cleanup_foreign_after: timedelta | None = None
+    remote_copy_rate: int | None = None
+    remote_fetch_rate: int | None = None
+    remote_copy_lift_on_violation: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.capacity_default is not None or bool(self.capacity_per_broker)
+
+    def capacity(self, broker_id: int) -> int | None:
+        return self.capacity_per_broker.get(broker_id, self.capacity_default)
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    admin_properties: Mapping[str, str]
+    storage_limit: StorageLimit | None
+    quotas: QuotaConfig = QuotaConfig()
+    check_interval: timedelta = timedelta(minutes=1)
+    fallback_factor: float = 1.0
+    validity: timedelta = timedelta(minutes=5)
+    spark_url: str = ""
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    api_token: str = field(default="", repr=False)
+    broker_id: int | None = None
+    replication: ReplicationConfig = ReplicationConfig()
+
+    @property
+    def storage_check_enabled(self) -> bool:
+        return self.check_interval > timedelta(0)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.admin_properties["bootstrap.servers"]
+
+    def admin_client_kwargs(self) -> dict:
+        from .admin import client_kwargs  # admin imports kafka-python; evaluate never needs it
+        return client_kwargs(self.admin_properties)
+
+    def redacted(self) -> dict:
+        """Every effective setting with secrets masked: safe for logs and status."""
+        admin = {f"{PREFIX}{ADMIN_PREFIX}{k}": (MASK if is_secret(k) else v) for k, v in self.admin_properties.items()}
+        return {**admin, "storage_limit": self.storage_limit.describe() if self.storage_limit else None,
+                "check_interval": isodate.duration_isoformat(self.check_interval),
+                "fallback_factor": self.fallback_factor,
+                "validity": isodate.duration_isoformat(self.validity),
+                "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id}
+
+
+# ---------------------------------------------------------------- loading
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java-style .properties file (comments, continuations, escapes) as a plain dict."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise ConfigError(f"cannot read configuration file {path}: {error.strerror}") from None
+    props = jproperties.Properties()
+    props.load(io.BytesIO(raw), "utf-8")
+    return {key: value.data for key, value in props.items()}
+
+
+def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`--set key=value` pairs; a key without the prefix gets it."""
+    result = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: expected key=value")
+        result[key if key.startswith(PREFIX) or key in BROKER_ID_KEYS else PREFIX + key] = value
+    return result
+
+
+def load(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -> SidecarConfig:
+    properties = read_properties(path) if path else {}
+    properties.update(parse_overrides(overrides))
+    return from_properties(properties)
+
+
+def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
+    ours = {key[len(PREFIX):]: str(value) for key, value in properties.items() if key.startswith(PREFIX)}
+    admin = {key[len(ADMIN_PREFIX):]: value for key, value in ours.items() if key.startswith(ADMIN_PREFIX)}
+    capacities = _per_broker_capacities(ours)
+    values = _parse_known(ours, set(admin_key(k) for k in admin) | set(capacities.keys_seen))
+
+    if not admin.get("bootstrap.servers", "").strip():
+        raise ConfigError(f"{PREFIX}{ADMIN_PREFIX}bootstrap.servers is required: "
+                          "the host:port list of the cluster the sidecar watches")
+    check_interval = values["storage.check.interval"]
+    storage_limit = _storage_limit(values, required=check_interval > timedelta(0))
+    broker_id = values["broker.id"]
+    if broker_id is None:
+        broker_id = _broker_id_from_file(properties)
+
+    config = SidecarConfig(
+        admin_properties=dict(admin),
+        storage_limit=storage_limit,
+        quotas=QuotaConfig(values["produce"], values["fetch"], values["request"],
+                           values["excluded.principal.name.list"]),
+        check_interval=check_interval,
+        fallback_factor=values["throttle.factor.fallback"],
+        validity=values["throttle.factor.validity.duration"],
+        spark_url=values["spark.url"],
+        http_host=values["http.host"],
+        http_port=values["http.port"],
+        api_token=values["api.token"],
+        broker_id=broker_id,
+        replication=ReplicationConfig(
+            capacity_default=values[CAPACITY_KEY],
+            capacity_per_broker=capacities.values,
+            max_tx_percent=values["replication.max.tx.percent"],
+            max_rx_percent=values["replication.max.rx.percent"],
+            min_rate=values["replication.min.rate.bytes.per.second"],
+            change_threshold_percent=values["replication.change.threshold.percent"],
+            failure_threshold=values["replication.failure.threshold"],
+            disk_guard_rate=values["replication.disk.guard.rate.bytes.per.second"],
+            network_interface=values["replication.network.interface"],
+            network_window=values["replication.network.window"],
+            cleanup_foreign_after=values["replication.cleanup.foreign.after"],
+            remote_copy_rate=values["remote.copy.max.bytes.per.second"],
+            remote_fetch_rate=values["remote.fetch.max.bytes.per.second"],
+            remote_copy_lift_on_violation=values["remote.copy.lift.on.violation"],
+        ),
+    )
+    if config.replication.network_window <= timedelta(0):
+        raise ConfigError(f"{PREFIX}replication.network.window={values['replication.network.window']}: "
+                          "must be longer than zero")
+    config.admin_client_kwargs()  # validates the kafka.admin.* pass-through now, not at the first poll
+    return config
+
+
+def admin_key(key: str) -> str:
+    return ADMIN_PREFIX + key
+
+
+@dataclass
+class _Capacities:
+    values: dict[int, int]
+    keys_seen: list[str]
+
+
+def _per_broker_capacities(ours: Mapping[str, str]) -> _Capacities:
+    values, seen = {}, []
+    for key, raw in ours.items():
+        match = PER_BROKER_CAPACITY.match(key)
+        if match:
+            values[int(match.group(1))] = _parse_one(PREFIX + key, raw, positive_int)
+            seen.append(key)
+    return _Capacities(values, seen)
+
+
+def _parse_known(ours: Mapping[str, str], handled_elsewhere: set[str]) -> dict[str, object]:
+    for key in ours:
+        if key not in KEYS_BY_NAME and key not in handled_elsewhere:
+            raise ConfigError(_unknown_key_message(key))
+    return {key.name: (_parse_one(PREFIX + key.name, ours[key.name], key.parse) if key.name in ours else key.default)
+            for key in KEYS}
+
+
+def _parse_one(full_key: str, raw: str, parse: Callable[[str], object]) -> object:
+    try:
+        return parse(raw)
+    except (ValueError, TypeError, isodate.ISO8601Error):
+        raise ConfigError(f"{full_key}={shown(full_key, raw)}: expected {parse.allowed}") from None
+
+
+def _unknown_key_message(key: str) -> str:
+    candidates = [k.name for k in KEYS] + [CAPACITY_KEY + ".<broker id>", ADMIN_PREFIX + "bootstrap.servers"]
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    hint = f"; did you mean {PREFIX}{close[0]}?" if close else "; see the README for the keys"
+    return f"{PREFIX}{key} is not a known key{hint}"
+
+
+def _storage_limit(values: Mapping[str, object], required: bool) -> StorageLimit | None:
+    min_bytes = values["storage.per.volume.limit.min.available.bytes"]
+    min_ratio = values["storage.per.volume.limit.min.available.ratio"]
+    bytes_key = f"{PREFIX}storage.per.volume.limit.min.available.bytes"
+    ratio_key = f"{PREFIX}storage.per.volume.limit.min.available.ratio"
+    if min_bytes is not None and min_ratio is not None:
+        raise ConfigError(f"{bytes_key}={min_bytes} and {ratio_key}={min_ratio}: set exactly one of the two limits")
+    if min_bytes is None and min_ratio is None:
+        if required:
+            raise ConfigError(f"{bytes_key} or {ratio_key} is required while the storage check is enabled "
+                              f"({PREFIX}storage.check.interval > PT0S)")
+        return None
+    return StorageLimit(min_bytes, min_ratio)
+
+
+def _broker_id_from_file(properties: Mapping[str, str]) -> int | None:
+    for key in BROKER_ID_KEYS:
+        if key in properties:
+            return _parse_one(key, properties[key], non_negative_int)
+    return None
