@@ -26,9 +26,10 @@ class ClientQuotas:
     """What the sidecar wants in force. A key mapped to None means "no quota from the sidecar"."""
     default_user: Mapping[str, float | None]
     excluded_users: tuple[str, ...]
+    excluded_keys: tuple[str, ...] = (PRODUCE,)  # the keys that could ever limit the default user
 
     def entities(self) -> dict[Entity, dict[str, float | None]]:
-        excluded = {key: UNLIMITED for key in self.default_user}
+        excluded = {key: UNLIMITED for key in self.excluded_keys}
         return {None: dict(self.default_user), **{user: dict(excluded) for user in self.excluded_users}}
 
     def to_json(self) -> dict:
@@ -45,6 +46,7 @@ def wanted(config: QuotaConfig, factor: float) -> ClientQuotas:
     return ClientQuotas(
         default_user={PRODUCE: producer, FETCH: config.fetch, REQUEST: config.request},
         excluded_users=config.excluded_principals,
+        excluded_keys=(PRODUCE,) + ((FETCH,) if config.fetch else ()) + ((REQUEST,) if config.request else ()),
     )
 
 

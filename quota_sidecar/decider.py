@@ -1,0 +1,137 @@
+"""One poll's decision: observations in, a Decision out. The same code serves `run` and `evaluate`.
+
+Nothing here does I/O; the Spark aggregations are passed in as plain callables so that the loop, the
+replay command and the tests all drive the very same path.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable, Mapping
+
+from . import quotas
+from .config import SidecarConfig
+from .throttle_factor import FactorState, after_failure, after_success
+from .volumes import Volume, by_broker, remember
+
+log = logging.getLogger(__name__)
+
+# (usable volume rows, limit params) -> (throttle factor, rows with available_ratio and violated)
+VolumeJudge = Callable[[list[dict], dict], tuple[float, list[dict]]]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one poll saw, or why it failed."""
+    at: datetime
+    brokers: tuple[int, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    error: str | None = None
+    replication: object | None = None  # replication observations, when that feature is on
+
+
+@dataclass(frozen=True)
+class Decision:
+    at: datetime
+    throttle_factor: float
+    source: str
+    valid_from: datetime | None
+    client_quotas: quotas.ClientQuotas
+    volumes: tuple[Volume, ...] = ()       # every volume considered, offline ones included
+    violations: tuple[dict, ...] = ()
+    error: str | None = None
+    entered_fallback: bool = False
+    replication: object | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def active_brokers(self) -> int:
+        return len({volume.broker_id for volume in self.volumes})
+
+    @property
+    def active_log_dirs(self) -> int:
+        return sum(1 for volume in self.volumes if volume.usable)
+
+    def to_json(self) -> dict:
+        result = {
+            "at": _iso(self.at),
+            "throttle_factor": self.throttle_factor,
+            "source": self.source,
+            "valid_from": _iso(self.valid_from),
+            "error": self.error,
+            "violations": list(self.violations),
+            "client_quotas": self.client_quotas.to_json(),
+            "active_brokers": self.active_brokers,
+            "active_log_dirs": self.active_log_dirs,
+        }
+        if self.replication is not None:
+            result["replication"] = self.replication.to_json()
+        return result
+
+
+class Decider:
+    """Carries the state between polls: the factor's timeline and the last volumes of every broker."""
+
+    def __init__(self, config: SidecarConfig, judge_volumes: VolumeJudge, decide_replication=None):
+        self.config = config
+        self.judge_volumes = judge_volumes
+        self.decide_replication = decide_replication
+        self.factor = FactorState()
+        self.remembered: dict[int, tuple[Volume, ...]] = {}
+        self.last: Decision | None = None
+
+    def decide(self, observation: Observation) -> Decision:
+        previous = self.factor
+        error = observation.error
+        violations: tuple[dict, ...] = ()
+        volumes = tuple(v for vs in self.remembered.values() for v in vs)
+        if error is None and self.config.storage_limit is not None:
+            try:
+                volumes, violations, factor = self._judge(observation)
+            except Exception as failure:  # Spark unavailable counts as a failed poll
+                log.warning("volume decision failed: %s", failure, exc_info=True)
+                error = f"decision failed: {failure}"
+            else:
+                self.factor = after_success(self.factor, factor, observation.at)
+        if error is not None:
+            self.factor = after_failure(self.factor, observation.at, self.config.validity,
+                                        self.config.fallback_factor)
+        replication = None
+        if self.decide_replication is not None and observation.replication is not None:
+            replication = self.decide_replication(observation, volumes, violations)
+        decision = Decision(
+            at=observation.at,
+            throttle_factor=self.factor.factor,
+            source=self.factor.source,
+            valid_from=self.factor.valid_from,
+            client_quotas=quotas.wanted(self.config.quotas, self.factor.factor),
+            volumes=volumes,
+            violations=violations,
+            error=error,
+            entered_fallback=self.factor.fallback_switches > previous.fallback_switches,
+            replication=replication,
+        )
+        self.last = decision
+        return decision
+
+    def _judge(self, observation: Observation) -> tuple[tuple[Volume, ...], tuple[dict, ...], float]:
+        answered = by_broker(observation.brokers, observation.volumes)
+        considered = remember(self.remembered, answered, observation.at, self.config.validity)
+        volumes = tuple(sorted((v for vs in considered.values() for v in vs),
+                               key=lambda v: (v.broker_id, v.log_dir)))
+        rows = [volume.as_row() for volume in volumes if volume.usable]
+        factor, judged = self.judge_volumes(rows, self.config.storage_limit.as_params())
+        violations = tuple(_violation(row) for row in judged if row["violated"])
+        self.remembered = considered
+        return volumes, violations, factor
+
+
+def _violation(row: Mapping) -> dict:
+    return {"broker_id": row["broker_id"], "log_dir": row["log_dir"], "total_bytes": row["total_bytes"],
+            "available_bytes": row["available_bytes"], "available_ratio": row["available_ratio"]}
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")

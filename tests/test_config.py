@@ -1,0 +1,158 @@
+"""Configuration: every accepted form and every rejected case of the README's key table."""
+
+from datetime import timedelta
+
+import pytest
+
+from quota_sidecar import config as cfg
+from quota_sidecar.errors import ConfigError
+
+P = cfg.PREFIX
+BASE = {P + "kafka.admin.bootstrap.servers": "127.0.0.1:9092",
+        P + "storage.per.volume.limit.min.available.bytes": "100"}
+
+
+def load(**extra):
+    return cfg.from_properties({**BASE, **{P + k: v for k, v in extra.items()}})
+
+
+def test_defaults_follow_proposal_047():
+    config = cfg.from_properties(BASE)
+    assert config.check_interval == timedelta(minutes=1)
+    assert config.validity == timedelta(minutes=5)
+    assert config.fallback_factor == 1.0
+    assert config.quotas == cfg.QuotaConfig()
+    assert config.storage_limit == cfg.StorageLimit(min_available_bytes=100)
+    assert config.spark_url == "" and config.http_host == "127.0.0.1"
+    assert not config.replication.enabled
+
+
+def test_every_key_parsed_to_its_type():
+    config = load(**{"produce": "1024", "fetch": "2048.5", "request": "55",
+                     "excluded.principal.name.list": "User:bob; User:CN=my-cluster,O=io.strimzi;",
+                     "storage.check.interval": "PT10S", "throttle.factor.fallback": "0",
+                     "throttle.factor.validity.duration": "PT2M", "spark.url": "sc://spark:15002",
+                     "http.port": "0", "kafka.admin.security.protocol": "PLAINTEXT",
+                     "replication.capacity.bytes.per.second": "100000000",
+                     "replication.capacity.bytes.per.second.3": "50000000",
+                     "replication.max.tx.percent": "80", "replication.failure.threshold": "2",
+                     "replication.cleanup.foreign.after": "PT1H", "remote.copy.lift.on.violation": "true"})
+    assert config.quotas == cfg.QuotaConfig(1024.0, 2048.5, 55.0, ("CN=my-cluster,O=io.strimzi", "bob"))
+    assert config.check_interval == timedelta(seconds=10)
+    assert config.fallback_factor == 0.0 and config.validity == timedelta(minutes=2)
+    assert config.spark_url == "sc://spark:15002" and config.http_port == 0
+    assert config.admin_properties["security.protocol"] == "PLAINTEXT"
+    assert config.replication.capacity(3) == 50_000_000 and config.replication.capacity(1) == 100_000_000
+    assert config.replication.max_tx_percent == 80.0 and config.replication.failure_threshold == 2
+    assert config.replication.cleanup_foreign_after == timedelta(hours=1)
+    assert config.replication.remote_copy_lift_on_violation is True
+
+
+def test_ratio_limit_alone_is_accepted():
+    properties = {P + "kafka.admin.bootstrap.servers": "h:1", P + "storage.per.volume.limit.min.available.ratio": "0.05"}
+    assert cfg.from_properties(properties).storage_limit == cfg.StorageLimit(min_available_ratio=0.05)
+
+
+def test_disabled_storage_check_needs_no_limit():
+    properties = {P + "kafka.admin.bootstrap.servers": "h:1", P + "storage.check.interval": "PT0S"}
+    config = cfg.from_properties(properties)
+    assert config.storage_limit is None and not config.storage_check_enabled
+
+
+def test_broker_id_comes_from_the_brokers_own_file():
+    assert cfg.from_properties({**BASE, "node.id": "7"}).broker_id == 7
+    assert cfg.from_properties({**BASE, "node.id": "7", P + "broker.id": "3"}).broker_id == 3
+
+
+@pytest.mark.parametrize("key, value, mentions", [
+    ("storage.per.volume.limit.min.available.ratio", "0.1", "set exactly one"),
+    ("storage.per.volume.limit.min.available.bytes", "-1", "whole number >= 0"),
+    ("storage.per.volume.limit.min.available.bytes", "ten", "whole number >= 0"),
+    ("throttle.factor.fallback", "1.001", "0.0 to 1.0"),
+    ("throttle.factor.fallback", "-0.1", "0.0 to 1.0"),
+    ("throttle.factor.fallback", "nan", "0.0 to 1.0"),
+    ("throttle.factor.validity.duration", "NOT 8601 FRIENDLY", "ISO-8601"),
+    ("throttle.factor.validity.duration", "P1M", "no months"),
+    ("throttle.factor.validity.duration", "-PT1M", "not negative"),
+    ("storage.check.interval", "60", "ISO-8601"),
+    ("excluded.principal.name.list", "User:foo;arnost", "User:<name>"),
+    ("excluded.principal.name.list", "Group:admins", "User:<name>"),
+    ("excluded.principal.name.list", "User:", "User:<name>"),
+    ("produce", "0", "number > 0"),
+    ("produce", "fast", "number > 0"),
+    ("fetch", "-5", "number > 0"),
+    ("request", "inf", "number > 0"),
+    ("http.port", "70000", "0 to 65535"),
+    ("replication.capacity.bytes.per.second", "0", "whole number > 0"),
+    ("replication.capacity.bytes.per.second.2", "lots", "whole number > 0"),
+    ("replication.max.tx.percent", "0", "above 0 and at most 100"),
+    ("replication.max.rx.percent", "101", "above 0 and at most 100"),
+    ("replication.change.threshold.percent", "-1", "from 0 to 100"),
+    ("replication.failure.threshold", "1.5", "whole number >= 0"),
+    ("replication.network.window", "PT0S", "longer than zero"),
+    ("remote.copy.lift.on.violation", "yes", "true or false"),
+])
+def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, mentions):
+    with pytest.raises(ConfigError) as raised:
+        load(**{key: value})
+    message = str(raised.value)
+    assert "\n" not in message
+    assert key in message and mentions in message
+
+
+def test_missing_bootstrap_is_rejected():
+    with pytest.raises(ConfigError, match="bootstrap.servers is required"):
+        cfg.from_properties({P + "storage.per.volume.limit.min.available.bytes": "100"})
+
+
+def test_missing_limit_is_rejected_while_checking_storage():
+    with pytest.raises(ConfigError, match="min.available.bytes or .*min.available.ratio is required"):
+        cfg.from_properties({P + "kafka.admin.bootstrap.servers": "h:1"})
+
+
+@pytest.mark.parametrize("typo, suggestion", [
+    ("storage.per.volume.limit.min.availble.bytes", "storage.per.volume.limit.min.available.bytes"),
+    ("throttle.factor.fallbak", "throttle.factor.fallback"),
+    ("produse", "produce"),
+    ("replication.max.tx.percnt", "replication.max.tx.percent"),
+])
+def test_misspelt_key_suggests_the_nearest(typo, suggestion):
+    with pytest.raises(ConfigError) as raised:
+        load(**{typo: "1"})
+    assert f"did you mean {P}{suggestion}?" in str(raised.value)
+
+
+def test_keys_outside_the_prefix_are_ignored():
+    config = cfg.from_properties({**BASE, "log.dirs": "/data", "listeners": "PLAINTEXT://:9092"})
+    assert config.storage_limit.min_available_bytes == 100
+
+
+def test_secrets_never_reach_errors_or_redacted_output():
+    secret = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="hunter2";'
+    config = load(**{"kafka.admin.security.protocol": "SASL_PLAINTEXT", "kafka.admin.sasl.mechanism": "PLAIN",
+                     "kafka.admin.sasl.jaas.config": secret, "api.token": "s3cret-token"})
+    assert "hunter2" not in repr(config.redacted()) and "s3cret-token" not in repr(config)
+    with pytest.raises(ConfigError) as raised:
+        load(**{"api.token": "x", "http.port": "-1"})
+    assert "s3cret" not in str(raised.value)
+
+
+def test_properties_file_and_overrides(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("# broker config\nnode.id=2\n"
+                    f"{P}kafka.admin.bootstrap.servers=127.0.0.1:9092\n"
+                    f"{P}storage.per.volume.limit.min.available.bytes = 100\n"
+                    f"{P}produce: 1000\n")
+    config = cfg.load(str(path), ["produce=2000", f"{P}throttle.factor.fallback=0.5"])
+    assert config.broker_id == 2
+    assert config.quotas.produce == 2000.0 and config.fallback_factor == 0.5
+
+
+def test_override_without_equals_is_rejected():
+    with pytest.raises(ConfigError, match="expected key=value"):
+        cfg.parse_overrides(["produce"])
+
+
+def test_unreadable_file_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read configuration file"):
+        cfg.load(str(tmp_path / "missing.properties"))

@@ -1,0 +1,65 @@
+"""Client quotas wanted for a factor, and the minimal writes that get the cluster there."""
+
+import pytest
+
+from quota_sidecar import quotas
+from quota_sidecar.config import QuotaConfig
+from quota_sidecar.quotas import FETCH, PRODUCE, REQUEST, UNLIMITED, Write
+
+
+@pytest.mark.parametrize("produce, factor, expected", [
+    (1024, 1.0, 1024), (1024, 0.0, 1), (1024, 0.5, 512), (1000, 0.0015, 1), (1001, 0.5, 500),
+    (None, 1.0, None), (None, 0.3, None), (None, 0.0, 1),
+])
+def test_producer_rate_is_scaled_and_floored_at_one_byte(produce, factor, expected):
+    assert quotas.wanted(QuotaConfig(produce=produce), factor).default_user[PRODUCE] == expected
+
+
+def test_fetch_and_request_are_never_scaled():
+    wanted = quotas.wanted(QuotaConfig(produce=100, fetch=2000, request=40), 0.0)
+    assert wanted.default_user == {PRODUCE: 1, FETCH: 2000, REQUEST: 40}
+
+
+def test_json_shape_uses_null_for_unlimited_and_sorted_names():
+    wanted = quotas.wanted(QuotaConfig(fetch=10, excluded_principals=("alice", "bob")), 1.0)
+    assert wanted.to_json() == {"default_user": {PRODUCE: None, FETCH: 10, REQUEST: None},
+                                "excluded_users": ["alice", "bob"]}
+
+
+def test_excluded_users_get_unlimited_quotas_for_every_managed_key():
+    entities = quotas.wanted(QuotaConfig(produce=100, fetch=50, excluded_principals=("alice",)), 0.0).entities()
+    assert entities["alice"] == {PRODUCE: UNLIMITED, FETCH: UNLIMITED}
+
+
+def test_nothing_is_written_when_the_cluster_already_agrees():
+    wanted = quotas.wanted(QuotaConfig(produce=100, excluded_principals=("alice",)), 1.0)
+    in_force = {None: {PRODUCE: 100.0}, "alice": {PRODUCE: UNLIMITED}}
+    records = {(None, PRODUCE): None, ("alice", PRODUCE): None}
+    assert quotas.plan(wanted, in_force, records) == []
+
+
+def test_a_change_records_the_value_it_replaced_first():
+    wanted = quotas.wanted(QuotaConfig(produce=100), 0.0)
+    first = quotas.plan(wanted, {None: {PRODUCE: 5000.0}}, {})
+    assert first == [Write(None, PRODUCE, 5000.0, 1.0, 5000.0)]
+    again = quotas.plan(quotas.wanted(QuotaConfig(produce=100), 1.0), {None: {PRODUCE: 1.0}}, {(None, PRODUCE): 5000.0})
+    assert again == [Write(None, PRODUCE, 1.0, 100.0, 5000.0)]
+
+
+def test_a_quota_the_sidecar_did_not_set_is_never_removed():
+    wanted = quotas.wanted(QuotaConfig(), 1.0)  # wants no producer quota
+    assert quotas.plan(wanted, {None: {PRODUCE: 777.0, FETCH: 5.0}}, {}) == []
+
+
+def test_a_quota_the_sidecar_set_goes_back_to_what_it_replaced():
+    wanted = quotas.wanted(QuotaConfig(), 1.0)
+    assert quotas.plan(wanted, {None: {PRODUCE: 1.0}}, {(None, PRODUCE): None}) == [
+        Write(None, PRODUCE, 1.0, None, None, forget=True)]
+
+
+def test_restore_returns_every_recorded_key():
+    in_force = {None: {PRODUCE: 1.0}, "alice": {PRODUCE: UNLIMITED}}
+    records = {(None, PRODUCE): 300.0, ("alice", PRODUCE): None}
+    assert quotas.restore(in_force, records) == [
+        Write(None, PRODUCE, 1.0, 300.0, 300.0, forget=True),
+        Write("alice", PRODUCE, UNLIMITED, None, None, forget=True)]
