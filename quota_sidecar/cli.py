@@ -60,3 +60,81 @@ def evaluate(config_path: str | None, overrides: tuple[str, ...], snapshots_path
     except SnapshotError as error:
         fail(str(error))
     click.echo(json.dumps(decisions, indent=2))
+
+
+def build_sidecar(config: configuration.SidecarConfig):
+    from .admin import ClusterAdmin
+    from .cluster_store import ClusterStore
+    from .decider import Decider
+    from .loop import Sidecar
+    from .spark_decisions import volume_judge
+
+    kwargs = config.admin_client_kwargs()
+    return Sidecar(config, ClusterAdmin(kwargs), ClusterStore(kwargs), Decider(config, volume_judge(config)))
+
+
+@main.command()
+@config_options
+@click.option("--cleanup", is_flag=True,
+              help="When stopped, put back every quota the sidecars set, as it was before.")
+def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> None:
+    """Run the sidecar loop until SIGTERM or Ctrl-C."""
+    from . import metrics
+    from .http_api import HttpServer, create_app
+    from .loop import GracefulShutdown
+
+    config = load_config(config_path, overrides)
+    log = logging.getLogger("quota_sidecar")
+    log.info("starting with %s", config.redacted())
+    shutdown = GracefulShutdown().install()
+    sidecar = build_sidecar(config)
+    server = HttpServer(create_app(sidecar, metrics.registry_for(sidecar)), config.http_host, config.http_port).start()
+    try:
+        sidecar.run(shutdown)
+        if cleanup:
+            sidecar.cleanup()
+            log.info("clean-up done: every quota the sidecars set is back to what it was")
+    finally:
+        server.stop()
+        sidecar.close()
+
+
+@main.command()
+@config_options
+@click.option("--url", help="A running sidecar's HTTP endpoint; default http://<http.host>:<http.port>.")
+@click.option("--direct", is_flag=True, help="Read the cluster straight away, without asking a sidecar.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
+def status(config_path: str | None, overrides: tuple[str, ...], url: str | None, direct: bool, as_json: bool) -> None:
+    """Brokers, log dirs, the throttle factor and the quotas in force, at a glance."""
+    from . import status as view
+
+    config = load_config(config_path, overrides)
+    data = None if direct else _status_from_sidecar(url or f"http://{config.http_host}:{config.http_port}")
+    if data is None:
+        data = _status_from_cluster(config)
+    click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
+
+
+def _status_from_sidecar(url: str) -> dict | None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=5) as response:
+            return json.load(response)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None  # no sidecar there: read the cluster instead
+
+
+def _status_from_cluster(config: configuration.SidecarConfig) -> dict:
+    """One poll through the same decision path, reading only: nothing is written to the cluster."""
+    from . import status as view
+    from .loop import utcnow
+
+    sidecar = build_sidecar(config)
+    try:
+        decision = sidecar.decider.decide(sidecar.observe())
+        sidecar.quotas_in_force = sidecar.read_quotas(decision.client_quotas, sidecar.quota_records())
+        return view.build(sidecar, utcnow(), mode="direct: no sidecar answered, one poll made now")
+    finally:
+        sidecar.close()

@@ -1,0 +1,171 @@
+"""The sidecar loop: poll the cluster, decide, write what changed; stop between passes on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from . import quotas
+from .config import SidecarConfig
+from .decider import Decider, Decision, Observation
+from .errors import AdminError
+
+log = logging.getLogger(__name__)
+QUOTA_RECORD = "quota"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class Counters:
+    """Monotonic counts since start, exposed as Prometheus counters."""
+    polls: int = 0
+    poll_failures: int = 0
+    pass_failures: int = 0      # a pass that raised (logged with its traceback; the loop goes on)
+    fallback_applied: int = 0
+    limit_violations: int = 0   # violating volumes, summed over polls
+    quota_writes: int = 0
+    last_poll_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+class GracefulShutdown:
+    """Set by SIGTERM/SIGINT; the loop finishes its pass and stops."""
+
+    def __init__(self):
+        self.event = threading.Event()
+
+    def install(self) -> "GracefulShutdown":
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.event.set())
+        return self
+
+    def wait(self, seconds: float) -> bool:
+        return self.event.wait(seconds)
+
+
+class Sidecar:
+    def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
+                 clock: Callable[[], datetime] = utcnow):
+        self.config = config
+        self.admin = admin
+        self.store = store
+        self.decider = decider
+        self.clock = clock
+        self.counters = Counters()
+        self.quotas_in_force: dict = {}
+        self.lock = threading.Lock()  # the HTTP thread reads what a pass writes
+
+    # -------------------------------------------------------------- one pass
+
+    def run_pass(self) -> Decision:
+        started = time.monotonic()
+        decision = self.decider.decide(self.observe())
+        with self.lock:
+            self.counters.polls += 1
+            self.counters.poll_failures += decision.error is not None
+            self.counters.fallback_applied += decision.entered_fallback
+            self.counters.limit_violations += len(decision.violations)
+        if decision.entered_fallback:
+            log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
+                        decision.throttle_factor, decision.valid_from, decision.error)
+        self.apply_quotas(decision.client_quotas)
+        self.counters.last_poll_seconds = time.monotonic() - started
+        return decision
+
+    def observe(self) -> Observation:
+        now = self.clock()
+        try:
+            brokers = tuple(self.admin.live_broker_ids())
+            volumes = tuple(self.admin.describe_volumes(brokers, now)) if self.config.storage_check_enabled else ()
+        except AdminError as error:
+            log.warning("poll failed: %s", error)
+            return Observation(at=now, error=str(error))
+        return Observation(at=now, brokers=brokers, volumes=volumes)
+
+    def apply_quotas(self, wanted: quotas.ClientQuotas) -> None:
+        records = self.quota_records()
+        in_force = self.read_quotas(wanted, records)
+        writes = quotas.plan(wanted, in_force, records)
+        self._write(writes, records)
+        self.quotas_in_force = _after(in_force, writes)
+
+    def read_quotas(self, wanted: quotas.ClientQuotas, records) -> dict:
+        """The quotas in force for every entity the sidecars want or once wrote."""
+        entities = set(wanted.entities()) | {entity for entity, _ in records}
+        return self.admin.describe_user_quotas(sorted(entities, key=lambda e: e or ""))
+
+    def cleanup(self) -> None:
+        """Put back every quota the sidecars set, as it was before they first set it."""
+        records = self.quota_records()
+        in_force = self.admin.describe_user_quotas(sorted({entity for entity, _ in records}, key=lambda e: e or ""))
+        self._write(quotas.restore(in_force, records), records)
+
+    def quota_records(self) -> dict[tuple, float | None]:
+        records = {}
+        for key, value in self.store.read_all().items():
+            kind, entity, quota_key = json.loads(key)
+            if kind == QUOTA_RECORD:
+                records[(entity, quota_key)] = value["replaced"]
+        return records
+
+    def _write(self, writes: list[quotas.Write], records) -> None:
+        for write in writes:
+            record_key = json.dumps([QUOTA_RECORD, write.entity, write.key])
+            if (write.entity, write.key) not in records:
+                # Recorded before the write: a crash in between still leaves the key known as ours.
+                self.store.put(record_key, {"replaced": write.replaced})
+            if not _same(write.old, write.new):
+                self.admin.alter_user_quotas({write.entity: {write.key: write.new}})
+                self.counters.quota_writes += 1
+                log.info("quota %s %s: %s -> %s", quotas.entity_label(write.entity), write.key,
+                         _rate(write.old), _rate(write.new))
+            if write.forget:
+                self.store.delete(record_key)
+
+    def close(self) -> None:
+        self.admin.close()
+        self.store.close()
+
+    # -------------------------------------------------------------- the loop
+
+    def run(self, shutdown: GracefulShutdown) -> None:
+        # PT0S disables the storage check, not the loop: other duties still run once a minute.
+        interval = self.config.check_interval.total_seconds() or 60.0
+        while not shutdown.event.is_set():
+            try:
+                self.run_pass()
+            except Exception:  # one failed pass must not stop the protection
+                self.counters.pass_failures += 1
+                log.exception("sidecar pass failed; the next pass retries")
+            if shutdown.wait(interval):
+                break
+
+
+def _after(in_force: dict, writes: list[quotas.Write]) -> dict:
+    result = {entity: dict(keys) for entity, keys in in_force.items()}
+    for write in writes:
+        keys = result.setdefault(write.entity, {})
+        if write.new is None:
+            keys.pop(write.key, None)
+        else:
+            keys[write.key] = write.new
+    return result
+
+
+def _same(a, b) -> bool:
+    return a == b or (a is not None and b is not None and abs(a - b) <= 1e-9 * max(abs(a), abs(b)))
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "none"
+    return "unlimited" if value >= quotas.UNLIMITED else f"{value:.0f}"

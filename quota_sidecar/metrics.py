@@ -1,0 +1,67 @@
+"""Prometheus metrics, read from the sidecar's state at scrape time through a custom collector.
+
+Names follow proposal 047's metrics (ThrottleFactor, FallbackThrottleFactorApplied, LimitViolated,
+ActiveBrokers, ActiveLogDirs) in Prometheus style, plus the available bytes of every volume.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+NAMESPACE = "quota_sidecar"
+
+
+class SidecarCollector:
+    def __init__(self, sidecar):
+        self.sidecar = sidecar
+
+    def collect(self):
+        sidecar = self.sidecar
+        counters = sidecar.counters
+        decision = sidecar.decider.last
+        factor = sidecar.decider.factor
+        yield _gauge("throttle_factor", "Throttle factor in force (1.0 = no throttle, 0.0 = producers stopped).",
+                     factor.factor)
+        yield _counter("fallback_applied", "Times the fallback throttle factor took over.", counters.fallback_applied)
+        yield _counter("limit_violated", "Volumes found violating the storage limit, summed over polls.",
+                       counters.limit_violations)
+        yield _counter("polls", "Polls of the cluster.", counters.polls)
+        yield _counter("poll_failures", "Polls that could not see the whole cluster.", counters.poll_failures)
+        yield _counter("pass_failures", "Loop passes that raised; the loop went on.", counters.pass_failures)
+        yield _counter("quota_writes", "Client quota keys written to the cluster.", counters.quota_writes)
+        yield _gauge("poll_duration_seconds", "Wall time of the last pass.", counters.last_poll_seconds)
+        if factor.last_success_at is not None:
+            yield _gauge("last_success_timestamp_seconds", "When the last poll succeeded.",
+                         factor.last_success_at.timestamp())
+        if decision is None:
+            return
+        yield _gauge("active_brokers", "Brokers whose volumes the last decision considered.", decision.active_brokers)
+        yield _gauge("active_log_dirs", "Usable log dirs the last decision considered.", decision.active_log_dirs)
+        available = GaugeMetricFamily(f"{NAMESPACE}_volume_available_bytes", "Available bytes of each volume.",
+                                      labels=["broker_id", "log_dir"])
+        total = GaugeMetricFamily(f"{NAMESPACE}_volume_total_bytes", "Total bytes of each volume.",
+                                  labels=["broker_id", "log_dir"])
+        for volume in decision.volumes:
+            if volume.usable:
+                labels = [str(volume.broker_id), volume.log_dir]
+                available.add_metric(labels, volume.available_bytes)
+                total.add_metric(labels, volume.total_bytes)
+        yield available
+        yield total
+        for family in getattr(sidecar, "extra_metrics", lambda: [])():
+            yield family
+
+
+def registry_for(sidecar) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SidecarCollector(sidecar))
+    return registry
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{NAMESPACE}_{name}", documentation, value=value)
+
+
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(f"{NAMESPACE}_{name}", documentation, value=value)

@@ -1,0 +1,138 @@
+"""`quota-sidecar status`: one plain data structure, rendered as a table for people or as JSON for machines."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from . import __version__, quotas
+from .decider import Decision
+
+VIOLATED, OK = "VIOLATED", "ok"
+
+
+def build(sidecar, now: datetime, mode: str) -> dict:
+    """Everything a person on call wants at a glance, from the sidecar's last pass."""
+    config = sidecar.config
+    decision: Decision | None = sidecar.decider.last
+    factor = sidecar.decider.factor
+    violated = {(v["broker_id"], v["log_dir"]) for v in decision.violations} if decision else set()
+    status = {
+        "sidecar": {"version": __version__, "mode": mode, "broker_id": config.broker_id,
+                    "spark": config.spark_url or "embedded"},
+        "throttle": {
+            "factor": factor.factor,
+            "source": factor.source,
+            "valid_from": _iso(factor.valid_from),
+            "age_seconds": _seconds(factor.age(now)),
+            "last_success": _iso(factor.last_success_at),
+            "last_poll": _iso(decision.at if decision else None),
+            "last_error": decision.error if decision else None,
+            "fallback_factor": config.fallback_factor,
+            "validity_seconds": config.validity.total_seconds(),
+            "fallback_applied": sidecar.counters.fallback_applied,
+        },
+        "limit": config.storage_limit.describe() if config.storage_limit else "storage check disabled",
+        "volumes": [_volume(volume, config.storage_limit, violated, decision.at)
+                    for volume in decision.volumes] if decision else [],
+        "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
+                            sorted(sidecar.quotas_in_force.items(), key=lambda item: item[0] or "")],
+    }
+    replication = getattr(sidecar, "replication_status", None)
+    if replication is not None:
+        status["replication"] = replication()
+    return status
+
+
+def _volume(volume, limit, violated, decided_at) -> dict:
+    if not volume.usable:
+        state = f"offline: {volume.error or 'no sizes reported'}"
+    elif (volume.broker_id, volume.log_dir) in violated:
+        state = VIOLATED
+    else:
+        state = OK
+    if volume.observed_at < decided_at:
+        state += " (broker absent; last seen " + _iso(volume.observed_at) + ")"
+    margin = volume.margin(limit) if limit else None
+    return {"broker_id": volume.broker_id, "log_dir": volume.log_dir, "total_bytes": volume.total_bytes,
+            "available_bytes": volume.available_bytes, "available_ratio": volume.available_ratio,
+            "margin": margin, "state": state}
+
+
+def _quota_row(entity, keys) -> dict:
+    return {"entity": quotas.entity_label(entity),
+            **{key: _rate(keys.get(key)) for key in quotas.QUOTA_KEYS}}
+
+
+def render(status: dict) -> str:
+    throttle = status["throttle"]
+    lines = [
+        f"quota-sidecar {status['sidecar']['version']} ({status['sidecar']['mode']}, "
+        f"broker {status['sidecar']['broker_id']}, spark {status['sidecar']['spark']})",
+        f"throttle factor {throttle['factor']:.3f}  source {throttle['source']}  "
+        f"age {_human_seconds(throttle['age_seconds'])}  last success {throttle['last_success'] or 'never'}",
+        f"limit: {status['limit']}  fallback {throttle['fallback_factor']} after "
+        f"{_human_seconds(throttle['validity_seconds'])}  (fallback applied {throttle['fallback_applied']}x)",
+    ]
+    if throttle["last_error"]:
+        lines.append(f"last poll failed: {throttle['last_error']}")
+    lines += ["", table(["broker", "log dir", "total", "available", "ratio", "margin", "state"],
+                        [[v["broker_id"], v["log_dir"], _bytes(v["total_bytes"]), _bytes(v["available_bytes"]),
+                          _ratio(v["available_ratio"]), _margin(v["margin"]), v["state"]]
+                         for v in status["volumes"]])]
+    lines += ["", "client quotas in force (read back from the cluster):",
+              table(["entity", *quotas.QUOTA_KEYS],
+                    [[q["entity"], *(_shown_rate(q[key]) for key in quotas.QUOTA_KEYS)]
+                     for q in status["quotas_in_force"]])]
+    if "replication" in status:
+        from .throttles import render_status  # only when replication throttles are on
+        lines += ["", render_status(status["replication"])]
+    return "\n".join(lines)
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    if not rows:
+        return "  (none)"
+    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def _rate(value):
+    if value is None:
+        return None
+    return "unlimited" if value >= quotas.UNLIMITED else value
+
+
+def _shown_rate(value) -> str:
+    return "-" if value is None else value if isinstance(value, str) else f"{value:,.0f}"
+
+
+def _bytes(value: int) -> str:
+    if value is None or value < 0:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+
+
+def _ratio(value) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def _margin(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.2%}" if isinstance(value, float) else f"{value:+,} B"
+
+
+def _human_seconds(value) -> str:
+    return "-" if value is None else f"{value:.0f}s"
+
+
+def _seconds(delta):
+    return None if delta is None else delta.total_seconds()
+
+
+def _iso(moment):
+    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
