@@ -51,12 +51,13 @@ def main(log_level: str) -> None:
 def evaluate(config_path: str | None, overrides: tuple[str, ...], snapshots_path: str) -> None:
     """Replay recorded observations through the decision path (Spark included), without a cluster."""
     from .evaluate import SnapshotError, evaluate as replay, load_snapshots
-    from .spark_decisions import volume_judge
+    from .spark_decisions import rate_judge, volume_judge
 
     config = load_config(config_path, overrides)
     try:
         items = load_snapshots(snapshots_path)
-        decisions = replay(config, items, volume_judge(config))
+        rates = rate_judge(config) if config.replication.enabled else None
+        decisions = replay(config, items, volume_judge(config), rates)
     except SnapshotError as error:
         fail(str(error))
     click.echo(json.dumps(decisions, indent=2))

@@ -74,10 +74,10 @@ class Decision:
 class Decider:
     """Carries the state between polls: the factor's timeline and the last volumes of every broker."""
 
-    def __init__(self, config: SidecarConfig, judge_volumes: VolumeJudge, decide_replication=None):
+    def __init__(self, config: SidecarConfig, judge_volumes: VolumeJudge, replication=None):
         self.config = config
         self.judge_volumes = judge_volumes
-        self.decide_replication = decide_replication
+        self.replication = replication  # a throttles.ReplicationDecider when replication throttles are on
         self.factor = FactorState()
         self.remembered: dict[int, tuple[Volume, ...]] = {}
         self.last: Decision | None = None
@@ -99,8 +99,10 @@ class Decider:
             self.factor = after_failure(self.factor, observation.at, self.config.validity,
                                         self.config.fallback_factor)
         replication = None
-        if self.decide_replication is not None and observation.replication is not None:
-            replication = self.decide_replication(observation, volumes, violations)
+        if self.replication is not None and observation.replication is not None:
+            # A failed poll keeps the last known violations for the disk guard.
+            guard = violations if error is None else (self.last.violations if self.last else ())
+            replication = self.replication.decide(observation.replication, guard)
         decision = Decision(
             at=observation.at,
             throttle_factor=self.factor.factor,

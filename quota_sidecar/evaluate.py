@@ -6,8 +6,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from .decider import Decider, Observation, VolumeJudge
 from .config import SidecarConfig
+from .decider import Decider, Observation, VolumeJudge
+from .throttles import BrokerLoad, Overrides, Reassignment, RateJudge, ReplicationDecider, ReplicationObservation
 from .volumes import Volume
 
 
@@ -42,7 +43,38 @@ def observation(item: Any, index: int) -> Observation:
                         for v in item.get("volumes", []))
     except (KeyError, TypeError, ValueError) as error:
         raise SnapshotError(f"{where}: bad broker or volume entry ({error!r})") from None
-    return Observation(at=at, brokers=brokers, volumes=volumes)
+    return Observation(at=at, brokers=brokers, volumes=volumes, replication=replication(item, where))
+
+
+def replication(item: dict, where: str) -> ReplicationObservation:
+    try:
+        moves = tuple(Reassignment(str(m["topic"]), int(m["partition"]), _ids(m["replicas"]),
+                                   _ids(m.get("adding", ())), _ids(m.get("removing", ())))
+                      for m in item.get("reassignments", []))
+        loads = {int(b): BrokerLoad(float(v["tx_bytes_per_sec"]), float(v["rx_bytes_per_sec"]),
+                                    _float(v.get("replication_tx_bytes_per_sec")),
+                                    _float(v.get("replication_rx_bytes_per_sec")))
+                 for b, v in item.get("broker_load", {}).items()}
+        applied = {int(b): {key: _int(v.get(key)) for key in ("leader_rate", "follower_rate")}
+                   for b, v in item.get("applied_rates", {}).items()}
+        raw = item.get("overrides", {})
+        overrides = Overrides(_int(raw.get("global_rate")), bool(raw.get("global_autoremove", False)),
+                              {int(b): int(r) for b, r in raw.get("broker_rates", {}).items()})
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise SnapshotError(f"{where}: bad reassignment, broker_load, applied_rates or overrides entry ({error!r})") from None
+    return ReplicationObservation(moves, loads, applied, overrides)
+
+
+def _ids(values) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
+def _int(value):
+    return None if value is None else int(value)
+
+
+def _float(value):
+    return None if value is None else float(value)
 
 
 def parse_time(raw: Any, where: str) -> datetime:
@@ -53,7 +85,9 @@ def parse_time(raw: Any, where: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def evaluate(config: SidecarConfig, items: list[dict], judge: VolumeJudge) -> list[dict]:
+def evaluate(config: SidecarConfig, items: list[dict], judge: VolumeJudge, rate_judge: RateJudge | None) -> list[dict]:
+    """One decision per observation; every broker of the moves is decided, as if all sidecars ran here."""
     observations = [observation(item, index) for index, item in enumerate(items)]
-    decider = Decider(config, judge)
+    replication = ReplicationDecider(config.replication, rate_judge) if config.replication.enabled else None
+    decider = Decider(config, judge, replication)
     return [decider.decide(obs).to_json() for obs in observations]

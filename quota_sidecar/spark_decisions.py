@@ -4,14 +4,24 @@ from __future__ import annotations
 
 from .config import SidecarConfig
 from .decider import VolumeJudge
+from .throttles import RateJudge
+
+
+def _session(config: SidecarConfig):
+    from spark_jobs import session  # pyspark loads only where a decision is made
+
+    return session.get_session(config.spark_url or None)
 
 
 def volume_judge(config: SidecarConfig) -> VolumeJudge:
-    from spark_jobs import session, volume_violations  # pyspark loads only where a decision is made
+    from spark_jobs import volume_violations
 
-    spark = session.get_session(config.spark_url or None)
+    spark = _session(config)
+    return lambda rows, params: volume_violations.decide(spark, rows, params)
 
-    def judge(rows: list[dict], params: dict) -> tuple[float, list[dict]]:
-        return volume_violations.decide(spark, rows, params)
 
-    return judge
+def rate_judge(config: SidecarConfig) -> RateJudge:
+    from spark_jobs import replication_rates
+
+    spark = _session(config)
+    return lambda rows: replication_rates.decide(spark, rows)

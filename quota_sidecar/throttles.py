@@ -1,0 +1,234 @@
+"""Replication throttles (KIP-73 + kafka-kit autothrottle): who moves what, throttled-replica lists, rates.
+
+Pure decision code. A move's sources are its current replicas (replicas minus adding) and its
+destinations are the adding replicas, Kafka's own rule in kafka-reassign-partitions. Each source gets
+`partition:broker` in the topic's leader list and each destination in its follower list; each broker's
+leader (outbound) and follower (inbound) rate follows its measured network headroom.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
+
+LEADER, FOLLOWER = "leader", "follower"
+ROLES = (LEADER, FOLLOWER)
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LIST_KEY = {LEADER: LEADER_REPLICAS, FOLLOWER: FOLLOWER_REPLICAS}
+RATE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
+
+# Why a rate is what it is, in precedence order after the disk guard (safety first).
+DISK_GUARD, BROKER_OVERRIDE, GLOBAL_OVERRIDE = "disk_guard", "broker_override", "global_override"
+FAIL_SAFE, COMPUTED, UNCHANGED, KEPT = "fail_safe", "computed", "unchanged", "kept"
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return tuple(b for b in self.replicas if b not in self.adding)
+
+    @property
+    def destinations(self) -> tuple[int, ...]:
+        return self.adding
+
+
+@dataclass(frozen=True)
+class BrokerLoad:
+    """Network use of one broker's host in bytes/s; the replication figures are measured when known."""
+    tx_bytes_per_sec: float
+    rx_bytes_per_sec: float
+    replication_tx_bytes_per_sec: float | None = None
+    replication_rx_bytes_per_sec: float | None = None
+
+    def used(self, role: str) -> float:
+        return self.tx_bytes_per_sec if role == LEADER else self.rx_bytes_per_sec
+
+    def replication(self, role: str) -> float | None:
+        return self.replication_tx_bytes_per_sec if role == LEADER else self.replication_rx_bytes_per_sec
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Operator rates (bytes/s) set over the admin API; kept in the cluster so every sidecar sees them."""
+    global_rate: int | None = None
+    global_autoremove: bool = False
+    broker_rates: Mapping[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReplicationObservation:
+    reassignments: tuple[Reassignment, ...] = ()
+    broker_load: Mapping[int, BrokerLoad] = field(default_factory=dict)
+    applied_rates: Mapping[int, Mapping[str, int | None]] = field(default_factory=dict)
+    overrides: Overrides = Overrides()
+    catching_up: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # topic -> (p, b)
+
+
+@dataclass(frozen=True)
+class BrokerRates:
+    leader_rate: int | None = None
+    follower_rate: int | None = None
+    leader_reason: str | None = None
+    follower_reason: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        reasons = {role: r for role, r in ((LEADER, self.leader_reason), (FOLLOWER, self.follower_reason)) if r}
+        if len(set(reasons.values())) <= 1:
+            return next(iter(reasons.values()), None)
+        return ", ".join(f"{role} {why}" for role, why in reasons.items())
+
+    def rate(self, role: str) -> int | None:
+        return self.leader_rate if role == LEADER else self.follower_rate
+
+    def to_json(self) -> dict:
+        return {"leader_rate": self.leader_rate, "follower_rate": self.follower_rate, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ReplicationDecision:
+    brokers: Mapping[int, BrokerRates]
+    topics: Mapping[str, Mapping[str, tuple[str, ...]]]  # topic -> role -> sorted "p:b" entries
+    moving_topics: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "brokers": {str(b): rates.to_json() for b, rates in sorted(self.brokers.items())},
+            "topics": {topic: {"leader_replicas": list(lists[LEADER]), "follower_replicas": list(lists[FOLLOWER])}
+                       for topic, lists in sorted(self.topics.items())},
+        }
+
+
+def throttled_replicas(reassignments: Iterable[Reassignment],
+                       catching_up: Mapping[str, Iterable[tuple[int, int]]] = {}) -> dict[str, dict[str, tuple[str, ...]]]:
+    """topic -> {leader: sources, follower: destinations}, as sorted `partition:broker` entries."""
+    pairs: dict[str, dict[str, set[tuple[int, int]]]] = {}
+    for move in reassignments:
+        lists = pairs.setdefault(move.topic, {LEADER: set(), FOLLOWER: set()})
+        lists[LEADER].update((move.partition, b) for b in move.sources)
+        lists[FOLLOWER].update((move.partition, b) for b in move.destinations)
+    for topic, replicas in catching_up.items():
+        pairs.setdefault(topic, {LEADER: set(), FOLLOWER: set()})[FOLLOWER].update(replicas)
+    return {topic: {role: tuple(f"{p}:{b}" for p, b in sorted(entries)) for role, entries in lists.items()}
+            for topic, lists in pairs.items()}
+
+
+def roles(reassignments: Iterable[Reassignment]) -> dict[int, set[str]]:
+    found: dict[int, set[str]] = {}
+    for move in reassignments:
+        for broker in move.sources:
+            found.setdefault(broker, set()).add(LEADER)
+        for broker in move.destinations:
+            found.setdefault(broker, set()).add(FOLLOWER)
+    return found
+
+
+def rate_inputs(observation: ReplicationObservation, config, brokers: Iterable[int], failures: Mapping[int, int],
+                guarded: set[int]) -> list[dict]:
+    """One row per (broker, role) for the Spark rate aggregation (spark_jobs.replication_rates)."""
+    rows = []
+    by_broker = roles(observation.reassignments)
+    for broker in sorted(brokers):
+        load = observation.broker_load.get(broker)
+        applied = observation.applied_rates.get(broker, {})
+        for role in sorted(by_broker.get(broker, ())):
+            rows.append({
+                "broker_id": broker, "role": role,
+                "capacity_bytes": config.capacity(broker) or 0,
+                "used_bytes_per_sec": None if load is None else float(load.used(role)),
+                "applied_rate": applied.get(f"{role}_rate"),
+                "measured_replication_bytes_per_sec": None if load is None else load.replication(role),
+                "max_percent": config.max_tx_percent if role == LEADER else config.max_rx_percent,
+                "min_rate": config.min_rate,
+                "change_threshold_percent": config.change_threshold_percent,
+                "consecutive_failures": failures.get(broker, 0),
+                "failure_threshold": config.failure_threshold,
+                "disk_guard": broker in guarded,
+                "disk_guard_rate": config.disk_guard_rate,
+            })
+    return rows
+
+
+def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], overrides: Overrides,
+                   involved: Mapping[int, set[str]]) -> dict[int, BrokerRates]:
+    """Precedence: disk guard > broker override > global override > fail-safe > computed.
+
+    A broker override applies to its broker in both roles even without a move (a broker catching up
+    after a restart is throttled as a follower); a global override applies to every broker in a move.
+    """
+    brokers = set(involved) | set(overrides.broker_rates)
+    result = {}
+    for broker in sorted(brokers):
+        chosen: dict[str, tuple[int | None, str | None]] = {}
+        for role in ROLES:
+            rate, reason = computed.get((broker, role), (None, None))
+            if reason == DISK_GUARD:
+                pass
+            elif broker in overrides.broker_rates:
+                rate, reason = overrides.broker_rates[broker], BROKER_OVERRIDE
+            elif role in involved.get(broker, ()) and overrides.global_rate is not None:
+                rate, reason = overrides.global_rate, GLOBAL_OVERRIDE
+            chosen[role] = (rate, reason)
+        result[broker] = BrokerRates(chosen[LEADER][0], chosen[FOLLOWER][0], chosen[LEADER][1], chosen[FOLLOWER][1])
+    return result
+
+
+def count_failures(previous: Mapping[int, int], brokers: Iterable[int], loads: Mapping[int, BrokerLoad]) -> dict[int, int]:
+    """Consecutive polls in which a broker's network figures could not be read."""
+    return {broker: (0 if broker in loads else previous.get(broker, 0) + 1) for broker in brokers}
+
+
+RateJudge = Callable[[list[dict]], list[dict]]
+
+
+class ReplicationDecider:
+    """Carries the failure counts between polls; the rate arithmetic itself runs in Spark."""
+
+    def __init__(self, config, judge_rates: RateJudge, own_broker: int | None = None):
+        self.config = config
+        self.judge_rates = judge_rates
+        self.own_broker = own_broker  # a running sidecar decides for its own broker; evaluate for all
+        self.failures: dict[int, int] = {}
+
+    def decide(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> ReplicationDecision:
+        involved = roles(observation.reassignments)
+        deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
+        self.failures = count_failures(self.failures, deciding, observation.broker_load)
+        guarded = {v["broker_id"] for v in violations}
+        rows = rate_inputs(observation, self.config, deciding, self.failures, guarded)
+        computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"]) for row in self.judge_rates(rows)} \
+            if rows else {}
+        overrides = observation.overrides
+        if self.own_broker is not None:
+            involved = {b: r for b, r in involved.items() if b == self.own_broker}
+            overrides = Overrides(overrides.global_rate, overrides.global_autoremove,
+                                  {b: r for b, r in overrides.broker_rates.items() if b == self.own_broker})
+        return ReplicationDecision(
+            brokers=with_overrides(computed, overrides, involved),
+            topics=throttled_replicas(observation.reassignments, observation.catching_up),
+            moving_topics=tuple(sorted({m.topic for m in observation.reassignments})),
+        )
+
+
+def render_status(replication: dict) -> str:
+    from .status import table
+
+    lines = ["replication throttles:"]
+    moves = replication.get("moves", [])
+    lines.append(table(["topic", "partition", "replicas", "adding", "removing"],
+                       [[m["topic"], m["partition"], m["replicas"], m["adding"], m["removing"]] for m in moves]))
+    lines.append(table(["broker", "role", "tx B/s", "rx B/s", "capacity", "leader rate", "follower rate", "why"],
+                       [[b["broker_id"], b["role"], b.get("tx_bytes_per_sec"), b.get("rx_bytes_per_sec"),
+                         b.get("capacity"), b["leader_rate"], b["follower_rate"], b["reason"]]
+                        for b in replication.get("brokers", [])]))
+    return "\n".join(lines)
