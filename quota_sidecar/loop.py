@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
 
-from . import quotas
+from . import ownership, quotas
 from .config import SidecarConfig
 from .decider import Decider, Decision, Observation
 from .errors import AdminError
@@ -32,7 +32,7 @@ class Counters:
     pass_failures: int = 0      # a pass that raised (logged with its traceback; the loop goes on)
     fallback_applied: int = 0
     limit_violations: int = 0   # violating volumes, summed over polls
-    quota_writes: int = 0
+    writes: int = 0             # values written to the cluster (quotas, configs)
     last_poll_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -92,10 +92,10 @@ class Sidecar:
         return Observation(at=now, brokers=brokers, volumes=volumes)
 
     def apply_quotas(self, wanted: quotas.ClientQuotas) -> None:
-        records = self.quota_records()
+        records = self.records(QUOTA_RECORD)
         in_force = self.read_quotas(wanted, records)
-        writes = quotas.plan(wanted, in_force, records)
-        self._write(writes, records)
+        writes = ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), records)
+        self.write_owned(QUOTA_RECORD, writes, records, self._alter_quota, _quota_label)
         self.quotas_in_force = _after(in_force, writes)
 
     def read_quotas(self, wanted: quotas.ClientQuotas, records) -> dict:
@@ -105,31 +105,36 @@ class Sidecar:
 
     def cleanup(self) -> None:
         """Put back every quota the sidecars set, as it was before they first set it."""
-        records = self.quota_records()
+        records = self.records(QUOTA_RECORD)
         in_force = self.admin.describe_user_quotas(sorted({entity for entity, _ in records}, key=lambda e: e or ""))
-        self._write(quotas.restore(in_force, records), records)
+        self.write_owned(QUOTA_RECORD, ownership.restore(quotas.flatten(in_force), records), records,
+                         self._alter_quota, _quota_label)
 
-    def quota_records(self) -> dict[tuple, float | None]:
-        records = {}
+    def records(self, kind: str) -> dict[tuple, float | None]:
+        """target -> the value it replaced, for every target of this kind the sidecars wrote."""
+        found = {}
         for key, value in self.store.read_all().items():
-            kind, entity, quota_key = json.loads(key)
-            if kind == QUOTA_RECORD:
-                records[(entity, quota_key)] = value["replaced"]
-        return records
+            record_kind, *target = json.loads(key)
+            if record_kind == kind:
+                found[tuple(target)] = value["replaced"]
+        return found
 
-    def _write(self, writes: list[quotas.Write], records) -> None:
+    def write_owned(self, kind: str, writes: list[ownership.Write], records, apply_one, label) -> None:
         for write in writes:
-            record_key = json.dumps([QUOTA_RECORD, write.entity, write.key])
-            if (write.entity, write.key) not in records:
-                # Recorded before the write: a crash in between still leaves the key known as ours.
+            record_key = json.dumps([kind, *write.target])
+            if write.target not in records:
+                # Recorded before the write: a crash in between still leaves the target known as ours.
                 self.store.put(record_key, {"replaced": write.replaced})
-            if not _same(write.old, write.new):
-                self.admin.alter_user_quotas({write.entity: {write.key: write.new}})
-                self.counters.quota_writes += 1
-                log.info("quota %s %s: %s -> %s", quotas.entity_label(write.entity), write.key,
-                         _rate(write.old), _rate(write.new))
+            if write.changes:
+                apply_one(write.target, write.new)
+                self.counters.writes += 1
+                log.info("%s: %s -> %s", label(write.target), _rate(write.old), _rate(write.new))
             if write.forget:
                 self.store.delete(record_key)
+
+    def _alter_quota(self, target, value) -> None:
+        entity, key = target
+        self.admin.alter_user_quotas({entity: {key: value}})
 
     def close(self) -> None:
         self.admin.close()
@@ -150,19 +155,21 @@ class Sidecar:
                 break
 
 
-def _after(in_force: dict, writes: list[quotas.Write]) -> dict:
+def _after(in_force: dict, writes: list[ownership.Write]) -> dict:
     result = {entity: dict(keys) for entity, keys in in_force.items()}
     for write in writes:
-        keys = result.setdefault(write.entity, {})
+        entity, key = write.target
+        keys = result.setdefault(entity, {})
         if write.new is None:
-            keys.pop(write.key, None)
+            keys.pop(key, None)
         else:
-            keys[write.key] = write.new
+            keys[key] = write.new
     return result
 
 
-def _same(a, b) -> bool:
-    return a == b or (a is not None and b is not None and abs(a - b) <= 1e-9 * max(abs(a), abs(b)))
+def _quota_label(target) -> str:
+    entity, key = target
+    return f"quota {quotas.entity_label(entity)} {key}"
 
 
 def _rate(value: float | None) -> str:

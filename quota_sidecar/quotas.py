@@ -50,48 +50,17 @@ def wanted(config: QuotaConfig, factor: float) -> ClientQuotas:
     )
 
 
-@dataclass(frozen=True)
-class Write:
-    entity: Entity
-    key: str
-    old: float | None
-    new: float | None          # None removes the key
-    replaced: float | None     # what was there before the sidecar first wrote this key
-    forget: bool = False       # the key is back to what the sidecar found: drop the record
+def targets(wanted_quotas: ClientQuotas) -> dict[tuple[Entity, str], float | None]:
+    """(entity, key) -> wanted value, the form ownership.plan works on."""
+    return {(entity, key): value for entity, keys in wanted_quotas.entities().items() for key, value in keys.items()}
 
 
-def plan(wanted_quotas: ClientQuotas, in_force: Mapping[Entity, Quotas],
-         records: Mapping[tuple[Entity, str], float | None]) -> list[Write]:
-    """The writes that turn `in_force` into `wanted_quotas`, and nothing else.
-
-    `records` maps each (entity, key) the sidecars wrote to the value it replaced. A key the sidecar does
-    not want (None) is only touched when a record says the sidecar set it: it goes back to what was there.
-    """
-    writes = []
-    for entity, keys in wanted_quotas.entities().items():
-        for key, new in keys.items():
-            old = in_force.get(entity, {}).get(key)
-            owned = (entity, key) in records
-            if new is not None and not _same(old, new):
-                writes.append(Write(entity, key, old, new, records.get((entity, key), old)))
-            elif new is None and owned:
-                original = records[(entity, key)]
-                writes.append(Write(entity, key, old, original, original, forget=True))
-    return writes
-
-
-def restore(in_force: Mapping[Entity, Quotas], records: Mapping[tuple[Entity, str], float | None]) -> list[Write]:
-    """Clean-up: every key the sidecars set goes back to the value it replaced."""
-    return [Write(entity, key, in_force.get(entity, {}).get(key), original, original, forget=True)
-            for (entity, key), original in sorted(records.items(), key=lambda item: (item[0][0] or "", item[0][1]))]
+def flatten(in_force: Mapping[Entity, Quotas]) -> dict[tuple[Entity, str], float]:
+    return {(entity, key): value for entity, keys in in_force.items() for key, value in keys.items()}
 
 
 def entity_label(entity: Entity) -> str:
     return "<default user>" if entity is None else f"User:{entity}"
-
-
-def _same(a: float | None, b: float | None) -> bool:
-    return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9)
 
 
 def _json_rate(value: float | None) -> int | float | None:

@@ -2,9 +2,10 @@
 
 import pytest
 
-from quota_sidecar import quotas
+from quota_sidecar import ownership, quotas
 from quota_sidecar.config import QuotaConfig
-from quota_sidecar.quotas import FETCH, PRODUCE, REQUEST, UNLIMITED, Write
+from quota_sidecar.ownership import Write
+from quota_sidecar.quotas import FETCH, PRODUCE, REQUEST, UNLIMITED
 
 
 @pytest.mark.parametrize("produce, factor, expected", [
@@ -31,35 +32,43 @@ def test_excluded_users_get_unlimited_quotas_for_every_managed_key():
     assert entities["alice"] == {PRODUCE: UNLIMITED, FETCH: UNLIMITED}
 
 
+def plan(wanted, in_force, records):
+    return ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), records)
+
+
 def test_nothing_is_written_when_the_cluster_already_agrees():
     wanted = quotas.wanted(QuotaConfig(produce=100, excluded_principals=("alice",)), 1.0)
     in_force = {None: {PRODUCE: 100.0}, "alice": {PRODUCE: UNLIMITED}}
     records = {(None, PRODUCE): None, ("alice", PRODUCE): None}
-    assert quotas.plan(wanted, in_force, records) == []
+    assert plan(wanted, in_force, records) == []
 
 
 def test_a_change_records_the_value_it_replaced_first():
-    wanted = quotas.wanted(QuotaConfig(produce=100), 0.0)
-    first = quotas.plan(wanted, {None: {PRODUCE: 5000.0}}, {})
-    assert first == [Write(None, PRODUCE, 5000.0, 1.0, 5000.0)]
-    again = quotas.plan(quotas.wanted(QuotaConfig(produce=100), 1.0), {None: {PRODUCE: 1.0}}, {(None, PRODUCE): 5000.0})
-    assert again == [Write(None, PRODUCE, 1.0, 100.0, 5000.0)]
+    first = plan(quotas.wanted(QuotaConfig(produce=100), 0.0), {None: {PRODUCE: 5000.0}}, {})
+    assert first == [Write((None, PRODUCE), 5000.0, 1.0, 5000.0)]
+    again = plan(quotas.wanted(QuotaConfig(produce=100), 1.0), {None: {PRODUCE: 1.0}}, {(None, PRODUCE): 5000.0})
+    assert again == [Write((None, PRODUCE), 1.0, 100.0, 5000.0)]
 
 
 def test_a_quota_the_sidecar_did_not_set_is_never_removed():
     wanted = quotas.wanted(QuotaConfig(), 1.0)  # wants no producer quota
-    assert quotas.plan(wanted, {None: {PRODUCE: 777.0, FETCH: 5.0}}, {}) == []
+    assert plan(wanted, {None: {PRODUCE: 777.0, FETCH: 5.0}}, {}) == []
 
 
 def test_a_quota_the_sidecar_set_goes_back_to_what_it_replaced():
     wanted = quotas.wanted(QuotaConfig(), 1.0)
-    assert quotas.plan(wanted, {None: {PRODUCE: 1.0}}, {(None, PRODUCE): None}) == [
-        Write(None, PRODUCE, 1.0, None, None, forget=True)]
+    writes = plan(wanted, {None: {PRODUCE: 1.0}}, {(None, PRODUCE): None})
+    assert writes == [Write((None, PRODUCE), 1.0, None, None, forget=True)] and writes[0].changes
 
 
-def test_restore_returns_every_recorded_key():
-    in_force = {None: {PRODUCE: 1.0}, "alice": {PRODUCE: UNLIMITED}}
+def test_restore_returns_every_recorded_target():
+    in_force = quotas.flatten({None: {PRODUCE: 1.0}, "alice": {PRODUCE: UNLIMITED}})
     records = {(None, PRODUCE): 300.0, ("alice", PRODUCE): None}
-    assert quotas.restore(in_force, records) == [
-        Write(None, PRODUCE, 1.0, 300.0, 300.0, forget=True),
-        Write("alice", PRODUCE, UNLIMITED, None, None, forget=True)]
+    assert ownership.restore(in_force, records) == [
+        Write(("alice", PRODUCE), UNLIMITED, None, None, forget=True),
+        Write((None, PRODUCE), 1.0, 300.0, 300.0, forget=True)]
+
+
+def test_a_restored_target_already_back_is_only_forgotten():
+    [write] = ownership.restore({}, {(None, FETCH): None})
+    assert write.forget and not write.changes
