@@ -130,12 +130,13 @@ def _status_from_sidecar(url: str) -> dict | None:
 def _status_from_cluster(config: configuration.SidecarConfig) -> dict:
     """One poll through the same decision path, reading only: nothing is written to the cluster."""
     from . import status as view
-    from .loop import utcnow
+    from .loop import QUOTA_RECORD, of_kind, utcnow
 
     sidecar = build_sidecar(config)
     try:
-        decision = sidecar.decider.decide(sidecar.observe())
-        sidecar.quotas_in_force = sidecar.read_quotas(decision.client_quotas, sidecar.quota_records())
+        records = sidecar.read_records()
+        decision = sidecar.decider.decide(sidecar.observe(records))
+        sidecar.quotas_in_force = sidecar.read_quotas(decision.client_quotas, of_kind(records, QUOTA_RECORD))
         return view.build(sidecar, utcnow(), mode="direct: no sidecar answered, one poll made now")
     finally:
         sidecar.close()

@@ -80,6 +80,7 @@ class Decider:
         self.replication = replication  # a throttles.ReplicationDecider when replication throttles are on
         self.factor = FactorState()
         self.remembered: dict[int, tuple[Volume, ...]] = {}
+        self.known_violations: tuple[dict, ...] = ()  # from the last successful poll
         self.last: Decision | None = None
 
     def decide(self, observation: Observation) -> Decision:
@@ -95,13 +96,13 @@ class Decider:
                 error = f"decision failed: {failure}"
             else:
                 self.factor = after_success(self.factor, factor, observation.at)
+                self.known_violations = violations
         if error is not None:
             self.factor = after_failure(self.factor, observation.at, self.config.validity,
                                         self.config.fallback_factor)
         replication = None
         if self.replication is not None and observation.replication is not None:
-            # A failed poll keeps the last known violations for the disk guard.
-            guard = violations if error is None else (self.last.violations if self.last else ())
+            guard = self.known_violations  # a failed poll keeps the last known ones for the disk guard
             replication = self.replication.decide(observation.replication, guard)
         decision = Decision(
             at=observation.at,

@@ -54,8 +54,9 @@ class GracefulShutdown:
 
 class Sidecar:
     def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, replication=None):
         self.config = config
+        self.replication = replication  # a replication.ReplicationRunner when replication throttles are on
         self.admin = admin
         self.store = store
         self.decider = decider
@@ -68,7 +69,9 @@ class Sidecar:
 
     def run_pass(self) -> Decision:
         started = time.monotonic()
-        decision = self.decider.decide(self.observe())
+        records = self.read_records()
+        observation = self.observe(records)
+        decision = self.decider.decide(observation)
         with self.lock:
             self.counters.polls += 1
             self.counters.poll_failures += decision.error is not None
@@ -77,22 +80,35 @@ class Sidecar:
         if decision.entered_fallback:
             log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
                         decision.throttle_factor, decision.valid_from, decision.error)
-        self.apply_quotas(decision.client_quotas)
+        self.apply_quotas(decision.client_quotas, records)
+        if self.replication is not None and decision.replication is not None:
+            violated = {v["broker_id"] for v in self.decider.known_violations}
+            self.replication.apply(decision.replication, observation.replication, records, violated, decision.at)
         self.counters.last_poll_seconds = time.monotonic() - started
         return decision
 
-    def observe(self) -> Observation:
+    def observe(self, records: dict) -> Observation:
         now = self.clock()
+        replication = None
+        if self.replication is not None:
+            try:
+                replication = self.replication.observe(records)
+            except AdminError as error:  # replication waits for the next pass; disk protection goes on
+                log.warning("replication poll failed: %s", error)
         try:
             brokers = tuple(self.admin.live_broker_ids())
             volumes = tuple(self.admin.describe_volumes(brokers, now)) if self.config.storage_check_enabled else ()
         except AdminError as error:
             log.warning("poll failed: %s", error)
-            return Observation(at=now, error=str(error))
-        return Observation(at=now, brokers=brokers, volumes=volumes)
+            return Observation(at=now, error=str(error), replication=replication)
+        return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication)
 
-    def apply_quotas(self, wanted: quotas.ClientQuotas) -> None:
-        records = self.records(QUOTA_RECORD)
+    def read_records(self) -> dict[tuple, dict]:
+        """Everything the sidecars keep in the cluster, read once a pass: ownership records, overrides."""
+        return {tuple(json.loads(key)): value for key, value in self.store.read_all().items()}
+
+    def apply_quotas(self, wanted: quotas.ClientQuotas, all_records: dict) -> None:
+        records = of_kind(all_records, QUOTA_RECORD)
         in_force = self.read_quotas(wanted, records)
         writes = ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), records)
         self.write_owned(QUOTA_RECORD, writes, records, self._alter_quota, _quota_label)
@@ -105,19 +121,13 @@ class Sidecar:
 
     def cleanup(self) -> None:
         """Put back every quota the sidecars set, as it was before they first set it."""
-        records = self.records(QUOTA_RECORD)
+        all_records = self.read_records()
+        records = of_kind(all_records, QUOTA_RECORD)
         in_force = self.admin.describe_user_quotas(sorted({entity for entity, _ in records}, key=lambda e: e or ""))
         self.write_owned(QUOTA_RECORD, ownership.restore(quotas.flatten(in_force), records), records,
                          self._alter_quota, _quota_label)
-
-    def records(self, kind: str) -> dict[tuple, float | None]:
-        """target -> the value it replaced, for every target of this kind the sidecars wrote."""
-        found = {}
-        for key, value in self.store.read_all().items():
-            record_kind, *target = json.loads(key)
-            if record_kind == kind:
-                found[tuple(target)] = value["replaced"]
-        return found
+        if self.replication is not None:
+            self.replication.cleanup(all_records)
 
     def write_owned(self, kind: str, writes: list[ownership.Write], records, apply_one, label) -> None:
         for write in writes:
@@ -153,6 +163,11 @@ class Sidecar:
                 log.exception("sidecar pass failed; the next pass retries")
             if shutdown.wait(interval):
                 break
+
+
+def of_kind(records: dict[tuple, dict], kind: str) -> dict[tuple, float | None]:
+    """target -> the value it replaced, for every target of this kind the sidecars wrote."""
+    return {key[1:]: value["replaced"] for key, value in records.items() if key[0] == kind}
 
 
 def _after(in_force: dict, writes: list[ownership.Write]) -> dict:
