@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
+import json
 import logging
 import threading
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from waitress.server import create_server
 
@@ -32,10 +34,61 @@ def create_app(sidecar, registry) -> Flask:
         last = sidecar.decider.last
         return jsonify({"ok": True, "last_poll": None if last is None else last.at.isoformat()})
 
-    extend = getattr(sidecar, "extend_http", None)
-    if extend is not None:
-        extend(app)
+    add_override_routes(app, sidecar.store, sidecar.config.api_token)
     return app
+
+
+def add_override_routes(app: Flask, store, token: str) -> None:
+    """Replication throttle overrides, kept in the cluster so every sidecar applies them and they outlive
+    restarts. Reading is open; setting and removing need `Authorization: Bearer <api.token>`."""
+
+    def record_key(broker_id: int | None) -> str:
+        return json.dumps(["override", "global"] if broker_id is None else ["override", "broker", broker_id])
+
+    def refused():
+        if not token:
+            return _error(403, "overrides are read-only here: set client.quota.callback.static.api.token to allow changes")
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            return _error(401, "a valid 'Authorization: Bearer <token>' header is required")
+        return None
+
+    def read(broker_id):
+        value = store.read_all().get(record_key(broker_id))
+        return jsonify({"broker_id": broker_id, "override": value})
+
+    def write(broker_id):
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict):
+            return _error(400, 'expected a JSON object such as {"rate": 50000000}')
+        rate = body.get("rate")
+        if isinstance(rate, bool) or not isinstance(rate, int) or rate <= 0:
+            return _error(400, f"rate={rate!r}: expected a whole number of bytes/s > 0")
+        autoremove = body.get("autoremove", False)
+        if not isinstance(autoremove, bool) or (autoremove and broker_id is not None):
+            return _error(400, "autoremove: true or false, and only for the global override")
+        value = {"rate": rate, "autoremove": autoremove} if broker_id is None else {"rate": rate}
+        store.put(record_key(broker_id), value)
+        log.info("throttle override set: %s -> %s", "global" if broker_id is None else f"broker {broker_id}", value)
+        return jsonify({"broker_id": broker_id, "override": value})
+
+    def remove(broker_id):
+        existed = record_key(broker_id) in store.read_all()
+        store.delete(record_key(broker_id))
+        log.info("throttle override removed: %s", "global" if broker_id is None else f"broker {broker_id}")
+        return jsonify({"broker_id": broker_id, "removed": existed})
+
+    def route(broker_id=None):
+        if request.method == "GET":
+            return read(broker_id)
+        return refused() or (write(broker_id) if request.method == "PUT" else remove(broker_id))
+
+    app.add_url_rule("/throttle", "global_override", route, methods=["GET", "PUT", "DELETE"])
+    app.add_url_rule("/throttle/<int:broker_id>", "broker_override", route, methods=["GET", "PUT", "DELETE"])
+
+
+def _error(code: int, message: str):
+    return jsonify({"error": message}), code
 
 
 class HttpServer:

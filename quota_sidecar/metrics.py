@@ -50,8 +50,20 @@ class SidecarCollector:
                 total.add_metric(labels, volume.total_bytes)
         yield available
         yield total
-        for family in getattr(sidecar, "extra_metrics", lambda: [])():
-            yield family
+        if sidecar.replication is not None and sidecar.replication.last is not None:
+            yield _replication_rates(sidecar.replication.last)
+
+
+def _replication_rates(decision) -> GaugeMetricFamily:
+    rates = GaugeMetricFamily(f"{NAMESPACE}_replication_throttle_rate_bytes",
+                              "Replication throttle rate this sidecar wants in force, and why.",
+                              labels=["broker_id", "role", "reason"])
+    for broker_id, broker in decision.brokers.items():
+        for role, rate, reason in (("leader", broker.leader_rate, broker.leader_reason),
+                                   ("follower", broker.follower_rate, broker.follower_reason)):
+            if rate is not None:
+                rates.add_metric([str(broker_id), role, reason], rate)
+    return rates
 
 
 def registry_for(sidecar) -> CollectorRegistry:
