@@ -63,7 +63,7 @@ def evaluate(config_path: str | None, overrides: tuple[str, ...], snapshots_path
     click.echo(json.dumps(decisions, indent=2))
 
 
-def build_sidecar(config: configuration.SidecarConfig):
+def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True):
     from .admin import ClusterAdmin
     from .cluster_store import ClusterStore
     from .decider import Decider
@@ -71,7 +71,27 @@ def build_sidecar(config: configuration.SidecarConfig):
     from .spark_decisions import volume_judge
 
     kwargs = config.admin_client_kwargs()
-    return Sidecar(config, ClusterAdmin(kwargs), ClusterStore(kwargs), Decider(config, volume_judge(config)))
+    admin, store = ClusterAdmin(kwargs), ClusterStore(kwargs)
+    runner = build_replication(config, admin, store, measure_network) if config.replication.enabled else None
+    decider = Decider(config, volume_judge(config), runner.decider if runner else None)
+    return Sidecar(config, admin, store, decider, replication=runner)
+
+
+def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool):
+    from .netstats import NetworkSampler
+    from .replication import ReplicationRunner
+    from .spark_decisions import rate_judge
+    from .throttles import ReplicationDecider
+
+    if config.broker_id is None:
+        fail("replication throttles need this sidecar's broker: set node.id in the file or "
+             f"{configuration.PREFIX}broker.id")
+    sampler = None
+    if measure_network:
+        window = config.replication.network_window.total_seconds()
+        sampler = NetworkSampler(config.replication.network_interface, window).start()
+    decider = ReplicationDecider(config.replication, rate_judge(config), own_broker=config.broker_id)
+    return ReplicationRunner(config, config.broker_id, admin, store, decider, sampler)
 
 
 @main.command()
@@ -132,7 +152,7 @@ def _status_from_cluster(config: configuration.SidecarConfig) -> dict:
     from . import status as view
     from .loop import QUOTA_RECORD, of_kind, utcnow
 
-    sidecar = build_sidecar(config)
+    sidecar = build_sidecar(config, measure_network=False)
     try:
         records = sidecar.read_records()
         decision = sidecar.decider.decide(sidecar.observe(records))
@@ -140,3 +160,59 @@ def _status_from_cluster(config: configuration.SidecarConfig) -> dict:
         return view.build(sidecar, utcnow(), mode="direct: no sidecar answered, one poll made now")
     finally:
         sidecar.close()
+
+
+@main.group()
+def throttle() -> None:
+    """Read, set and remove replication throttle overrides through a sidecar's API."""
+
+
+def throttle_options(command):
+    command = click.option("--broker", "broker_id", type=int, help="A broker's override instead of the global one.")(command)
+    command = click.option("--url", help="A sidecar's HTTP endpoint; default http://<http.host>:<http.port>.")(command)
+    return config_options(command)
+
+
+def _call_api(method: str, config_path, overrides, url, broker_id, body=None) -> None:
+    import os
+    import urllib.error
+    import urllib.request
+
+    config = load_config(config_path, overrides) if config_path or overrides else None
+    base = url or (f"http://{config.http_host}:{config.http_port}" if config else "http://127.0.0.1:8080")
+    token = os.environ.get("QUOTA_SIDECAR_API_TOKEN") or (config.api_token if config else "")
+    path = "/throttle" if broker_id is None else f"/throttle/{broker_id}"
+    request = urllib.request.Request(base.rstrip("/") + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            click.echo(json.dumps(json.load(response), indent=2))
+    except urllib.error.HTTPError as error:
+        fail(f"{method} {path}: HTTP {error.code}: {json.load(error).get('error', error.reason)}")
+    except urllib.error.URLError as error:
+        fail(f"no sidecar answered at {base}: {error.reason}")
+
+
+@throttle.command("get")
+@throttle_options
+def throttle_get(config_path, overrides, url, broker_id) -> None:
+    """Show the global override, or one broker's."""
+    _call_api("GET", config_path, overrides, url, broker_id)
+
+
+@throttle.command("set")
+@throttle_options
+@click.argument("rate", type=click.IntRange(min=1))
+@click.option("--autoremove", is_flag=True, help="Remove the global override once the current moves finish.")
+def throttle_set(config_path, overrides, url, broker_id, rate: int, autoremove: bool) -> None:
+    """Set an override RATE in bytes/s (token: QUOTA_SIDECAR_API_TOKEN or api.token of --config)."""
+    _call_api("PUT", config_path, overrides, url, broker_id, {"rate": rate, "autoremove": autoremove})
+
+
+@throttle.command("remove")
+@throttle_options
+def throttle_remove(config_path, overrides, url, broker_id) -> None:
+    """Remove the global override, or one broker's."""
+    _call_api("DELETE", config_path, overrides, url, broker_id)

@@ -147,6 +147,8 @@ class Sidecar:
         self.admin.alter_user_quotas({entity: {key: value}})
 
     def close(self) -> None:
+        if self.replication is not None and self.replication.sampler is not None:
+            self.replication.sampler.stop()
         self.admin.close()
         self.store.close()
 

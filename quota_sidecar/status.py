@@ -37,9 +37,8 @@ def build(sidecar, now: datetime, mode: str) -> dict:
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
                             sorted(sidecar.quotas_in_force.items(), key=lambda item: item[0] or "")],
     }
-    replication = getattr(sidecar, "replication_status", None)
-    if replication is not None:
-        status["replication"] = replication()
+    if sidecar.replication is not None:
+        status["replication"] = sidecar.replication.status()
     return status
 
 
