@@ -1,0 +1,529 @@
+"""A real local Kafka cluster for the tests, the demo and the benchmarks.
+
+Every node is one `kafka.Kafka` JVM in KRaft combined mode (broker and controller), started from the
+jars `pom.xml` resolves (`make kafka` writes their classpath to build/kafka.classpath). The nodes form
+a static controller quorum and listen on free loopback ports:
+
+- PLAINTEXT: tests and inter-broker traffic;
+- SASL_PLAINTEXT with SASL/PLAIN, for the users given to the constructor;
+- CONTROLLER: the KRaft quorum.
+
+There is no authorizer: every principal may do everything. Any log dir can sit on a small
+size-limited filesystem (tmpfs, else a loop-mounted ext4 image) so that tests can fill a disk for real.
+
+    with LocalKafkaCluster(brokers=3, small_log_dirs={(3, 0): 64 << 20}) as cluster:
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from kafka import KafkaAdminClient
+from kafka.errors import KafkaError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parent.parent / "build" / "kafka.classpath"
+
+# Light and quick to start on a 2-core machine: a small serial-GC heap, and only the C1 compiler,
+# which roughly halves the CPU a broker burns while warming up.
+DEFAULT_JVM_OPTIONS = (
+    "-Xms64m",
+    "-Xmx384m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+
+# A small, fast test cluster; the constructor's broker_properties override these.
+TEST_BROKER_PROPERTIES = {
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    # Segments and their indexes small enough for a filesystem of a few MiB; 1 MiB is Kafka 4's minimum.
+    "log.segment.bytes": str(1 << 20),
+    "log.index.size.max.bytes": str(64 << 10),
+    "log.retention.check.interval.ms": "1000",
+    # A restarted broker may register again only once the session of its previous run expired
+    # (DUPLICATE_BROKER_REGISTRATION until then): keep the session short, the default is 9 s.
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+}
+
+LOG4J2_CONFIG = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:quota_sidecar.log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+"""
+
+_USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+class LocalClusterError(Exception):
+    """The local cluster could not be set up, started or stopped; the message says why."""
+
+
+class SmallFilesystemUnavailable(LocalClusterError):
+    """Neither tmpfs nor a loop-mounted ext4 image could be mounted (not root, no loop devices...)."""
+
+
+@dataclass
+class _Node:
+    node_id: int
+    plaintext_port: int
+    sasl_port: int
+    controller_port: int
+    home: Path  # server.properties and the KRaft metadata log
+    log_dirs: list[Path]
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def properties_file(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.home / "metadata"
+
+
+class LocalKafkaCluster:
+    """`brokers` KRaft nodes with ids 1..brokers; a context manager that starts and stops them.
+
+    log_dirs: {broker_id: number of log dirs} (JBOD), 1 for brokers not named.
+    small_log_dirs: {(broker_id, dir_index): size in bytes}: those log dirs get a filesystem of
+        their own of that size. The metadata log always stays on the normal disk, so a full data
+        dir does not take the KRaft quorum down with it.
+    base_dir: where the cluster lives, kept by stop(); by default a temporary dir that stop() removes.
+    start_timeout: how long start(), stop_broker() and start_broker() wait for the brokers to settle.
+    """
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        users: Mapping[str, str] | None = None,
+        log_dirs: Mapping[int, int] | None = None,
+        small_log_dirs: Mapping[tuple[int, int], int] | None = None,
+        broker_properties: Mapping[str, str] | None = None,
+        base_dir: str | os.PathLike | None = None,
+        classpath_file: str | os.PathLike = DEFAULT_CLASSPATH_FILE,
+        jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
+        start_timeout: float = 120.0,
+        stop_timeout: float = 30.0,
+    ):
+        self.broker_ids = list(range(1, brokers + 1))
+        self.users = dict(DEFAULT_USERS if users is None else users)
+        self._log_dir_counts = {broker_id: 1 for broker_id in self.broker_ids} | dict(log_dirs or {})
+        self._small_log_dirs = dict(small_log_dirs or {})
+        self._broker_properties = TEST_BROKER_PROPERTIES | dict(broker_properties or {})
+        self._requested_base_dir = base_dir
+        self._classpath_file = Path(classpath_file)
+        self._jvm_options = list(jvm_options)
+        self._start_timeout = start_timeout
+        self._stop_timeout = stop_timeout
+        self._check_arguments()
+
+        self.base_dir: Path | None = None
+        self.cluster_id = _random_cluster_id()
+        self._created_base_dir: Path | None = None  # removed by stop(); a base_dir given is kept
+        self._classpath = ""
+        self._nodes: dict[int, _Node] = {}
+        self._mounts: list[Path] = []
+        self._started = False
+
+    def _check_arguments(self) -> None:
+        if not self.broker_ids:
+            raise ValueError("brokers must be at least 1")
+        for broker_id, count in self._log_dir_counts.items():
+            if broker_id not in self.broker_ids or count < 1:
+                raise ValueError(
+                    f"log_dirs: broker {broker_id} with {count} dirs; brokers are {self.broker_ids}, 1 dir or more"
+                )
+        for (broker_id, index), size in self._small_log_dirs.items():
+            if not 0 <= index < self._log_dir_counts.get(broker_id, 0) or size <= 0:
+                raise ValueError(
+                    f"small_log_dirs: no log dir {index} on broker {broker_id}, or size {size} not positive"
+                )
+        for user, password in self.users.items():
+            # Both end up inside a quoted JAAS option; keep them free of anything needing escapes.
+            if not _USER_NAME.fullmatch(user) or re.search(r'["\\\n]', password):
+                raise ValueError(
+                    f"users: {user!r} must match {_USER_NAME.pattern}, its password hold no quote, backslash or newline"
+                )
+
+    # -- what clients need -----------------------------------------------------------------------
+
+    @property
+    def broker_addresses(self) -> dict[int, str]:
+        return {node_id: f"127.0.0.1:{node.plaintext_port}" for node_id, node in self._nodes.items()}
+
+    @property
+    def sasl_broker_addresses(self) -> dict[int, str]:
+        return {node_id: f"127.0.0.1:{node.sasl_port}" for node_id, node in self._nodes.items()}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(self.broker_addresses.values())
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        return ",".join(self.sasl_broker_addresses.values())
+
+    def sasl_client_config(self, user: str) -> dict:
+        """kafka-python keyword arguments that connect as `user` over SASL_PLAINTEXT."""
+        return {
+            "bootstrap_servers": self.sasl_bootstrap_servers,
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": user,
+            "sasl_plain_password": self.users[user],
+        }
+
+    def log_dirs(self, broker_id: int) -> list[str]:
+        return [str(path) for path in self._nodes[broker_id].log_dirs]
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalKafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def start(self) -> LocalKafkaCluster:
+        """Lay out, format and start every node; return once all of them serve as brokers."""
+        if self._started:
+            raise LocalClusterError("a LocalKafkaCluster starts once; make a new one")
+        self._started = True
+        _live_clusters.add(self)
+        _exit_on_termination_signals()
+        try:
+            self._classpath = _read_classpath(self._classpath_file)
+            self._lay_out()
+            self._format_storage()
+            for node in self._nodes.values():
+                self._launch(node)
+            self._wait_for_serving_brokers(set(self.broker_ids))
+        except BaseException:
+            self.stop()
+            raise
+        log.info("Kafka cluster %s serving at %s (base dir %s)", self.cluster_id, self.bootstrap_servers, self.base_dir)
+        return self
+
+    def stop(self) -> None:
+        """Stop every broker, unmount what was mounted, remove the base dir made; safe to repeat."""
+        self._stop_processes(list(self._nodes.values()))
+        self._unmount_all()
+        if self._created_base_dir is not None:
+            shutil.rmtree(self._created_base_dir)
+            self._created_base_dir = None
+        _live_clusters.discard(self)
+
+    def stop_broker(self, broker_id: int) -> None:
+        """Stop one broker, keeping its data; return once the others no longer count it as serving."""
+        self._stop_processes([self._nodes[broker_id]])
+        self._wait_for_serving_brokers(self._running_broker_ids())
+
+    def start_broker(self, broker_id: int) -> None:
+        """Start a broker stopped by stop_broker() again; return once it serves."""
+        node = self._nodes[broker_id]
+        if node.process is not None:
+            raise LocalClusterError(f"broker {broker_id} is running already")
+        self._launch(node)
+        self._wait_for_serving_brokers(self._running_broker_ids())
+
+    def dump_logs(self, lines: int = 60) -> str:
+        """The last lines of every broker's log and console output, for a test failure report."""
+        if self.base_dir is None:
+            return ""
+        return "\n".join(
+            f"==> {path} (last {lines} lines) <==\n{_tail(path, lines)}"
+            for path in sorted((self.base_dir / "logs").glob("broker-*"))
+        )
+
+    # -- setting up ------------------------------------------------------------------------------
+
+    def _lay_out(self) -> None:
+        if self._requested_base_dir is None:
+            self.base_dir = self._created_base_dir = Path(tempfile.mkdtemp(prefix="quota-sidecar-kafka-"))
+        else:
+            self.base_dir = Path(self._requested_base_dir).resolve()
+            self.base_dir.mkdir(parents=True, exist_ok=True)
+        (self.base_dir / "logs").mkdir()
+        (self.base_dir / "log4j2.properties").write_text(LOG4J2_CONFIG)
+
+        ports = iter(_free_loopback_ports(3 * len(self.broker_ids)))
+        for broker_id in self.broker_ids:
+            home = self.base_dir / f"broker-{broker_id}"
+            log_dirs = [home / f"data-{index}" for index in range(self._log_dir_counts[broker_id])]
+            self._nodes[broker_id] = _Node(broker_id, next(ports), next(ports), next(ports), home, log_dirs)
+
+        for node in self._nodes.values():
+            for index, log_dir in enumerate(node.log_dirs):
+                log_dir.mkdir(parents=True)
+                if (node.node_id, index) in self._small_log_dirs:
+                    self._mount_small_filesystem(log_dir, self._small_log_dirs[(node.node_id, index)])
+            node.properties_file.write_text(_properties_text(self._server_properties(node)))
+
+    def _server_properties(self, node: _Node) -> dict[str, str]:
+        client_listeners = f"PLAINTEXT://127.0.0.1:{node.plaintext_port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
+        voters = ",".join(f"{other.node_id}@127.0.0.1:{other.controller_port}" for other in self._nodes.values())
+        users = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
+        return {
+            "node.id": str(node.node_id),
+            "process.roles": "broker,controller",
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"{client_listeners},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "advertised.listeners": client_listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
+            "log.dirs": ",".join(str(path) for path in node.log_dirs),
+            "metadata.log.dir": str(node.metadata_dir),
+        } | self._broker_properties
+
+    def _mount_small_filesystem(self, mountpoint: Path, size: int) -> None:
+        tmpfs_error = _run(["mount", "-t", "tmpfs", "-o", f"size={size}", "quota-sidecar-tmpfs", str(mountpoint)])
+        if tmpfs_error is None:
+            self._mounts.append(mountpoint)
+            return
+        image = mountpoint.with_name(mountpoint.name + ".ext4")
+        with open(image, "wb") as image_file:
+            image_file.truncate(size)
+        # -m 0: no blocks reserved for root, so the broker (root here) sees the same free space as everyone.
+        ext4_error = _run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)]) or _run(
+            ["mount", "-o", "loop", str(image), str(mountpoint)]
+        )
+        if ext4_error is not None:
+            raise SmallFilesystemUnavailable(
+                f"cannot mount a {size}-byte filesystem at {mountpoint}: "
+                f"tmpfs: {tmpfs_error}; ext4 image on a loop device: {ext4_error}"
+            )
+        self._mounts.append(mountpoint)
+        # Kafka takes every directory in a log dir for a partition: a broker with lost+found in one fails to start.
+        (mountpoint / "lost+found").rmdir()
+
+    def _format_storage(self) -> None:
+        """Write meta.properties into every log dir and the metadata dir, all nodes at once."""
+        formatting = {
+            node.node_id: subprocess.Popen(
+                [*self._java(self.base_dir / "logs" / f"format-{node.node_id}.log"), "kafka.tools.StorageTool",
+                 "format", "--cluster-id", self.cluster_id, "--config", str(node.properties_file)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+            )
+            for node in self._nodes.values()
+        }
+        for node_id, process in formatting.items():
+            output, _ = process.communicate()
+            if process.returncode != 0:
+                raise LocalClusterError(
+                    f"formatting the storage of broker {node_id} failed (exit code {process.returncode}):\n{output}"
+                )
+
+    def _launch(self, node: _Node) -> None:
+        logs = self.base_dir / "logs"
+        with open(logs / f"broker-{node.node_id}.out", "ab") as console:
+            node.process = subprocess.Popen(
+                [*self._java(logs / f"broker-{node.node_id}.log"), "kafka.Kafka", str(node.properties_file)],
+                stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                # Its own session: Ctrl-C reaches Python only, which then stops the brokers in order.
+                start_new_session=True,
+            )
+
+    def _java(self, log_file: Path) -> list[str]:
+        return [
+            "java", *self._jvm_options,
+            f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}",
+            f"-Dquota_sidecar.log_file={log_file}",
+            "-cp", self._classpath,
+        ]
+
+    # -- watching and stopping -------------------------------------------------------------------
+
+    def _running_broker_ids(self) -> set[int]:
+        return {node_id for node_id, node in self._nodes.items() if node.process is not None}
+
+    def _wait_for_serving_brokers(self, expected: set[int]) -> None:
+        """Wait until exactly `expected` brokers serve (registered and unfenced), or fail with the logs."""
+        deadline = time.monotonic() + self._start_timeout
+        while True:
+            for node_id in expected:
+                exit_code = self._nodes[node_id].process.poll()
+                if exit_code is not None:
+                    raise LocalClusterError(f"broker {node_id} exited with code {exit_code}\n{self.dump_logs()}")
+            serving = self._serving_broker_ids()
+            if serving == expected:
+                return
+            if time.monotonic() > deadline:
+                raise LocalClusterError(
+                    f"brokers {sorted(expected)} not serving after {self._start_timeout:.0f}s "
+                    f"(serving: {sorted(serving)})\n{self.dump_logs()}"
+                )
+            time.sleep(0.5)
+
+    def _serving_broker_ids(self) -> set[int]:
+        """The brokers the cluster counts as serving; none while no running broker listens yet."""
+        # Probing the ports first spares the logs kafka-python's errors about refused connections.
+        running = self._running_broker_ids()
+        addresses = [
+            address for node_id, address in self.broker_addresses.items() if node_id in running and _listens(address)
+        ]
+        if not addresses:
+            return set()
+        try:
+            with KafkaAdminClient(
+                bootstrap_servers=addresses, bootstrap_timeout_ms=5000, request_timeout_ms=5000
+            ) as admin:
+                brokers = admin.describe_cluster()["brokers"]
+        except KafkaError:
+            return set()
+        return {broker["broker_id"] for broker in brokers if not broker["is_fenced"]}
+
+    def _stop_processes(self, nodes: list[_Node]) -> None:
+        """SIGTERM (a broker's clean shutdown) to all at once, SIGKILL to those still running at the timeout."""
+        running = [node for node in nodes if node.process is not None]
+        for node in running:
+            node.process.terminate()
+        deadline = time.monotonic() + self._stop_timeout
+        for node in running:
+            try:
+                node.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("Kafka broker %d did not stop within %.0fs: killing it", node.node_id, self._stop_timeout)
+                node.process.kill()
+                node.process.wait()
+            node.process = None
+
+    def _unmount_all(self) -> None:
+        failures = {}
+        for mountpoint in reversed(self._mounts):
+            error = _run(["umount", str(mountpoint)])
+            if error is not None:
+                failures[mountpoint] = error
+        self._mounts = list(failures)
+        if failures:
+            raise LocalClusterError(f"could not unmount {failures}; the base dir {self.base_dir} is kept")
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _random_cluster_id() -> str:
+    """A Kafka Uuid in its base64 form, not starting with '-' (which a command line takes for an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def _read_classpath(classpath_file: Path) -> str:
+    try:
+        return classpath_file.read_text().strip()
+    except FileNotFoundError:
+        raise LocalClusterError(f"no Kafka classpath at {classpath_file}: run `make kafka` first") from None
+
+
+def _free_loopback_ports(count: int) -> list[int]:
+    """Ports the kernel finds free, all held at once so they differ, released just before the brokers bind.
+
+    Linux hands out odd ports for bind(0) and even ones for outgoing connections, so a connection
+    opened in between rarely takes one of them.
+    """
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _listens(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def _properties_text(properties: Mapping[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def _run(command: list[str]) -> str | None:
+    """Run a system command: None when it succeeded, else why it failed."""
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    if result.returncode == 0:
+        return None
+    return result.stderr.strip() or f"exit code {result.returncode}"
+
+
+def _tail(path: Path, lines: int) -> str:
+    with open(path, errors="replace") as file:
+        return "".join(deque(file, maxlen=lines))
+
+
+# -- nothing left behind when Python exits -------------------------------------------------------
+
+_live_clusters: set[LocalKafkaCluster] = set()
+
+
+@atexit.register
+def _stop_live_clusters() -> None:
+    for cluster in list(_live_clusters):
+        try:
+            cluster.stop()
+        except Exception:
+            log.exception("Could not stop the local Kafka cluster in %s", cluster.base_dir)
+
+
+def _exit_on_termination_signals() -> None:
+    """On SIGTERM and SIGHUP, where nobody handles them yet, stop the clusters before dying of the signal.
+
+    Dying as before matters: a SystemExit raised in the middle of a test would only fail that test.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _stop_live_clusters_then_die)
+
+
+def _stop_live_clusters_then_die(signum, frame) -> None:
+    _stop_live_clusters()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
