@@ -96,7 +96,7 @@ class HttpServer:
 
     def __init__(self, app: Flask, host: str, port: int):
         self.server = create_server(app, host=host, port=port, threads=4, _start=True)
-        self.host, self.port = host, self.server.effective_port
+        self.host, self.port = host, int(self.server.effective_port)
         self.thread = threading.Thread(target=self.server.run, name="http", daemon=True)
 
     def start(self) -> "HttpServer":
