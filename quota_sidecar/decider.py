@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from . import quotas
 from .config import SidecarConfig
-from .throttle_factor import FactorState, after_failure, after_success
+from .throttle_factor import FactorState, after_failure, after_incomplete, after_success
 from .volumes import Volume, by_broker, remember
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class Decider:
         self.factor = FactorState()
         self.remembered: dict[int, tuple[Volume, ...]] = {}
         self.known_violations: tuple[dict, ...] = ()  # from the last successful poll
+        self.missing: set[int] = set()  # brokers seen before, absent for longer than the validity
         self.last: Decision | None = None
 
     def decide(self, observation: Observation) -> Decision:
@@ -95,11 +96,20 @@ class Decider:
                 log.warning("volume decision failed: %s", failure, exc_info=True)
                 error = f"decision failed: {failure}"
             else:
-                self.factor = after_success(self.factor, factor, observation.at)
                 self.known_violations = violations
+                if self.missing:
+                    self.factor = after_incomplete(self.factor, observation.at, self.config.fallback_factor)
+                    error = (f"broker(s) {sorted(self.missing)} absent for longer than the validity duration: "
+                             "their volumes are unknown")
+                else:
+                    self.factor = after_success(self.factor, factor, observation.at)
+                return self._decision(observation, previous, volumes, violations, error)
         if error is not None:
             self.factor = after_failure(self.factor, observation.at, self.config.validity,
                                         self.config.fallback_factor)
+        return self._decision(observation, previous, volumes, violations, error)
+
+    def _decision(self, observation: Observation, previous: FactorState, volumes, violations, error) -> Decision:
         replication = None
         if self.replication is not None and observation.replication is not None:
             guard = self.known_violations  # a failed poll keeps the last known ones for the disk guard
@@ -127,6 +137,7 @@ class Decider:
         rows = [volume.as_row() for volume in volumes if volume.usable]
         factor, judged = self.judge_volumes(rows, self.config.storage_limit.as_params())
         violations = tuple(_violation(row) for row in judged if row["violated"])
+        self.missing = (self.missing | (set(self.remembered) - set(considered))) - set(answered)
         self.remembered = considered
         return volumes, violations, factor
 

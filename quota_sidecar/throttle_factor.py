@@ -33,3 +33,11 @@ def after_failure(state: FactorState, now: datetime, validity: timedelta, fallba
         return replace(state, factor=state.valid_factor, source=source, valid_from=valid_from)
     switches = state.fallback_switches + (state.source != FALLBACK)
     return replace(state, factor=fallback, source=FALLBACK, valid_from=valid_from, fallback_switches=switches)
+
+
+def after_incomplete(state: FactorState, now: datetime, fallback: float) -> FactorState:
+    """A broker seen before has been absent for longer than the validity: its volumes are unknown, so the
+    cluster cannot be judged and the fallback applies until it returns (proposal 047's inconsistent view)."""
+    switches = state.fallback_switches + (state.source != FALLBACK)
+    return replace(state, factor=fallback, source=FALLBACK, valid_from=state.valid_from or now,
+                   fallback_switches=switches)

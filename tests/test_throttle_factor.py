@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from quota_sidecar.throttle_factor import FactorState, after_failure, after_success
+from quota_sidecar.throttle_factor import FactorState, after_failure, after_incomplete, after_success
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 VALIDITY = timedelta(minutes=2)
@@ -56,3 +56,11 @@ def test_age_is_measured_from_valid_from():
     state = after_success(FactorState(), 1.0, T0)
     assert state.age(T0 + timedelta(seconds=42)) == timedelta(seconds=42)
     assert FactorState().age(T0) is None
+
+
+def test_incomplete_view_applies_the_fallback_at_once_and_counts_it():
+    state = after_success(FactorState(), 1.0, T0)
+    state = after_incomplete(state, T0 + timedelta(seconds=10), 0.0)
+    assert (state.factor, state.source, state.fallback_switches) == (0.0, "fallback", 1)
+    assert after_incomplete(state, T0 + timedelta(seconds=20), 0.0).fallback_switches == 1
+    assert after_success(state, 1.0, T0 + timedelta(seconds=30)).source == "computed"

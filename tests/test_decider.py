@@ -1,0 +1,90 @@
+"""The decision path shared by `run` and `evaluate`, with the real embedded Spark aggregation."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from quota_sidecar import config as cfg
+from quota_sidecar.decider import Decider, Observation
+from quota_sidecar.spark_decisions import volume_judge
+from quota_sidecar.volumes import Volume
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+P = cfg.PREFIX
+
+
+def config(**extra):
+    return cfg.from_properties({P + "kafka.admin.bootstrap.servers": "127.0.0.1:9092",
+                                P + "storage.per.volume.limit.min.available.bytes": "100",
+                                **{P + k: v for k, v in extra.items()}})
+
+
+def poll(seconds, *volumes, brokers=None):
+    at = T0 + timedelta(seconds=seconds)
+    found = tuple(Volume(b, f"/data-{b}", 1000, available, at) for b, available in volumes)
+    return Observation(at=at, brokers=tuple(brokers if brokers is not None else [b for b, _ in volumes]),
+                       volumes=found)
+
+
+def failed(seconds, why="DescribeLogDirs timed out"):
+    return Observation(at=T0 + timedelta(seconds=seconds), error=why)
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return volume_judge(config())
+
+
+def test_violation_throttles_producers_to_one_byte(judge):
+    decider = Decider(config(produce="5000"), judge)
+    decision = decider.decide(poll(0, (1, 1000), (2, 50)))
+    assert (decision.throttle_factor, decision.source) == (0.0, "computed")
+    assert [v["broker_id"] for v in decision.violations] == [2]
+    assert decision.client_quotas.default_user["producer_byte_rate"] == 1
+
+
+def test_stopped_broker_counts_until_validity_then_the_fallback_applies(judge):
+    decider = Decider(config(**{"throttle.factor.validity.duration": "PT60S", "throttle.factor.fallback": "0.5"}),
+                      judge)
+    seen = [decider.decide(obs) for obs in (
+        poll(0, (1, 1000), (2, 50)),   # broker 2 is full
+        poll(30, (1, 1000)),           # broker 2 stopped: its last volumes still count
+        poll(61, (1, 1000)),           # ... until they are older than the validity: unknown -> fallback
+        poll(70, (1, 1000)),
+        poll(80, (1, 1000), (2, 900)),  # broker 2 is back, with room
+    )]
+    assert [(d.throttle_factor, d.source) for d in seen] == [
+        (0.0, "computed"), (0.0, "computed"), (0.5, "fallback"), (0.5, "fallback"), (1.0, "computed")]
+    assert "absent" in seen[2].error and seen[2].entered_fallback and not seen[3].entered_fallback
+
+
+def test_failed_polls_keep_the_last_factor_within_validity(judge):
+    decider = Decider(config(**{"throttle.factor.validity.duration": "PT2M", "throttle.factor.fallback": "0"}), judge)
+    seen = [decider.decide(obs) for obs in (poll(0, (1, 1000)), failed(60), failed(120), failed(180), poll(240, (1, 1000)))]
+    assert [(d.throttle_factor, d.source) for d in seen] == [
+        (1.0, "computed"), (1.0, "last_valid"), (1.0, "last_valid"), (0.0, "fallback"), (1.0, "computed")]
+    assert seen[1].error == "DescribeLogDirs timed out"
+
+
+def test_offline_dirs_are_shown_but_not_judged(judge):
+    decider = Decider(config(), judge)
+    at = T0
+    offline = Volume(1, "/bad", -1, -1, at, "KAFKA_STORAGE_ERROR")
+    decision = decider.decide(Observation(at=at, brokers=(1,), volumes=(offline, Volume(1, "/ok", 1000, 900, at))))
+    assert decision.throttle_factor == 1.0 and decision.active_log_dirs == 1 and offline in decision.volumes
+
+
+class FailingSparkJudge:
+    """Fault injection: Spark unavailable, which a real session cannot be made to be on demand."""
+
+    def __call__(self, rows, params):
+        raise ConnectionError("Spark Connect server at sc://127.0.0.1:1 is unavailable")
+
+
+def test_spark_unavailable_counts_as_a_failed_poll():
+    decider = Decider(config(**{"throttle.factor.validity.duration": "PT0S", "throttle.factor.fallback": "0"}),
+                      FailingSparkJudge())
+    first, second = decider.decide(poll(0, (1, 1000))), decider.decide(poll(1, (1, 1000)))
+    assert (first.throttle_factor, first.source) == (1.0, "initial")  # valid from the first poll
+    assert (second.throttle_factor, second.source) == (0.0, "fallback")
+    assert "Spark Connect server" in second.error
