@@ -1,0 +1,122 @@
+"""A small key -> JSON store in a compacted topic of the cluster itself.
+
+Every sidecar of the cluster reads and writes the same records, and they survive restarts. It holds what
+the sidecars wrote to the cluster and the value they replaced (so clean-up restores the cluster) and the
+operators' throttle overrides. One partition keeps all writes in one order; a tombstone deletes a key.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Mapping
+
+import kafka.errors as Errors
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from .admin import ClusterAdmin, admin_error, open_client
+from .errors import RetryableAdminError
+
+DEFAULT_TOPIC = "__quota_sidecar_state"
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+class ClusterStore:
+    """Creates its topic on first use: compacted, one partition, replication factor min(3, live brokers)."""
+
+    def __init__(self, client_config: Mapping[str, object], topic: str = DEFAULT_TOPIC):
+        self._client_config = dict(client_config)
+        self.topic = topic
+        self._partition = TopicPartition(topic, 0)
+        self._timeout_ms = int(self._client_config.get("request_timeout_ms", DEFAULT_TIMEOUT_MS))
+        self._admin = ClusterAdmin(self._client_config)
+        self._topic_ready = False
+        self._producer: KafkaProducer | None = None
+        self._consumer: KafkaConsumer | None = None
+        self._lock = threading.Lock()  # the loop and the HTTP thread share one store; a consumer is not thread-safe
+
+    def __repr__(self) -> str:  # the client configuration holds passwords
+        return f"ClusterStore(topic={self.topic!r})"
+
+    def __enter__(self) -> ClusterStore:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def read_all(self) -> dict[str, dict]:
+        """Every live record: the topic read from its beginning up to the end offset seen at the start."""
+        with self._lock:
+            consumer = self._ready_consumer()
+            try:
+                end = consumer.end_offsets([self._partition], timeout_ms=self._timeout_ms)[self._partition]
+                consumer.seek_to_beginning(self._partition)
+                records: dict[str, dict] = {}
+                deadline = time.monotonic() + self._timeout_ms / 1000
+                while consumer.position(self._partition, timeout_ms=self._timeout_ms) < end:
+                    if time.monotonic() > deadline:
+                        raise RetryableAdminError(f"reading {self.topic} timed out before offset {end}")
+                    for batch in consumer.poll(timeout_ms=500).values():
+                        for record in batch:
+                            _apply(records, record.key.decode(), record.value)
+                return records
+            except Errors.KafkaError as error:
+                raise admin_error(error, f"reading {self.topic}") from error
+
+    def put(self, key: str, value: dict) -> None:
+        """Write `value` under `key`; returns once every in-sync replica has it (acks=all)."""
+        self._write(key, json.dumps(value, sort_keys=True).encode())
+
+    def delete(self, key: str) -> None:
+        """Write a tombstone: the key disappears from read_all and, after compaction, from the topic."""
+        self._write(key, None)
+
+    def close(self) -> None:
+        with self._lock:
+            for client in (self._producer, self._consumer):
+                if client is not None:
+                    client.close()
+            self._producer = self._consumer = None
+        self._admin.close()
+
+    def _write(self, key: str, value: bytes | None) -> None:
+        with self._lock:
+            producer = self._ready_producer()
+        try:
+            producer.send(self.topic, key=key.encode(), value=value, partition=0).get(timeout=self._timeout_ms / 1000)
+        except Errors.KafkaError as error:
+            raise admin_error(error, f"writing {key!r} to {self.topic}") from error
+
+    def _ready_producer(self) -> KafkaProducer:
+        self._ensure_topic()
+        if self._producer is None:
+            self._producer = open_client(KafkaProducer, {
+                **self._client_config, "acks": "all", "max_block_ms": self._timeout_ms,
+                "allow_auto_create_topics": False})
+        return self._producer
+
+    def _ready_consumer(self) -> KafkaConsumer:
+        self._ensure_topic()
+        if self._consumer is None:
+            # No group: nothing is committed, every read starts from the beginning.
+            self._consumer = open_client(KafkaConsumer, {
+                **self._client_config, "group_id": None, "enable_auto_commit": False,
+                "allow_auto_create_topics": False})
+            self._consumer.assign([self._partition])
+        return self._consumer
+
+    def _ensure_topic(self) -> None:
+        """Create the topic unless it exists; brokers would otherwise auto-create it uncompacted."""
+        if not self._topic_ready:
+            replication_factor = min(3, len(self._admin.live_broker_ids()))
+            self._admin.create_topic(self.topic, partitions=1, replication_factor=replication_factor,
+                                     configs={"cleanup.policy": "compact"})
+            self._topic_ready = True
+
+
+def _apply(records: dict[str, dict], key: str, value: bytes | None) -> None:
+    if value is None:
+        records.pop(key, None)
+    else:
+        records[key] = json.loads(value)

@@ -1,0 +1,417 @@
+"""admin.py and cluster_store.py: the client property mapping (unit) and every call against a real cluster."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+import kafka.errors as Errors
+import pytest
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+from quota_sidecar.admin import ClusterAdmin, admin_error, client_kwargs
+from quota_sidecar.cluster_store import ClusterStore
+from quota_sidecar.errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError
+from quota_sidecar.throttles import Reassignment
+
+FULL = "client.quota.callback.static.kafka.admin."
+PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'
+SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="bob-secret";'
+BOOTSTRAP = {"bootstrap.servers": "127.0.0.1:9092"}
+SASL = {**BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+SSL = {**BOOTSTRAP, "security.protocol": "SSL"}
+
+
+# ---------------------------------------------------------------- client_kwargs (unit)
+
+@pytest.mark.parametrize("props, expected", [
+    (BOOTSTRAP, {"bootstrap_servers": ["127.0.0.1:9092"], "security_protocol": "PLAINTEXT"}),
+    ({"bootstrap.servers": " a:1, b:2 ,"}, {"bootstrap_servers": ["a:1", "b:2"]}),
+    ({**BOOTSTRAP, "client.id": "sidecar-1"}, {"client_id": "sidecar-1"}),
+    ({**BOOTSTRAP, "request.timeout.ms": "5000"}, {"request_timeout_ms": 5000}),
+    ({**BOOTSTRAP, "retry.backoff.ms": "0"}, {"retry_backoff_ms": 0}),
+    ({**BOOTSTRAP, "reconnect.backoff.ms": "20"}, {"reconnect_backoff_ms": 20}),
+    ({**BOOTSTRAP, "reconnect.backoff.max.ms": "2000"}, {"reconnect_backoff_max_ms": 2000}),
+    ({**BOOTSTRAP, "metadata.max.age.ms": "60000"}, {"metadata_max_age_ms": 60000}),
+    ({**BOOTSTRAP, "connections.max.idle.ms": "300000"}, {"connections_max_idle_ms": 300000}),
+    ({**BOOTSTRAP, "receive.buffer.bytes": "-1"}, {"receive_buffer_bytes": None}),
+    ({**BOOTSTRAP, "send.buffer.bytes": "131072"}, {"send_buffer_bytes": 131072}),
+    ({**BOOTSTRAP, "security.protocol": "ssl"}, {"security_protocol": "SSL"}),
+    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/etc/ca.pem"}, {"ssl_cafile": "/etc/ca.pem"}),
+    ({**SSL, "ssl.keystore.type": "PEM", "ssl.keystore.location": "/etc/me.pem", "ssl.key.password": "k"},
+     {"ssl_certfile": "/etc/me.pem", "ssl_password": "k"}),
+    ({**SSL, "ssl.endpoint.identification.algorithm": ""}, {"ssl_check_hostname": False}),
+    ({**SSL, "ssl.endpoint.identification.algorithm": "https"}, {"ssl_check_hostname": True}),
+    ({**SSL, "ssl.cafile": "/ca.pem", "ssl.certfile": "/c.pem", "ssl.keyfile": "/k.pem", "ssl.crlfile": "/crl.pem"},
+     {"ssl_cafile": "/ca.pem", "ssl_certfile": "/c.pem", "ssl_keyfile": "/k.pem", "ssl_crlfile": "/crl.pem"}),
+    ({**SASL, "sasl.jaas.config": PLAIN_JAAS},
+     {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+      "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}),
+    ({**SASL, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": SCRAM_JAAS},
+     {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+      "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"}),
+    ({**SASL, "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": SCRAM_JAAS}, {"sasl_mechanism": "SCRAM-SHA-256"}),
+    # unquoted values, an escaped quote, a line break: as Java's JAAS parser reads them
+    ({**SASL, "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+                                  '  username=alice password="p\\"w";'},
+     {"sasl_plain_username": "alice", "sasl_plain_password": 'p"w'}),
+], ids=lambda value: None)
+def test_client_kwargs_accepts(props, expected):
+    kwargs = client_kwargs(props)
+    assert {key: kwargs[key] for key in expected} == expected
+
+
+@pytest.mark.parametrize("props, message", [
+    ({}, "bootstrap.servers is missing: expected a comma-separated list of host:port"),
+    ({"bootstrap.servers": " , "}, "bootstrap.servers=' , ': expected a comma-separated list"),
+    ({**BOOTSTRAP, "retries": "5"}, "retries='5': expected one of the keys kafka-python's admin client honours"),
+    ({**BOOTSTRAP, "default.api.timeout.ms": "1"}, "default.api.timeout.ms='1': expected one of the keys"),
+    ({**BOOTSTRAP, "security.protocol": "TLS"}, "security.protocol='TLS': expected PLAINTEXT or SSL or SASL_PLAINTEXT"),
+    ({**BOOTSTRAP, "request.timeout.ms": "0"}, "request.timeout.ms='0': expected a whole number > 0"),
+    ({**BOOTSTRAP, "request.timeout.ms": "soon"}, "request.timeout.ms='soon': expected a whole number > 0"),
+    ({**BOOTSTRAP, "retry.backoff.ms": "-5"}, "retry.backoff.ms='-5': expected a whole number >= 0"),
+    ({**BOOTSTRAP, "send.buffer.bytes": "0"}, "send.buffer.bytes='0': expected a whole number > 0, or -1"),
+    ({**BOOTSTRAP, "client.id": " "}, "client.id=' ': expected a non-empty value"),
+    ({**SSL, "ssl.endpoint.identification.algorithm": "ldap"},
+     "ssl.endpoint.identification.algorithm='ldap': expected https (check the broker's host name) or empty"),
+    ({**SSL, "ssl.truststore.type": "JKS", "ssl.truststore.location": "/ts.jks"},
+     "ssl.truststore.type='JKS': expected PEM (kafka-python reads PEM files only"),
+    ({**SSL, "ssl.truststore.location": "/ts.jks"},
+     "ssl.truststore.location='/ts.jks': expected a PEM file, with ssl.truststore.type=PEM (the Java default is JKS)"),
+    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/a.pem", "ssl.cafile": "/b.pem"},
+     "ssl.truststore.location='/a.pem': expected either ssl.truststore.location or ssl.cafile, not both"),
+    ({**BOOTSTRAP, "ssl.cafile": "/ca.pem"}, "ssl.cafile='/ca.pem': expected no ssl.* keys with security.protocol=PLAINTEXT"),
+    ({**SSL, "sasl.mechanism": "PLAIN"}, "sasl.mechanism='PLAIN': expected no sasl.* keys with security.protocol=SSL"),
+    ({**SASL, "sasl.mechanism": "GSSAPI", "sasl.jaas.config": PLAIN_JAAS},
+     "sasl.mechanism='GSSAPI': expected PLAIN or SCRAM-SHA-256 or SCRAM-SHA-512 with SASL_PLAINTEXT"),
+    ({**BOOTSTRAP, "security.protocol": "SASL_SSL", "sasl.jaas.config": PLAIN_JAAS},
+     "sasl.mechanism is missing: expected PLAIN or SCRAM-SHA-256 or SCRAM-SHA-512 with SASL_SSL"),
+    (SASL, "sasl.jaas.config is missing: expected org.apache.kafka.common.security.plain.PlainLoginModule required"),
+    ({**SASL, "sasl.jaas.config": SCRAM_JAAS}, "sasl.jaas.config=******: expected org.apache.kafka.common.security.plain"),
+    ({**SASL, "sasl.jaas.config": PLAIN_JAAS.replace(";", ' tokenauth="true";')}, "sasl.jaas.config=******: expected"),
+    ({**SASL, "sasl.jaas.config": PLAIN_JAAS.replace(' password="alice-secret"', "")}, "sasl.jaas.config=******: expected"),
+    ({**SASL, "sasl.jaas.config": PLAIN_JAAS.rstrip(";")}, "sasl.jaas.config=******: expected"),
+    ({**BOOTSTRAP, "ssl.key.password": "hunter2"}, "ssl.key.password=******: expected no ssl.* keys"),
+], ids=lambda value: None)
+def test_client_kwargs_rejects(props, message):
+    with pytest.raises(ConfigError) as raised:
+        client_kwargs(props)
+    text = str(raised.value)
+    assert text.startswith(FULL) and message in text
+    assert "\n" not in text
+    for secret in ("alice-secret", "bob-secret", "hunter2"):
+        assert secret not in text
+
+
+@pytest.mark.parametrize("error, kind", [
+    (Errors.KafkaTimeoutError("bootstrap"), RetryableAdminError),
+    (Errors.NodeNotReadyError(3), RetryableAdminError),
+    (Errors.KafkaConnectionError("reset"), RetryableAdminError),
+    (Errors.RequestTimedOutError(), RetryableAdminError),
+    (Errors.NotControllerError(), RetryableAdminError),
+    (Errors.BrokerNotAvailableError(), RetryableAdminError),
+    (Errors.UnknownBrokerIdError(7), RetryableAdminError),
+    (ConnectionRefusedError(111, "refused"), RetryableAdminError),
+    (Errors.ClusterAuthorizationFailedError(), PermanentAdminError),
+    (Errors.SaslAuthenticationFailedError(), PermanentAdminError),
+    (Errors.UnsupportedVersionError(), PermanentAdminError),
+    (Errors.InvalidRequestError(), PermanentAdminError),
+    (Errors.InvalidConfigurationError(), PermanentAdminError),
+])
+def test_admin_error_kinds(error, kind):
+    mapped = admin_error(error, "DescribeLogDirs to broker 3")
+    assert type(mapped) is kind
+    assert str(mapped).startswith("DescribeLogDirs to broker 3 failed: ")
+
+
+def test_repr_and_arguments_need_no_connection():
+    admin = ClusterAdmin(client_kwargs({**SASL, "sasl.jaas.config": PLAIN_JAAS}))
+    assert "alice-secret" not in repr(admin)
+    with pytest.raises(ValueError, match="resource_type 'group'"):
+        admin.describe_configs("group", ["g"])
+    with pytest.raises(ValueError, match="AlterConfigOp"):
+        admin.incremental_alter_configs("topic", "t", {"retention.ms": ("REPLACE", "1")})
+    admin.close()
+
+
+# ---------------------------------------------------------------- against the cluster
+
+def eventually(read, expected, timeout: float = 15.0):
+    """Brokers apply metadata records a moment after the controller: a read may briefly lag a write."""
+    deadline = time.monotonic() + timeout
+    while (found := read()) != expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert found == expected
+
+
+@pytest.fixture(scope="module")
+def admin(kafka_cluster):
+    with ClusterAdmin(client_kwargs({"bootstrap.servers": kafka_cluster.bootstrap_servers})) as cluster_admin:
+        yield cluster_admin
+
+
+def kafka_io_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("kafka-io")]
+
+
+@pytest.mark.integration
+def test_live_broker_ids(admin, kafka_cluster):
+    assert admin.live_broker_ids() == sorted(kafka_cluster.cluster.broker_ids)
+
+
+@pytest.mark.integration
+def test_describe_volumes_reports_every_dir_of_every_broker(admin, kafka_cluster):
+    cluster = kafka_cluster.cluster
+    now = datetime.now(timezone.utc)
+    volumes = admin.describe_volumes(admin.live_broker_ids(), now)
+    assert sorted((v.broker_id, v.log_dir) for v in volumes) == sorted(
+        (broker, log_dir) for broker in cluster.broker_ids for log_dir in cluster.log_dirs(broker))
+    assert len(cluster.log_dirs(1)) == 2  # the JBOD broker
+    for volume in volumes:
+        assert volume.usable and volume.error is None and volume.observed_at == now
+        assert volume.total_bytes > 0 and 0 < volume.available_bytes <= volume.total_bytes
+    if kafka_cluster.small_dir is not None:  # sizes are those of each dir's own filesystem
+        (small,) = [volume for volume in volumes if volume.log_dir == kafka_cluster.small_dir]
+        assert 0 < small.total_bytes < min(volume.total_bytes for volume in volumes if volume != small)
+
+
+@pytest.mark.integration
+def test_a_broker_not_in_the_cluster_fails_the_poll(admin):
+    with pytest.raises(RetryableAdminError, match="DescribeLogDirs to broker 999 failed"):
+        admin.describe_volumes([*admin.live_broker_ids(), 999], datetime.now(timezone.utc))
+
+
+@pytest.mark.integration
+def test_a_stopped_broker_fails_the_poll(make_kafka_cluster):
+    cluster = make_kafka_cluster(brokers=2)
+    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}, retry_deadline=1) as admin:
+        brokers = admin.live_broker_ids()
+        cluster.stop_broker(2)
+        # The sidecar asks every broker it saw a moment ago: one that went away fails the poll.
+        with pytest.raises(RetryableAdminError, match="DescribeLogDirs to broker 2 failed"):
+            admin.describe_volumes(brokers, datetime.now(timezone.utc))
+        assert admin.live_broker_ids() == [1]
+        cluster.start_broker(2)
+        eventually(admin.live_broker_ids, [1, 2])
+        assert {volume.broker_id for volume in admin.describe_volumes([1, 2], datetime.now(timezone.utc))} == {1, 2}
+
+
+@pytest.mark.integration
+def test_an_unreachable_cluster_is_retryable_and_leaks_no_thread():
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    threads_before = len(kafka_io_threads())
+    admin = ClusterAdmin({"bootstrap_servers": f"127.0.0.1:{port}", "bootstrap_timeout_ms": 500}, retry_deadline=0)
+    with pytest.raises(RetryableAdminError, match=f"connecting to 127.0.0.1:{port} failed"):
+        admin.live_broker_ids()
+    admin.close()
+    assert len(kafka_io_threads()) == threads_before
+
+
+@pytest.mark.integration
+def test_user_quotas_round_trip(admin, unique_name):
+    alice, bob = f"{unique_name}-alice", f"{unique_name}-bob"
+    default_before = admin.describe_user_quotas([None])[None]
+    others_on_default = {key: value for key, value in default_before.items() if key != "request_percentage"}
+    try:
+        admin.alter_user_quotas({None: {"request_percentage": 42.0},
+                                 alice: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0}})
+        eventually(lambda: admin.describe_user_quotas([None, alice, bob]), {
+            None: {**others_on_default, "request_percentage": 42.0},
+            alice: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+            bob: {},
+        })
+        admin.alter_user_quotas({None: {"request_percentage": None}, alice: {"producer_byte_rate": None}})
+        eventually(lambda: admin.describe_user_quotas([None, alice]),
+                   {None: others_on_default, alice: {"consumer_byte_rate": 2048.0}})
+    finally:
+        admin.alter_user_quotas({None: {"request_percentage": default_before.get("request_percentage")},
+                                 alice: {"producer_byte_rate": None, "consumer_byte_rate": None}})
+    eventually(lambda: admin.describe_user_quotas([alice]), {alice: {}})
+
+
+@pytest.mark.integration
+def test_user_quotas_are_the_user_only_entity(admin, kafka_cluster, unique_name):
+    """A quota on (user, client-id) is not the user's own quota: the match is strict."""
+    carol, servers = unique_name, kafka_cluster.bootstrap_servers
+    set_user_client_quota(servers, carol, "app", 5.0)
+    try:
+        eventually(lambda: quota_entities_naming(servers, carol), [[("user", carol), ("client-id", "app")]])
+        assert admin.describe_user_quotas([carol]) == {carol: {}}
+    finally:
+        set_user_client_quota(servers, carol, "app", None)
+
+
+def set_user_client_quota(bootstrap_servers: str, user: str, client_id: str, rate: float | None) -> None:
+    entry = AlterClientQuotasRequest.EntryData
+    response = send_raw(bootstrap_servers, AlterClientQuotasRequest(entries=[entry(
+        entity=[entry.EntityData(entity_type="user", entity_name=user),
+                entry.EntityData(entity_type="client-id", entity_name=client_id)],
+        ops=[entry.OpData(key="producer_byte_rate", value=rate or 0.0, remove=rate is None)])]))
+    assert [result.error_code for result in response.entries] == [0]
+
+
+def quota_entities_naming(bootstrap_servers: str, user: str) -> list[list[tuple[str, str]]]:
+    """Every quota entity with this user in it, as a non-strict DescribeClientQuotas finds them."""
+    component = DescribeClientQuotasRequest.ComponentData(entity_type="user", match_type=0, match=user)
+    response = send_raw(bootstrap_servers, DescribeClientQuotasRequest(components=[component], strict=False))
+    return [sorted(((part.entity_type, part.entity_name) for part in entry.entity), reverse=True)
+            for entry in response.entries]
+
+
+def send_raw(bootstrap_servers: str, request):
+    """A request ClusterAdmin has no call for, sent with kafka-python's own admin client."""
+    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        return client._manager.run(client._manager.send, request)
+    finally:
+        client.close()
+
+
+@pytest.mark.integration
+def test_an_invalid_quota_is_a_permanent_error_naming_the_user(admin, unique_name):
+    dave = unique_name
+    with pytest.raises(PermanentAdminError, match=f"AlterClientQuotas for user '{dave}' failed: .*bogus_rate"):
+        admin.alter_user_quotas({dave: {"bogus_rate": 1.0}})
+
+
+@pytest.mark.integration
+def test_topic_configs_append_and_subtract_keep_other_entries(admin, unique_name):
+    topic = unique_name
+    assert admin.create_topic(topic, partitions=2, replication_factor=1)
+    assert admin.create_topic(topic, partitions=2, replication_factor=1) is False
+    key = "leader.replication.throttled.replicas"
+    eventually(lambda: admin.describe_configs("topic", [topic]), {topic: {}})  # defaults are not "set"
+    admin.incremental_alter_configs("topic", topic, {key: ("SET", "1:101")})  # someone else's entry
+    admin.incremental_alter_configs("topic", topic, {key: ("APPEND", "0:1,0:2"), "retention.ms": ("SET", "600000")})
+    eventually(lambda: items(admin.describe_configs("topic", [topic], [key])[topic].get(key)), {"1:101", "0:1", "0:2"})
+    assert admin.describe_configs("topic", [topic])[topic]["retention.ms"] == "600000"
+    admin.incremental_alter_configs("topic", topic, {key: ("SUBTRACT", "0:1,0:2"), "retention.ms": ("DELETE", None)})
+    eventually(lambda: admin.describe_configs("topic", [topic]), {topic: {key: "1:101"}})
+    admin.incremental_alter_configs("topic", topic, {key: ("DELETE", None)})
+    eventually(lambda: admin.describe_configs("topic", [topic]), {topic: {}})
+
+
+def items(value: str | None) -> set[str]:
+    return set(value.split(",")) if value else set()
+
+
+@pytest.mark.integration
+def test_broker_configs_round_trip(admin):
+    broker = admin.live_broker_ids()[0]
+    key = "follower.replication.throttled.rate"
+    with broker_configs_restored(admin, broker, [key]):
+        admin.incremental_alter_configs("broker", broker, {key: ("SET", "12345")})
+        eventually(lambda: admin.describe_configs("broker", [broker], [key]), {str(broker): {key: "12345"}})
+        assert key not in admin.describe_configs("broker", [""])[""]  # not a default of all brokers
+        admin.incremental_alter_configs("broker", broker, {key: ("DELETE", None)})
+        eventually(lambda: admin.describe_configs("broker", [broker], [key]), {str(broker): {}})
+
+
+@pytest.mark.integration
+def test_an_invalid_config_is_a_permanent_error(admin):
+    broker = admin.live_broker_ids()[0]
+    with pytest.raises(PermanentAdminError, match=f"IncrementalAlterConfigs of broker '{broker}' failed"):
+        admin.incremental_alter_configs("broker", broker, {"leader.replication.throttled.rate": ("APPEND", "5")})
+
+
+@contextmanager
+def broker_configs_restored(admin, broker, keys):
+    before = admin.describe_configs("broker", [broker], keys)[str(broker)]
+    try:
+        yield
+    finally:
+        admin.incremental_alter_configs("broker", broker, {
+            key: ("SET", before[key]) if key in before else ("DELETE", None) for key in keys})
+
+
+@pytest.mark.integration
+def test_a_throttled_reassignment_is_listed_until_cancelled(admin, kafka_cluster, unique_name):
+    topic = unique_name
+    admin.create_topic(topic, partitions=1, replication_factor=1)
+    brokers = admin.live_broker_ids()
+    produce(kafka_cluster.bootstrap_servers, topic, megabytes=3)
+    source = next(broker for broker in brokers if (topic, 0) in admin.describe_replica_sizes(broker, {topic: [0]}))
+    destination = next(broker for broker in brokers if broker != source)
+    assert admin.describe_replica_sizes(source, {topic: [0]})[(topic, 0)] > 3_000_000
+    assert admin.describe_replica_sizes(destination, {topic: [0]}) == {}
+
+    rates = ["leader.replication.throttled.rate", "follower.replication.throttled.rate"]
+    with broker_configs_restored(admin, source, rates), broker_configs_restored(admin, destination, rates):
+        # 1 byte/s each way: the move cannot finish while the test looks at it.
+        admin.incremental_alter_configs("broker", source, {"leader.replication.throttled.rate": ("SET", "1")})
+        admin.incremental_alter_configs("broker", destination, {"follower.replication.throttled.rate": ("SET", "1")})
+        admin.incremental_alter_configs("topic", topic, {
+            "leader.replication.throttled.replicas": ("SET", f"0:{source}"),
+            "follower.replication.throttled.replicas": ("SET", f"0:{destination}")})
+        admin.alter_reassignments({(topic, 0): [source, destination]})
+        moving = Reassignment(topic, 0, replicas=(source, destination), adding=(destination,), removing=())
+        eventually(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [moving])
+        assert admin.describe_replica_sizes(destination, {topic: [0]}).get((topic, 0), 0) < 3_000_000
+
+        admin.alter_reassignments({(topic, 0): None})
+        eventually(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [])
+        admin.alter_reassignments({(topic, 0): None})  # cancelling what no longer moves is fine
+    admin.incremental_alter_configs("topic", topic, {"leader.replication.throttled.replicas": ("DELETE", None),
+                                                     "follower.replication.throttled.replicas": ("DELETE", None)})
+
+
+def produce(bootstrap_servers: str, topic: str, megabytes: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks=1, linger_ms=20)
+    try:
+        payload = b"x" * 10_000
+        for _ in range(megabytes * 100):
+            producer.send(topic, payload)
+        producer.flush(timeout=60)
+    finally:
+        producer.close()
+
+
+@pytest.mark.integration
+def test_sasl_plain(kafka_cluster, caplog):
+    assert kafka_cluster.users["alice"] == "alice-secret"  # as in PLAIN_JAAS
+    props = {"bootstrap.servers": kafka_cluster.sasl_bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "PLAIN", "sasl.jaas.config": PLAIN_JAAS}
+    caplog.set_level(logging.DEBUG)
+    with ClusterAdmin(client_kwargs(props)) as admin:
+        brokers = admin.live_broker_ids()
+        assert brokers == sorted(kafka_cluster.cluster.broker_ids)
+        assert {volume.broker_id for volume in admin.describe_volumes(brokers, datetime.now(timezone.utc))} == set(brokers)
+    wrong = ClusterAdmin({**client_kwargs(props), "sasl_plain_password": "not-alices-password",
+                          "bootstrap_timeout_ms": 2000}, retry_deadline=0)
+    # kafka-python retries a failed SASL handshake until bootstrap times out: it surfaces as a timeout.
+    with pytest.raises(AdminError) as raised:
+        wrong.live_broker_ids()
+    wrong.close()
+    assert "not-alices-password" not in str(raised.value)
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "Bootstrap complete" in logged  # kafka-python's INFO records are there...
+    assert "alice-secret" not in logged and "not-alices-password" not in logged  # ...its request dumps are not
+
+
+@pytest.mark.integration
+def test_cluster_store_records_are_shared_and_survive(admin, kafka_cluster, unique_name):
+    topic = unique_name
+    config = client_kwargs({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    with ClusterStore(config, topic=topic) as store:
+        assert store.read_all() == {}
+        store.put("quota/alice", {"replaced": None})
+        store.put("override/global", {"rate": 10})
+        store.put("quota/alice", {"replaced": 2048.0})
+        store.delete("override/global")
+        store.delete("never/written")
+        assert store.read_all() == {"quota/alice": {"replaced": 2048.0}}
+        with ClusterStore(config, topic=topic) as other:
+            assert other.read_all() == {"quota/alice": {"replaced": 2048.0}}
+            other.put("override/broker/1", {"rate": 5})
+        assert store.read_all() == {"quota/alice": {"replaced": 2048.0}, "override/broker/1": {"rate": 5}}
+
+    assert admin.describe_configs("topic", [topic]) == {topic: {"cleanup.policy": "compact"}}
+    holders = [broker for broker in admin.live_broker_ids() if admin.describe_replica_sizes(broker, {topic: [0]})]
+    assert len(holders) == min(3, len(kafka_cluster.cluster.broker_ids))
