@@ -1,0 +1,67 @@
+"""The replication throttle rate of every broker role: what the network leaves to replication.
+
+Every input of the rule is a column of ``schemas.BROKER_ROLE_SCHEMA``. The reason is decided first and
+the rate follows from it. Spark SQL text, as in ``volume_violations``, so one transform serves classic
+and Connect DataFrames.
+"""
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_jobs.schemas import BROKER_ROLE_SCHEMA, frame_from_rows
+
+# P': the replication traffic in the used figure; measured when we have it, else the rate in force.
+_REPLICATION = "coalesce(measured_replication_bytes_per_sec, applied_rate, 0)"
+
+# What is left of the capacity after the traffic that is not replication, and after any overshoot
+# beyond the capacity; max_percent of that, never below min_rate.
+_COMPUTED_RATE = f"""greatest(
+    floor(
+        (capacity_bytes
+         - greatest(used_bytes_per_sec - {_REPLICATION}, 0)
+         - greatest(used_bytes_per_sec - capacity_bytes, 0))
+        * max_percent / 100),
+    min_rate)"""
+
+# Multiplied out rather than divided by applied_rate: no division by zero, same comparison for P > 0.
+_SMALL_CHANGE = "abs(computed_rate - applied_rate) * 100 < change_threshold_percent * applied_rate"
+
+_REASON = f"""CASE
+    WHEN disk_guard AND role = 'follower' THEN 'disk_guard'
+    WHEN used_bytes_per_sec IS NULL AND consecutive_failures > failure_threshold THEN 'fail_safe'
+    WHEN used_bytes_per_sec IS NULL AND applied_rate IS NULL THEN 'fail_safe'
+    WHEN used_bytes_per_sec IS NULL THEN 'kept'
+    WHEN applied_rate > 0 AND {_SMALL_CHANGE} THEN 'unchanged'
+    ELSE 'computed'
+END"""
+
+_RATE = """CAST(CASE reason
+    WHEN 'disk_guard' THEN disk_guard_rate
+    WHEN 'fail_safe' THEN min_rate
+    WHEN 'kept' THEN applied_rate
+    WHEN 'unchanged' THEN applied_rate
+    ELSE computed_rate
+END AS BIGINT)"""
+
+
+def transform(brokers_df: DataFrame, params: dict | None = None) -> DataFrame:
+    """Every broker role with its ``rate`` (bytes/s) and the ``reason`` for it.
+
+    ``params`` is there for the shared ``transform(df, params)`` shape; this rule reads only columns.
+    """
+    columns = brokers_df.columns
+    return (
+        brokers_df.selectExpr("*", f"{_COMPUTED_RATE} AS computed_rate")
+        .selectExpr("*", f"{_REASON} AS reason")
+        .selectExpr(*columns, f"{_RATE} AS rate", "reason")
+    )
+
+
+def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) -> list[dict]:
+    """The rows with ``rate`` and ``reason``, by broker and role.
+
+    ``params`` holds settings shared by every row (e.g. ``max_percent``); a row's own value wins.
+    """
+    rows = [{**(params or {}), **row} for row in rows]
+    df = transform(frame_from_rows(spark, rows, BROKER_ROLE_SCHEMA), params)
+    # A struct array sorts by its first fields, broker_id then role; one job brings everything back.
+    result = df.selectExpr("sort_array(collect_list(struct(*))) AS rows").first()
+    return [row.asDict() for row in result["rows"]]

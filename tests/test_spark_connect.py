@@ -1,0 +1,97 @@
+"""The same decisions through a local Spark Connect server as through the embedded session."""
+import pathlib
+import socket
+import time
+
+import psutil
+import pytest
+
+from spark_jobs import replication_rates, volume_violations
+from spark_jobs.connect_server import ConnectServer, ConnectServerError
+from spark_jobs.session import SparkStartError, get_session, stop_sessions
+
+pytestmark = pytest.mark.spark_connect
+
+MB = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ConnectServer() as server:
+        pid = server.pid
+        yield server
+    assert not psutil.pid_exists(pid), "the Connect server outlived stop()"
+
+
+@pytest.fixture(scope="module")
+def sessions(server):
+    yield get_session(), get_session(server.url)
+    stop_sessions()  # before the server stops, so the Connect session is released on it
+
+
+def volume(total, available, broker_id=1, log_dir="/data"):
+    return {"broker_id": broker_id, "log_dir": log_dir, "total_bytes": total, "available_bytes": available,
+            "usable": True}  # fmt: skip
+
+
+VOLUME_CASES = {
+    "bytes violation": ([volume(1000, 100), volume(1000, 500, broker_id=2)], {"min_available_bytes": 100}, 0.0),
+    "ratio violation": ([volume(1000, 500), volume(0, 0, broker_id=2)], {"min_available_ratio": 0.1}, 0.0),
+    "healthy": ([volume(1000, 500), volume(1000, 900, log_dir="/b")], {"min_available_ratio": 0.1}, 1.0),
+}
+
+
+@pytest.mark.parametrize("volumes, params, factor", VOLUME_CASES.values(), ids=VOLUME_CASES.keys())
+def test_volume_decision_is_the_same_over_connect(sessions, volumes, params, factor):
+    embedded, connect = sessions
+
+    over_connect = volume_violations.decide(connect, volumes, params)
+
+    assert over_connect == volume_violations.decide(embedded, volumes, params)
+    assert over_connect[0] == factor
+    assert len(over_connect[1]) == len(volumes)
+
+
+def test_replication_decision_is_the_same_over_connect(sessions):
+    embedded, connect = sessions
+    settings = {"capacity_bytes": 100 * MB, "max_percent": 80.0, "min_rate": 10 * MB,
+                "change_threshold_percent": 0.0, "consecutive_failures": 0, "failure_threshold": 1,
+                "disk_guard": False, "disk_guard_rate": 1}  # fmt: skip
+    rows = [
+        {"broker_id": 1, "role": "leader", "used_bytes_per_sec": 80e6, "applied_rate": 70 * MB},
+        {"broker_id": 1, "role": "follower", "applied_rate": 50 * MB, "consecutive_failures": 2},
+    ]
+
+    over_connect = replication_rates.decide(connect, rows, settings)
+
+    assert over_connect == replication_rates.decide(embedded, rows, settings)
+    assert [(r["role"], r["rate"], r["reason"]) for r in over_connect] == [
+        ("follower", 10 * MB, "fail_safe"),
+        ("leader", 72 * MB, "computed"),
+    ]
+
+
+def test_connect_session_is_cached_per_url(server, sessions):
+    assert get_session(server.url) is sessions[1]
+
+
+def test_unreachable_connect_url_fails_fast_naming_it():
+    with socket.socket() as not_listening:
+        not_listening.bind(("127.0.0.1", 0))  # bound but never listening: connections are refused
+        url = f"sc://127.0.0.1:{not_listening.getsockname()[1]}"
+        started = time.monotonic()
+
+        with pytest.raises(SparkStartError, match=url):
+            get_session(url)
+
+    assert time.monotonic() - started < 30
+
+
+def test_server_that_cannot_start_names_its_log():
+    server = ConnectServer(master="no-such-master")
+
+    with pytest.raises(ConnectServerError, match=server.log_path):
+        server.start()
+
+    assert server.pid is None
+    assert "Master must" in pathlib.Path(server.log_path).read_text()  # Spark's own words on the cause

@@ -1,0 +1,237 @@
+"""The Spark aggregations on tiny inline DataFrames, in one embedded session (chispa's style)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from spark_jobs import replication_rates, volume_violations
+from spark_jobs.schemas import BROKER_ROLE_SCHEMA, VOLUME_SCHEMA, frame_from_rows
+from spark_jobs.session import SparkStartError, get_session, stop_sessions
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MB = 1_000_000
+
+
+@pytest.fixture(scope="session")
+def spark():
+    yield get_session()
+    stop_sessions()
+
+
+def volume(total, available, usable=True, broker_id=1, log_dir="/data"):
+    return {"broker_id": broker_id, "log_dir": log_dir, "total_bytes": total, "available_bytes": available,
+            "usable": usable}  # fmt: skip
+
+
+BYTES_LIMIT = {"min_available_bytes": 100}
+RATIO_LIMIT = {"min_available_ratio": 0.1}
+
+
+# (volume, limit, available_ratio, violated); None: the volume is not in the output.
+VOLUME_RULES = {
+    "bytes above limit": (volume(1000, 101), BYTES_LIMIT, 0.101, False),
+    "bytes equal to limit is a violation": (volume(1000, 100), BYTES_LIMIT, 0.1, True),
+    "bytes below limit": (volume(1000, 99), BYTES_LIMIT, 0.099, True),
+    "ratio above limit": (volume(1000, 101), RATIO_LIMIT, 0.101, False),
+    "ratio equal to limit is a violation": (volume(1000, 100), RATIO_LIMIT, 0.1, True),
+    "ratio below limit": (volume(1000, 99), RATIO_LIMIT, 0.099, True),
+    "total 0: ratio 0, violated by ratio": (volume(0, 0), RATIO_LIMIT, 0.0, True),
+    "total 0: violated by bytes": (volume(0, 0), BYTES_LIMIT, 0.0, True),
+    "empty volume fine by bytes": (volume(10_000, 10_000), BYTES_LIMIT, 1.0, False),
+    "unusable volume dropped": (volume(1000, 0, usable=False), BYTES_LIMIT, None, None),
+}
+
+
+@pytest.mark.parametrize("row, params, ratio, violated", VOLUME_RULES.values(), ids=VOLUME_RULES.keys())
+def test_volume_rule(spark, row, params, ratio, violated):
+    df = frame_from_rows(spark, [row], VOLUME_SCHEMA)
+
+    actual = [r.asDict() for r in volume_violations.transform(df, params).collect()]
+
+    expected = [] if violated is None else [{**row, "available_ratio": ratio, "violated": violated}]
+    assert actual == expected
+
+
+@pytest.mark.parametrize("params", [{}, {"min_available_bytes": 1, "min_available_ratio": 0.1}])
+def test_volume_limit_is_exactly_one_of_bytes_and_ratio(spark, params):
+    df = frame_from_rows(spark, [volume(10, 5)], VOLUME_SCHEMA)
+    with pytest.raises(ValueError, match="exactly one"):
+        volume_violations.transform(df, params)
+
+
+FACTOR_CASES = {
+    "no volumes": ([], 1.0),
+    "all healthy": ([volume(1000, 500), volume(1000, 900, log_dir="/b")], 1.0),
+    "one violated": ([volume(1000, 500), volume(1000, 50, log_dir="/b")], 0.0),
+    "only an unusable one is full": ([volume(1000, 500), volume(1000, 0, usable=False, log_dir="/b")], 1.0),
+}
+
+
+@pytest.mark.parametrize("rows, factor", FACTOR_CASES.values(), ids=FACTOR_CASES.keys())
+def test_throttle_factor(spark, rows, factor):
+    df = volume_violations.transform(frame_from_rows(spark, rows, VOLUME_SCHEMA), BYTES_LIMIT)
+
+    assert volume_violations.throttle_factor(df) == factor
+
+
+@pytest.mark.parametrize("rows, factor", FACTOR_CASES.values(), ids=FACTOR_CASES.keys())
+def test_decide_factor_matches_throttle_factor(spark, rows, factor):
+    assert volume_violations.decide(spark, rows, BYTES_LIMIT)[0] == factor
+
+
+def test_decide_returns_every_usable_volume_by_broker_and_log_dir(spark):
+    volumes = [
+        volume(1000, 50, broker_id=2, log_dir="/a"),
+        volume(1000, 500, broker_id=1, log_dir="/b"),
+        volume(1000, 0, broker_id=1, log_dir="/c", usable=False),
+        volume(1000, 100, broker_id=1, log_dir="/a"),
+    ]
+
+    factor, rows = volume_violations.decide(spark, volumes, RATIO_LIMIT)
+
+    assert factor == 0.0
+    assert [(r["broker_id"], r["log_dir"], r["available_ratio"], r["violated"]) for r in rows] == [
+        (1, "/a", 0.1, True),
+        (1, "/b", 0.5, False),
+        (2, "/a", 0.05, True),
+    ]
+
+
+def test_decide_runs_one_spark_job_per_poll(spark):
+    context = spark.sparkContext
+    context.setJobGroup("one-poll", "decide")
+    try:
+        volume_violations.decide(spark, [volume(1000, 50), volume(1000, 500, log_dir="/b")], BYTES_LIMIT)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+
+    assert len(_finished_jobs(context, "one-poll")) == 1
+
+
+def _finished_jobs(context, group, timeout=10.0):
+    # The status tracker learns of jobs through Spark's asynchronous listener bus.
+    tracker = context.statusTracker()
+    deadline = time.monotonic() + timeout
+    while True:
+        jobs = tracker.getJobIdsForGroup(group)
+        if jobs and all(tracker.getJobInfo(job).status == "SUCCEEDED" for job in jobs):
+            return jobs
+        assert time.monotonic() < deadline, f"jobs of {group} not finished: {jobs}"
+        time.sleep(0.05)
+
+
+def test_rows_without_a_required_field_are_refused(spark):
+    row = volume(1000, 50)
+    del row["usable"]
+    with pytest.raises(ValueError, match="usable"):
+        frame_from_rows(spark, [row], VOLUME_SCHEMA)
+
+
+def test_batch_main_prints_factor_and_violations(tmp_path):
+    lines = [volume(1000, 50, broker_id=2), volume(1000, 500), volume(1000, 0, usable=False, broker_id=3)]
+    (tmp_path / "volumes.jsonl").write_text("".join(json.dumps(v) + "\n" for v in lines))
+
+    run = subprocess.run(
+        [sys.executable, "-m", "spark_jobs.volume_violations", "volumes.jsonl", "--min-available-ratio", "0.1",
+         "--json"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": REPO}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert run.returncode == 0, run.stderr
+    output = json.loads(run.stdout)
+    assert output["throttle_factor"] == 0.0
+    assert [(v["broker_id"], v["available_ratio"]) for v in output["violations"]] == [(2, 0.05)]
+    assert os.listdir(tmp_path) == ["volumes.jsonl"]  # no spark-warehouse/ or metastore_db/ in the cwd
+
+
+def broker_role(role="leader", **values):
+    row = {
+        "broker_id": 1,
+        "role": role,
+        "capacity_bytes": 100 * MB,
+        "used_bytes_per_sec": None,
+        "applied_rate": None,
+        "measured_replication_bytes_per_sec": None,
+        "max_percent": 80.0,
+        "min_rate": 10 * MB,
+        "change_threshold_percent": 0.0,
+        "consecutive_failures": 0,
+        "failure_threshold": 1,
+        "disk_guard": False,
+        "disk_guard_rate": 1,
+    }
+    return {**row, **values}
+
+
+# (broker role, rate, reason); C = 100 MB/s and min_rate = 10 MB/s unless the row says otherwise.
+REPLICATION_RULES = {
+    "leader U=70 P=0 pct=80": (broker_role(used_bytes_per_sec=70e6, applied_rate=0), 24 * MB, "computed"),
+    "leader U=80 P=70": (broker_role(used_bytes_per_sec=80e6, applied_rate=70 * MB), 72 * MB, "computed"),
+    "leader U=110 P=70: beyond capacity": (
+        broker_role(used_bytes_per_sec=110e6, applied_rate=70 * MB), 40 * MB, "computed"),
+    "leader U=200 P=70: floor at min_rate": (
+        broker_role(used_bytes_per_sec=200e6, applied_rate=70 * MB), 10 * MB, "computed"),
+    "used below P: all capacity free": (broker_role(used_bytes_per_sec=50e6, applied_rate=70 * MB), 80 * MB, "computed"),
+    "follower U=70 pct=60": (broker_role("follower", used_bytes_per_sec=70e6, max_percent=60.0), 18 * MB, "computed"),
+    "105 within 10% of 100: unchanged": (
+        broker_role(capacity_bytes=210 * MB, used_bytes_per_sec=100e6, applied_rate=100 * MB, max_percent=50.0,
+                    change_threshold_percent=10.0), 100 * MB, "unchanged"),
+    "110 is 10% off 100: not within": (
+        broker_role(capacity_bytes=220 * MB, used_bytes_per_sec=100e6, applied_rate=100 * MB, max_percent=50.0,
+                    change_threshold_percent=10.0), 110 * MB, "computed"),
+    "no threshold for P=0": (
+        broker_role(used_bytes_per_sec=70e6, applied_rate=0, change_threshold_percent=1000.0), 24 * MB, "computed"),
+    "measured 30 replaces P=70": (
+        broker_role(used_bytes_per_sec=80e6, applied_rate=70 * MB, measured_replication_bytes_per_sec=30e6),
+        40 * MB, "computed"),
+    "failed read, failures = threshold: keep P": (
+        broker_role(applied_rate=50 * MB, consecutive_failures=1, failure_threshold=1), 50 * MB, "kept"),
+    "failed read, failures > threshold: fail safe": (
+        broker_role(applied_rate=50 * MB, consecutive_failures=2, failure_threshold=1), 10 * MB, "fail_safe"),
+    "failed read, no P: fail safe": (broker_role(consecutive_failures=0), 10 * MB, "fail_safe"),
+    "disk guard on follower": (
+        broker_role("follower", used_bytes_per_sec=70e6, disk_guard=True), 1, "disk_guard"),
+    "disk guard beats a failed read": (
+        broker_role("follower", applied_rate=50 * MB, consecutive_failures=5, disk_guard=True), 1, "disk_guard"),
+    "disk guard ignored on leader": (
+        broker_role("leader", used_bytes_per_sec=70e6, applied_rate=0, disk_guard=True), 24 * MB, "computed"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row, rate, reason", REPLICATION_RULES.values(), ids=REPLICATION_RULES.keys())
+def test_replication_rule(spark, row, rate, reason):
+    df = frame_from_rows(spark, [row], BROKER_ROLE_SCHEMA)
+
+    actual = [r.asDict() for r in replication_rates.transform(df).collect()]
+
+    assert actual == [{**row, "rate": rate, "reason": reason}]
+
+
+def test_replication_decide_sorts_and_fills_shared_settings(spark):
+    settings = {key: value for key, value in broker_role().items() if key not in ("broker_id", "role")}
+    rows = [
+        {"broker_id": 2, "role": "leader", "used_bytes_per_sec": 70e6, "applied_rate": 0},
+        {"broker_id": 1, "role": "leader", "used_bytes_per_sec": 80e6, "applied_rate": 70 * MB},
+        {"broker_id": 1, "role": "follower", "used_bytes_per_sec": 70e6, "max_percent": 60.0},
+    ]
+
+    result = replication_rates.decide(spark, rows, settings)
+
+    assert [(r["broker_id"], r["role"], r["rate"], r["reason"]) for r in result] == [
+        (1, "follower", 18 * MB, "computed"),
+        (1, "leader", 72 * MB, "computed"),
+        (2, "leader", 24 * MB, "computed"),
+    ]
+
+
+def test_session_is_built_once(spark):
+    assert get_session() is spark
+    assert get_session("") is spark
+
+
+def test_second_in_process_driver_is_refused_naming_the_url(spark):
+    with pytest.raises(SparkStartError, match=r"local\[2\]"):
+        get_session("local[2]")
