@@ -36,6 +36,7 @@ from kafka.protocol.admin import (
 
 from .config import ADMIN_PREFIX, PREFIX, non_negative_int, positive_int, shown
 from .errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError
+from .quotas import SIDECAR_CLIENT_ID, Entity
 from .throttles import Reassignment
 from .volumes import Volume
 
@@ -121,7 +122,7 @@ def client_kwargs(java_props: Mapping[str, str]) -> dict:
     if protocol not in _SECURITY_PROTOCOLS:
         raise _config_error("security.protocol", props["security.protocol"], " or ".join(_SECURITY_PROTOCOLS))
     kwargs = {"bootstrap_servers": _bootstrap_servers(props.get("bootstrap.servers")),
-              "security_protocol": protocol}
+              "security_protocol": protocol, "client_id": SIDECAR_CLIENT_ID}
     for key, raw in props.items():
         _check_protocol_uses(key, raw, protocol)
         if key in _RENAMED_KEYS:
@@ -360,11 +361,15 @@ class ClusterAdmin:
 
     # -------------------------------------------------------------- client quotas
 
-    def describe_user_quotas(self, users: Iterable[str | None]) -> dict[str | None, dict[str, float]]:
-        """The quotas set on each user-only entity (None: the default user); {} where none are set."""
+    def describe_user_quotas(self, users: Iterable[Entity]) -> dict[Entity, dict[str, float]]:
+        """The quotas set on each entity; {} where none are set.
+
+        An entity is a user name, None for the default user, or (None, client id) for that client id of
+        any user without a quota of its own (the sidecar's own clients, see quotas.sidecar_entity).
+        """
         return self._call("DescribeClientQuotas", self._describe_user_quotas, list(users))
 
-    async def _describe_user_quotas(self, users: list[str | None]) -> dict[str | None, dict[str, float]]:
+    async def _describe_user_quotas(self, users: list[Entity]) -> dict[Entity, dict[str, float]]:
         quotas = {}
         for user in users:
             what = f"DescribeClientQuotas for {_user_label(user)}"
@@ -373,23 +378,24 @@ class ClusterAdmin:
             quotas[user] = {value.key: value.value for entry in response.entries or () for value in entry.values}
         return quotas
 
-    def alter_user_quotas(self, changes: Mapping[str | None, Mapping[str, float | None]]) -> None:
-        """Set (a number) or remove (None) quota keys on user-only entities (None: the default user)."""
+    def alter_user_quotas(self, changes: Mapping[Entity, Mapping[str, float | None]]) -> None:
+        """Set (a number) or remove (None) quota keys on entities (see describe_user_quotas)."""
         entries = {user: dict(keys) for user, keys in changes.items() if keys}
         if entries:
             self._call("AlterClientQuotas", self._alter_user_quotas, entries)
 
-    async def _alter_user_quotas(self, changes: dict[str | None, dict[str, float | None]]) -> None:
+    async def _alter_user_quotas(self, changes: dict[Entity, dict[str, float | None]]) -> None:
         entry = AlterClientQuotasRequest.EntryData
-        # One entry per user: the broker refuses a request that names an entity twice.
+        # One entry per entity: the broker refuses a request that names an entity twice.
         request = AlterClientQuotasRequest(entries=[
-            entry(entity=[entry.EntityData(entity_type="user", entity_name=user)],
+            entry(entity=[entry.EntityData(entity_type=kind, entity_name=name) for kind, name in _components(user)],
                   ops=[entry.OpData(key=key, value=0.0 if value is None else value, remove=value is None)
                        for key, value in keys.items()])
             for user, keys in changes.items()])
         response = await self._send(request, "AlterClientQuotas")
         _raise_any(_error_for_code(result.error_code, result.error_message,
-                                   f"AlterClientQuotas for {_user_label(result.entity[0].entity_name)}")
+                                   "AlterClientQuotas for " + ", ".join(f"{e.entity_type} {e.entity_name!r}"
+                                                                        for e in result.entity))
                    for result in response.entries)
 
     # -------------------------------------------------------------- configs
@@ -559,17 +565,26 @@ def open_client(client_class, client_config: Mapping[str, object]):
         raise
 
 
-def _describe_user_request(user: str | None) -> DescribeClientQuotasRequest:
+def _components(entity: Entity) -> list[tuple[str, str | None]]:
+    """(entity type, name) pairs; name None is the type's default entity."""
+    if isinstance(entity, tuple):
+        user, client_id = entity
+        return [("user", user), ("client-id", client_id)]
+    return [("user", entity)]
+
+
+def _describe_user_request(entity: Entity) -> DescribeClientQuotasRequest:
     component = DescribeClientQuotasRequest.ComponentData
-    if user is None:  # match must be null for the default entity, not kafka-python's default ""
-        match = component(entity_type="user", match_type=_MATCH_DEFAULT, match=None)
-    else:
-        match = component(entity_type="user", match_type=_MATCH_EXACT, match=user)
-    return DescribeClientQuotasRequest(components=[match], strict=True)  # strict: user-only entities
+    # match must be null for a default entity, not kafka-python's default ""
+    matches = [component(entity_type=kind, match_type=_MATCH_DEFAULT, match=None) if name is None else
+               component(entity_type=kind, match_type=_MATCH_EXACT, match=name)
+               for kind, name in _components(entity)]
+    return DescribeClientQuotasRequest(components=matches, strict=True)  # strict: exactly this entity
 
 
-def _user_label(user: str | None) -> str:
-    return "the default user" if user is None else f"user {user!r}"
+def _user_label(entity: Entity) -> str:
+    labels = {"user": "the default user", "client-id": "the default client id"}
+    return " and ".join(labels[kind] if name is None else f"{kind} {name!r}" for kind, name in _components(entity))
 
 
 def _check_resource_type(resource_type: str) -> None:

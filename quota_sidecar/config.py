@@ -229,6 +229,7 @@ class QuotaConfig:
     fetch: float | None = None
     request: float | None = None
     excluded_principals: tuple[str, ...] = ()
+    sidecar_client_id: str = "quota-sidecar"  # kafka.admin.client.id: the sidecar's own clients
 
 
 @dataclass(frozen=True)
@@ -344,7 +345,8 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
         admin_properties=dict(admin),
         storage_limit=storage_limit,
         quotas=QuotaConfig(values["produce"], values["fetch"], values["request"],
-                           values["excluded.principal.name.list"]),
+                           values["excluded.principal.name.list"],
+                           admin.get("client.id", "").strip() or QuotaConfig.sidecar_client_id),
         check_interval=check_interval,
         fallback_factor=values["throttle.factor.fallback"],
         validity=values["throttle.factor.validity.duration"],

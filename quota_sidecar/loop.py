@@ -105,7 +105,7 @@ class Sidecar:
 
     def read_records(self) -> dict[tuple, dict]:
         """Everything the sidecars keep in the cluster, read once a pass: ownership records, overrides."""
-        return {tuple(json.loads(key)): value for key, value in self.store.read_all().items()}
+        return {_hashable(json.loads(key)): value for key, value in self.store.read_all().items()}
 
     def apply_quotas(self, wanted: quotas.ClientQuotas, all_records: dict) -> None:
         records = of_kind(all_records, QUOTA_RECORD)
@@ -116,14 +116,15 @@ class Sidecar:
 
     def read_quotas(self, wanted: quotas.ClientQuotas, records) -> dict:
         """The quotas in force for every entity the sidecars want or once wrote."""
-        entities = set(wanted.entities()) | {entity for entity, _ in records}
-        return self.admin.describe_user_quotas(sorted(entities, key=lambda e: e or ""))
+        entities = list(wanted.entities()) + [entity for entity, _ in records if entity not in wanted.entities()]
+        return self.admin.describe_user_quotas(list(dict.fromkeys(entities)))
 
     def cleanup(self) -> None:
         """Put back every quota the sidecars set, as it was before they first set it."""
         all_records = self.read_records()
-        records = of_kind(all_records, QUOTA_RECORD)
-        in_force = self.admin.describe_user_quotas(sorted({entity for entity, _ in records}, key=lambda e: e or ""))
+        # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
+        records = dict(sorted(of_kind(all_records, QUOTA_RECORD).items(), key=lambda item: isinstance(item[0][0], tuple)))
+        in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in records)))
         self.write_owned(QUOTA_RECORD, ownership.restore(quotas.flatten(in_force), records), records,
                          self._alter_quota, _quota_label)
         if self.replication is not None:
@@ -132,8 +133,10 @@ class Sidecar:
     def write_owned(self, kind: str, writes: list[ownership.Write], records, apply_one, label) -> None:
         for write in writes:
             record_key = json.dumps([kind, *write.target])
-            if write.target not in records:
+            if not write.forget:
                 # Recorded before the write: a crash in between still leaves the target known as ours.
+                # Also when `records` holds it: they were read at the start of the pass, and another
+                # sidecar's clean-up may have deleted the record since; the value written is the same.
                 self.store.put(record_key, {"replaced": write.replaced})
             if write.changes:
                 apply_one(write.target, write.new)
@@ -165,6 +168,10 @@ class Sidecar:
                 log.exception("sidecar pass failed; the next pass retries")
             if shutdown.wait(interval):
                 break
+
+
+def _hashable(value):
+    return tuple(_hashable(item) for item in value) if isinstance(value, list) else value
 
 
 def of_kind(records: dict[tuple, dict], kind: str) -> dict[tuple, float | None]:

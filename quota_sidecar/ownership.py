@@ -45,9 +45,9 @@ def plan(wanted: Mapping[Target, float | None], in_force: Mapping[Target, float 
 
 
 def restore(in_force: Mapping[Target, float | None], records: Mapping[Target, float | None]) -> list[Write]:
-    """Clean-up: every target the sidecars set goes back to the value it replaced."""
+    """Clean-up, in the order of `records`: every target the sidecars set goes back to the value it replaced."""
     return [Write(target, in_force.get(target), original, original, forget=True)
-            for target, original in sorted(records.items(), key=lambda item: repr(item[0]))]
+            for target, original in records.items()]
 
 
 def same(a: float | None, b: float | None) -> bool:

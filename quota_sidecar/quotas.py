@@ -17,7 +17,11 @@ QUOTA_KEYS = (PRODUCE, FETCH, REQUEST)
 # Kafka's own "no limit" (Long.MAX_VALUE): excluded principals get it so the default never reaches them.
 UNLIMITED = float(2**63 - 1)
 
-Entity = str | None  # a user name; None is the default-user entity
+# A user name; None is the default user; (None, client id) is that client id of every user without a quota
+# of its own. The sidecar's own clients use SIDECAR_CLIENT_ID and get an unlimited entity of that form,
+# so the throttle it sets on the default user never stops the sidecar writing its records.
+Entity = str | None | tuple[None, str]
+SIDECAR_CLIENT_ID = "quota-sidecar"
 Quotas = Mapping[str, float]
 
 
@@ -27,10 +31,13 @@ class ClientQuotas:
     default_user: Mapping[str, float | None]
     excluded_users: tuple[str, ...]
     excluded_keys: tuple[str, ...] = (PRODUCE,)  # the keys that could ever limit the default user
+    sidecar_client_id: str = SIDECAR_CLIENT_ID
 
     def entities(self) -> dict[Entity, dict[str, float | None]]:
+        """In write order: the sidecar's own clients are exempt before the default user is throttled."""
         excluded = {key: UNLIMITED for key in self.excluded_keys}
-        return {None: dict(self.default_user), **{user: dict(excluded) for user in self.excluded_users}}
+        return {(None, self.sidecar_client_id): dict(excluded), None: dict(self.default_user),
+                **{user: dict(excluded) for user in self.excluded_users}}
 
     def to_json(self) -> dict:
         return {"default_user": {key: _json_rate(value) for key, value in self.default_user.items()},
@@ -47,6 +54,7 @@ def wanted(config: QuotaConfig, factor: float) -> ClientQuotas:
         default_user={PRODUCE: producer, FETCH: config.fetch, REQUEST: config.request},
         excluded_users=config.excluded_principals,
         excluded_keys=(PRODUCE,) + ((FETCH,) if config.fetch else ()) + ((REQUEST,) if config.request else ()),
+        sidecar_client_id=config.sidecar_client_id,
     )
 
 
@@ -60,6 +68,8 @@ def flatten(in_force: Mapping[Entity, Quotas]) -> dict[tuple[Entity, str], float
 
 
 def entity_label(entity: Entity) -> str:
+    if isinstance(entity, tuple):
+        return f"client-id {entity[1]} (sidecar)"
     return "<default user>" if entity is None else f"User:{entity}"
 
 

@@ -32,41 +32,48 @@ def test_excluded_users_get_unlimited_quotas_for_every_managed_key():
     assert entities["alice"] == {PRODUCE: UNLIMITED, FETCH: UNLIMITED}
 
 
+def test_the_sidecars_own_clients_are_exempt_before_the_default_user_is_throttled():
+    entities = list(quotas.wanted(QuotaConfig(produce=100, sidecar_client_id="qs"), 0.0).entities().items())
+    assert entities[0] == ((None, "qs"), {PRODUCE: UNLIMITED}) and entities[1][0] is None
+
+
 def plan(wanted, in_force, records):
     return ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), records)
 
 
 def test_nothing_is_written_when_the_cluster_already_agrees():
     wanted = quotas.wanted(QuotaConfig(produce=100, excluded_principals=("alice",)), 1.0)
-    in_force = {None: {PRODUCE: 100.0}, "alice": {PRODUCE: UNLIMITED}}
-    records = {(None, PRODUCE): None, ("alice", PRODUCE): None}
+    in_force = {None: {PRODUCE: 100.0}, "alice": {PRODUCE: UNLIMITED}, (None, "quota-sidecar"): {PRODUCE: UNLIMITED}}
+    records = {(None, PRODUCE): None, ("alice", PRODUCE): None, ((None, "quota-sidecar"), PRODUCE): None}
     assert plan(wanted, in_force, records) == []
 
 
 def test_a_change_records_the_value_it_replaced_first():
     first = plan(quotas.wanted(QuotaConfig(produce=100), 0.0), {None: {PRODUCE: 5000.0}}, {})
-    assert first == [Write((None, PRODUCE), 5000.0, 1.0, 5000.0)]
+    assert first == [Write(((None, "quota-sidecar"), PRODUCE), None, UNLIMITED, None),
+                     Write((None, PRODUCE), 5000.0, 1.0, 5000.0)]
     again = plan(quotas.wanted(QuotaConfig(produce=100), 1.0), {None: {PRODUCE: 1.0}}, {(None, PRODUCE): 5000.0})
-    assert again == [Write((None, PRODUCE), 1.0, 100.0, 5000.0)]
+    assert again[1:] == [Write((None, PRODUCE), 1.0, 100.0, 5000.0)]
 
 
 def test_a_quota_the_sidecar_did_not_set_is_never_removed():
     wanted = quotas.wanted(QuotaConfig(), 1.0)  # wants no producer quota
-    assert plan(wanted, {None: {PRODUCE: 777.0, FETCH: 5.0}}, {}) == []
+    assert [w.target for w in plan(wanted, {None: {PRODUCE: 777.0, FETCH: 5.0}}, {})] == [
+        ((None, "quota-sidecar"), PRODUCE)]
 
 
 def test_a_quota_the_sidecar_set_goes_back_to_what_it_replaced():
     wanted = quotas.wanted(QuotaConfig(), 1.0)
     writes = plan(wanted, {None: {PRODUCE: 1.0}}, {(None, PRODUCE): None})
-    assert writes == [Write((None, PRODUCE), 1.0, None, None, forget=True)] and writes[0].changes
+    assert writes[1:] == [Write((None, PRODUCE), 1.0, None, None, forget=True)] and writes[1].changes
 
 
 def test_restore_returns_every_recorded_target():
     in_force = quotas.flatten({None: {PRODUCE: 1.0}, "alice": {PRODUCE: UNLIMITED}})
     records = {(None, PRODUCE): 300.0, ("alice", PRODUCE): None}
     assert ownership.restore(in_force, records) == [
-        Write(("alice", PRODUCE), UNLIMITED, None, None, forget=True),
-        Write((None, PRODUCE), 1.0, 300.0, 300.0, forget=True)]
+        Write((None, PRODUCE), 1.0, 300.0, 300.0, forget=True),
+        Write(("alice", PRODUCE), UNLIMITED, None, None, forget=True)]
 
 
 def test_a_restored_target_already_back_is_only_forgotten():

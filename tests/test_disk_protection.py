@@ -1,0 +1,307 @@
+"""Disk-full protection end to end, on a real Kafka cluster: volumes -> Spark factor -> client quotas."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+from quota_sidecar import config as cfg
+from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.cli import build_sidecar
+from quota_sidecar.errors import RetryableAdminError
+from quota_sidecar.quotas import PRODUCE, UNLIMITED
+from spark_jobs.connect_server import ConnectServer
+
+pytestmark = pytest.mark.integration
+P = cfg.PREFIX
+MiB = 1 << 20
+
+
+def sidecar_on(bootstrap: str, **props):
+    properties = {P + "kafka.admin.bootstrap.servers": bootstrap, P + "storage.check.interval": "PT1S",
+                  **{P + key: str(value) for key, value in props.items()}}
+    return build_sidecar(cfg.from_properties(properties))
+
+
+@pytest.fixture
+def sidecars():
+    """Sidecars a test builds; each puts back what it set and closes, whatever the test did."""
+    built = []
+    yield built
+    for sidecar in built:
+        try:
+            sidecar.cleanup()
+        finally:
+            sidecar.close()
+
+
+def default_producer_rate(admin: ClusterAdmin) -> float | None:
+    return admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE)
+
+
+def wait_for(condition, timeout: float, what: str, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def create_topic(bootstrap: str, name: str, replica: int) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        client.create_topics([NewTopic(name, replica_assignments={0: [replica]})])
+        client.wait_for_topics([name], timeout_ms=30000)
+    finally:
+        client.close()
+
+
+def test_volumes_of_every_broker_are_read_jbod_included(kafka_cluster, sidecars):
+    sidecar = sidecar_on(kafka_cluster.bootstrap_servers, **{"storage.per.volume.limit.min.available.bytes": 0})
+    sidecars.append(sidecar)
+    decision = sidecar.run_pass()
+    dirs = {(v.broker_id, v.log_dir) for v in decision.volumes}
+    expected = {(b, d) for b in kafka_cluster.cluster.broker_ids for d in kafka_cluster.cluster.log_dirs(b)}
+    assert dirs == expected and len([d for d in dirs if d[0] == 1]) == 2
+    assert all(v.usable and v.total_bytes > 0 and 0 < v.available_bytes <= v.total_bytes for v in decision.volumes)
+    assert (decision.throttle_factor, decision.source, decision.active_brokers) == (1.0, "computed", 3)
+
+
+def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_records(make_kafka_cluster, sidecars,
+                                                                                     unique_name):
+    cluster = make_kafka_cluster(small_log_dirs={(3, 0): 48 * MiB},
+                                 broker_properties={"log.segment.delete.delay.ms": "1000",
+                                                    "file.delete.delay.ms": "1000"})
+    small_dir = cluster.log_dirs(3)[0]
+    topic = unique_name
+    create_topic(cluster.bootstrap_servers, topic, replica=3)
+    sidecar = sidecar_on(cluster.bootstrap_servers, produce=4 * MiB,
+                         **{"storage.per.volume.limit.min.available.bytes": 16 * MiB})
+    sidecars.append(sidecar)
+    sidecar.run_pass()
+    stop_loop = threading.Event()
+    loop = threading.Thread(target=run_loop, args=(sidecar, stop_loop), daemon=True)
+    loop.start()
+    flood = Flood(cluster.bootstrap_servers, topic, watch_dir=small_dir)
+    try:
+        flood.start()
+        wait_for(lambda: sidecar.decider.factor.factor == 0.0, 240, "the throttle to engage")
+        wait_for(lambda: default_producer_rate(sidecar.admin) == 1.0, 10, "the 1 B/s producer quota")
+        acked_when_throttled = flood.acked_bytes
+        time.sleep(6)
+        lowest_free = min(flood.free_samples)
+        stalled = flood.acked_bytes - acked_when_throttled
+    finally:
+        flood.stop()
+    assert os.statvfs(small_dir).f_bavail > 0 and lowest_free > 2 * MiB, "the small filesystem filled up"
+    assert stalled < 4 * MiB, f"the producer went on at full speed: {stalled} bytes in 6 s after the throttle"
+    assert not [v for v in sidecar.decider.last.volumes if v.error], "a log dir went offline"
+    acked = set(flood.acked)
+    assert acked, "nothing was acknowledged"
+    missing = acked - read_back(cluster.bootstrap_servers, topic)
+    assert not missing, f"{len(missing)} acknowledged records were lost"
+
+    delete_topic(cluster.bootstrap_servers, topic)
+    wait_for(lambda: sidecar.decider.factor.factor == 1.0, 90, "the throttle to lift once space is free")
+    wait_for(lambda: default_producer_rate(sidecar.admin) == 4 * MiB, 10, "the full producer quota")
+    stop_loop.set()
+    loop.join(30)
+
+
+def test_stopped_broker_counts_until_validity_then_the_fallback_applies(make_kafka_cluster, sidecars):
+    cluster = make_kafka_cluster(small_log_dirs={(3, 0): 16 * MiB})
+    sidecar = sidecar_on(cluster.bootstrap_servers, produce=1000,
+                         **{"storage.per.volume.limit.min.available.bytes": 32 * MiB,  # broker 3 violates
+                            "throttle.factor.validity.duration": "PT20S", "throttle.factor.fallback": "0.5"})
+    sidecars.append(sidecar)
+    assert sidecar.run_pass().throttle_factor == 0.0
+    cluster.stop_broker(3)
+    # Until the controller fences it, broker 3 is listed but does not answer: those polls fail.
+    kept = wait_for(lambda: (d := sidecar.run_pass()).error is None and d, 30, "a pass without broker 3", every=1)
+    assert (kept.throttle_factor, kept.source) == (0.0, "computed")
+    assert any(v.broker_id == 3 and v.observed_at < kept.at for v in kept.volumes), "broker 3's volumes still count"
+    fallback = wait_for(lambda: (d := sidecar.run_pass()).source == "fallback" and d, 40, "the fallback", every=1)
+    assert fallback.throttle_factor == 0.5 and "absent" in fallback.error
+    assert default_producer_rate(sidecar.admin) == 500.0
+    assert sidecar.counters.fallback_applied == 1
+    cluster.start_broker(3)
+    back = wait_for(lambda: (d := sidecar.run_pass()).source == "computed" and d, 60, "broker 3 to return", every=1)
+    assert back.throttle_factor == 0.0 and default_producer_rate(sidecar.admin) == 1.0
+
+
+class FaultInjectingAdmin:
+    """Fault injection: DescribeLogDirs fails while `failing` is set; everything else is the real admin.
+    A real cluster cannot be made to time out on one request on demand."""
+
+    def __init__(self, admin: ClusterAdmin):
+        self.admin, self.failing = admin, False
+
+    def describe_volumes(self, broker_ids, now):
+        if self.failing:
+            raise RetryableAdminError("DescribeLogDirs timed out (injected)")
+        return self.admin.describe_volumes(broker_ids, now)
+
+    def __getattr__(self, name):
+        return getattr(self.admin, name)
+
+
+def test_poll_failures_outlasting_validity_apply_the_fallback(kafka_cluster, sidecars):
+    sidecar = sidecar_on(kafka_cluster.bootstrap_servers, produce=2000,
+                         **{"storage.per.volume.limit.min.available.bytes": 0,
+                            "throttle.factor.validity.duration": "PT3S", "throttle.factor.fallback": "0"})
+    sidecars.append(sidecar)
+    sidecar.admin = faulty = FaultInjectingAdmin(sidecar.admin)
+    assert sidecar.run_pass().source == "computed"
+    faulty.failing = True
+    assert sidecar.run_pass().source == "last_valid"
+    assert default_producer_rate(faulty) == 2000.0
+    time.sleep(3.5)
+    fallback = sidecar.run_pass()
+    assert (fallback.throttle_factor, fallback.source) == (0.0, "fallback")
+    assert "injected" in fallback.error and default_producer_rate(faulty) == 1.0
+    faulty.failing = False
+    assert sidecar.run_pass().source == "computed" and default_producer_rate(faulty) == 2000.0
+
+
+def test_excluded_principal_keeps_full_speed_while_others_are_throttled(kafka_cluster, sidecars, unique_name):
+    users = kafka_cluster.users
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            f'username="admin" password="{users["admin"]}";')
+    # The sidecar itself connects over SASL: the kafka.admin.* pass-through carries the security settings.
+    sidecar = sidecar_on(kafka_cluster.sasl_bootstrap_servers,
+                         **{"kafka.admin.security.protocol": "SASL_PLAINTEXT", "kafka.admin.sasl.mechanism": "PLAIN",
+                            "kafka.admin.sasl.jaas.config": jaas,
+                            "storage.per.volume.limit.min.available.ratio": 1.0,  # every volume violates
+                            "excluded.principal.name.list": "User:alice"})
+    sidecars.append(sidecar)
+    decision = sidecar.run_pass()
+    assert decision.throttle_factor == 0.0
+    assert sidecar.admin.describe_user_quotas(["alice"])["alice"][PRODUCE] == UNLIMITED
+    topic = unique_name
+    create_topic(kafka_cluster.bootstrap_servers, topic, replica=1)
+    alice = acked_bytes_in(kafka_cluster.cluster.sasl_client_config("alice"), topic, seconds=8)
+    bob = acked_bytes_in(kafka_cluster.cluster.sasl_client_config("bob"), topic, seconds=8)
+    assert alice >= 2 * MiB, f"alice (excluded) was slowed down: {alice} bytes in 8 s"
+    assert bob < alice / 10, f"bob was not throttled: {bob} bytes against alice's {alice}"
+
+
+def test_embedded_and_shared_spark_decide_alike(kafka_cluster, sidecars):
+    kafka_cluster.require_small_dir()
+    limits = {"storage.per.volume.limit.min.available.bytes": kafka_cluster.small_dir_bytes}
+    embedded = sidecar_on(kafka_cluster.bootstrap_servers, **limits)
+    sidecars.append(embedded)
+    with ConnectServer() as server:
+        shared = sidecar_on(kafka_cluster.bootstrap_servers, **limits, **{"spark.url": server.url})
+        sidecars.append(shared)
+        by_shared = shared.run_pass()
+    by_embedded = embedded.run_pass()
+    assert by_shared.throttle_factor == by_embedded.throttle_factor == 0.0  # the 64 MiB dir is below the limit
+    assert [v["log_dir"] for v in by_shared.violations] == [v["log_dir"] for v in by_embedded.violations]
+    assert len(by_shared.violations) == 1
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def run_loop(sidecar, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            sidecar.run_pass()
+        except Exception:  # the loop itself logs and goes on, as `run` does
+            pass
+        stop.wait(1.0)
+
+
+# Bounded waits: a throttled batch expires instead of keeping close() (and the test) waiting.
+BOUNDED_PRODUCER = {"acks": "all", "linger_ms": 5, "max_block_ms": 1000, "request_timeout_ms": 10000,
+                    "delivery_timeout_ms": 15000}
+
+
+class Flood:
+    """A producer sending numbered 16 KiB records as fast as it is allowed, keeping the numbers the brokers
+    acknowledged and sampling the free space of the directory it fills."""
+
+    def __init__(self, bootstrap: str, topic: str, watch_dir: str):
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, batch_size=64 * 1024, buffer_memory=2 * MiB,
+                                      **BOUNDED_PRODUCER)
+        self.topic, self.watch_dir = topic, watch_dir
+        self.acked: set[int] = set()
+        self.acked_bytes, self.free_samples = 0, []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.lock = threading.Lock()
+
+    def start(self):
+        self.thread.start()
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(30)
+        close_quietly(self.producer)
+
+    def _acked(self, number: int, size: int) -> None:
+        with self.lock:
+            self.acked.add(number)
+            self.acked_bytes += size
+
+    def _run(self):
+        payload, number, sampled = os.urandom(16 * 1024), 0, 0.0
+        while not self.stopped.is_set():
+            if time.monotonic() - sampled > 0.2:
+                stats = os.statvfs(self.watch_dir)
+                self.free_samples.append(stats.f_bavail * stats.f_frsize)
+                sampled = time.monotonic()
+            try:
+                future = self.producer.send(self.topic, key=str(number).encode(), value=payload)
+            except Exception:  # buffer full while throttled: wait and try again
+                time.sleep(0.1)
+                continue
+            future.add_callback(lambda _m, n=number: self._acked(n, len(payload)))
+            number += 1
+
+
+def acked_bytes_in(client_config: dict, topic: str, seconds: float) -> int:
+    producer = KafkaProducer(**client_config, **BOUNDED_PRODUCER)
+    payload, acked, deadline = os.urandom(32 * 1024), [0], time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            try:
+                producer.send(topic, payload).add_callback(lambda _m: acked.__setitem__(0, acked[0] + len(payload)))
+            except Exception:
+                time.sleep(0.05)
+        return acked[0]  # what was acknowledged within the time, not what a flush adds afterwards
+    finally:
+        close_quietly(producer)
+
+
+def close_quietly(producer: KafkaProducer) -> None:
+    """Throttled batches expire after the delivery timeout (uncounted), so the close completes."""
+    producer.close(timeout=BOUNDED_PRODUCER["delivery_timeout_ms"] / 1000 + 10)
+
+
+def read_back(bootstrap: str, topic: str) -> set[int]:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=10000, fetch_max_bytes=8 * MiB)
+    try:
+        return {int(record.key) for record in consumer}
+    finally:
+        consumer.close()
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        client.delete_topics([topic])
+    finally:
+        client.close()
