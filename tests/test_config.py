@@ -156,3 +156,9 @@ def test_override_without_equals_is_rejected():
 def test_unreadable_file_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="cannot read configuration file"):
         cfg.load(str(tmp_path / "missing.properties"))
+
+
+def test_readme_documents_every_key():
+    readme = (__import__("pathlib").Path(__file__).parents[1] / "README.md").read_text()
+    missing = [key.name for key in cfg.KEYS if f"`{key.name}`" not in readme]
+    assert not missing, f"keys missing from the README's table: {missing}"
