@@ -49,64 +49,24 @@ def _number(raw: str) -> float:
     return value
 
 
-def positive_number(raw: str) -> float:
-    value = _number(raw)
-    if value <= 0:
-        raise ValueError
-    return value
+def ranged(convert: Callable[[str], float], accepts: Callable[[float], bool], allowed: str):
+    """A parser: `convert` the raw string, then refuse what `accepts` does not."""
+    def parse(raw: str):
+        value = convert(raw)
+        if not accepts(value):
+            raise ValueError
+        return value
+    parse.allowed = allowed
+    return parse
 
 
-positive_number.allowed = "a number > 0"
-
-
-def non_negative_int(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise ValueError
-    return value
-
-
-non_negative_int.allowed = "a whole number >= 0"
-
-
-def positive_int(raw: str) -> int:
-    value = int(raw)
-    if value <= 0:
-        raise ValueError
-    return value
-
-
-positive_int.allowed = "a whole number > 0"
-
-
-def ratio(raw: str) -> float:
-    value = _number(raw)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError
-    return value
-
-
-ratio.allowed = "a number from 0.0 to 1.0"
-
-
-def percent(raw: str) -> float:
-    value = _number(raw)
-    if not 0.0 < value <= 100.0:
-        raise ValueError
-    return value
-
-
-percent.allowed = "a percentage above 0 and at most 100"
-
-
-def non_negative_percent(raw: str) -> float:
-    value = _number(raw)
-    if not 0.0 <= value <= 100.0:
-        raise ValueError
-    return value
-
-
-non_negative_percent.allowed = "a percentage from 0 to 100"
+positive_number = ranged(_number, lambda v: v > 0, "a number > 0")
+non_negative_int = ranged(int, lambda v: v >= 0, "a whole number >= 0")
+positive_int = ranged(int, lambda v: v > 0, "a whole number > 0")
+ratio = ranged(_number, lambda v: 0.0 <= v <= 1.0, "a number from 0.0 to 1.0")
+percent = ranged(_number, lambda v: 0.0 < v <= 100.0, "a percentage above 0 and at most 100")
+non_negative_percent = ranged(_number, lambda v: 0.0 <= v <= 100.0, "a percentage from 0 to 100")
+port = ranged(int, lambda v: 0 <= v <= 65535, "a port from 0 to 65535 (0 picks a free port)")
 
 
 def duration(raw: str) -> timedelta:
@@ -118,16 +78,6 @@ def duration(raw: str) -> timedelta:
 
 
 duration.allowed = "an ISO-8601 duration such as PT30S, PT5M or P1D (no months or years, not negative)"
-
-
-def port(raw: str) -> int:
-    value = int(raw)
-    if not 0 <= value <= 65535:
-        raise ValueError
-    return value
-
-
-port.allowed = "a port from 0 to 65535 (0 picks a free port)"
 
 
 def boolean(raw: str) -> bool:
