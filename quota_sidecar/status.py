@@ -35,7 +35,7 @@ def build(sidecar, now: datetime, mode: str) -> dict:
         "volumes": [_volume(volume, config.storage_limit, violated, decision.at)
                     for volume in decision.volumes] if decision else [],
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
-                            sorted(sidecar.quotas_in_force.items(), key=lambda item: item[0] or "")],
+                            sorted(sidecar.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
     }
     if sidecar.replication is not None:
         status["replication"] = sidecar.replication.status()
