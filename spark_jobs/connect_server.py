@@ -1,7 +1,8 @@
 """A local Spark Connect server from the installed pyspark, for tests, the demo and benchmarks.
 
-pyspark 4.1 ships the server in ``pyspark/jars/spark-connect_*.jar``; ``spark-submit`` runs it in the
-foreground, bound to a free port on 127.0.0.1, its log in a file.
+pyspark 4.1 ships the server in ``pyspark/jars/spark-connect_*.jar``; ``spark-submit --class`` runs it
+as a child process (not a daemon), bound to a free port on 127.0.0.1, its log in a file kept in
+``work_dir`` after it stops.
 
     with ConnectServer() as server:
         spark = get_session(server.url)
@@ -20,6 +21,11 @@ from spark_jobs.session import connect_session
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _HOST = "127.0.0.1"
+
+# A shell between us and spark-submit (which execs into the JVM) stops the JVM when its stdin, a pipe
+# from this process, closes: on stop(), and also when this process dies without running stop().
+# (sh gives background jobs /dev/null as stdin, hence the pipe kept on fd 3.)
+_WATCHDOG = 'exec 3<&0; "$@" </dev/null 3<&- & jvm=$!; (read -r _; kill -TERM "$jvm") <&3 & wait "$jvm"'
 
 
 class ConnectServerError(RuntimeError):
@@ -42,7 +48,7 @@ class ConnectServer:
 
     @property
     def pid(self) -> int | None:
-        """The server's process (the JVM: spark-submit execs into it) while it runs."""
+        """The watchdog shell while the server runs; the JVM is its child."""
         return self._process.pid if self._process else None
 
     def start(self) -> "ConnectServer":
@@ -61,10 +67,10 @@ class ConnectServer:
         ]  # fmt: skip
         env = {**os.environ, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": _HOST}
         with open(self.log_path, "ab") as log:
-            # Its own process group, so stop() also reaches what spark-submit started.
+            # Its own process group: a Ctrl-C meant for us does not reach it, and stop() can kill the lot.
             self._process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.work_dir, env=env, start_new_session=True,
+                ["/bin/sh", "-c", _WATCHDOG, "watchdog", *command], stdin=subprocess.PIPE, stdout=log,
+                stderr=subprocess.STDOUT, cwd=self.work_dir, env=env, start_new_session=True,
             )  # fmt: skip
         atexit.register(self.stop)  # no server left behind when a caller forgets to stop it
         try:
@@ -75,12 +81,12 @@ class ConnectServer:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM (Spark stops its context), SIGKILL after ``timeout`` seconds."""
+        """SIGTERM to the JVM (Spark stops its context), SIGKILL after ``timeout`` seconds."""
         atexit.unregister(self.stop)
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        os.killpg(process.pid, signal.SIGTERM)
+        process.stdin.close()  # the watchdog's cue
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -18,9 +18,10 @@ MB = 1_000_000
 @pytest.fixture(scope="module")
 def server():
     with ConnectServer() as server:
-        pid = server.pid
+        watchdog = psutil.Process(server.pid)
+        processes = [watchdog, *watchdog.children()]  # the JVM and the watchdog's stdin reader
         yield server
-    assert not psutil.pid_exists(pid), "the Connect server outlived stop()"
+    assert psutil.wait_procs(processes, timeout=5)[1] == [], "processes outlived stop()"
 
 
 @pytest.fixture(scope="module")
