@@ -1,0 +1,509 @@
+"""`make demo`: three sidecars keep a real Kafka broker's disk from filling up.
+
+A local 3-broker cluster runs with broker 3's only log dir on an 80 MiB tmpfs. One sidecar per broker
+(all sharing one Spark Connect server) watches every log dir. A producer floods a topic that lives only
+on broker 3; once the free space there drops to the limit, the sidecars set the default user's producer
+quota to 1 B/s and the producer stalls before the disk is full. Deleting the topic frees the disk and the
+sidecars lift the throttle again.
+
+Everything started here is stopped again, in reverse order, also on Ctrl-C, SIGTERM or an error; every
+wait has a deadline. The sidecars get SIGTERM and run --cleanup, and the demo checks that it removed the
+quotas they set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from kafka import KafkaAdminClient, KafkaProducer
+
+from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.errors import AdminError
+from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
+from quota_sidecar.quotas import SIDECAR_CLIENT_ID, entity_label
+from spark_jobs.connect_server import ConnectServer
+
+MiB = 1 << 20
+SMALL_BROKER = 3
+SMALL_FS_BYTES = 80 * MiB
+# The sidecars' limit. Between crossing it and the stall the producer writes on for a poll interval plus
+# a pass (a Spark query, seconds on a busy machine): up to ~11 MiB seen, so 24 MiB leaves a clear margin.
+MIN_AVAILABLE_BYTES = 24 * MiB
+PRODUCE_BYTES_PER_SECOND = 5_000_000  # per principal and broker: fills the 56 MiB above the limit in ~12 s
+TOPIC = "flood"
+RECORD_BYTES = 100 * 1024
+MAX_UNACKED_RECORDS = 20  # kafka-python 3 has no buffer_memory: bound what waits in the producer ourselves
+DELIVERY_TIMEOUT_SECONDS = 5.0  # a record not acknowledged by then fails (see Flood._run)
+
+# Deleting a topic should free its disk space within seconds (the defaults wait a minute).
+BROKER_PROPERTIES = {"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"}
+
+SAMPLE_EVERY = 0.5  # seconds between looks at the disk and at sidecar 1
+PROGRESS_EVERY = 3.0  # seconds between progress lines
+STALLED_AFTER = 3.0  # no acknowledgement for this long under the 1 B/s quota counts as a stall
+SIDECARS_READY_TIMEOUT = 180.0  # the first pass connects to Spark and runs its first query: slow on 2 cores
+STALL_TIMEOUT = 90.0
+LIFT_TIMEOUT = 60.0
+SIDECAR_STOP_TIMEOUT = 45.0
+
+STARTED = time.monotonic()
+
+
+class DemoError(Exception):
+    """The demo did not go as it should; the message says what happened."""
+
+
+def main() -> int:
+    # SIGTERM takes the same way out as Ctrl-C (also when started with SIGINT ignored, as `cmd &` does):
+    # KeyboardInterrupt, and every context manager below exits.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.ERROR)  # a throttled producer warns on every response
+    try:
+        run_demo()
+    except SmallFilesystemUnavailable as error:
+        print(f"\nThe demo needs a small filesystem for broker {SMALL_BROKER}'s log dir: {error}")
+        return 1
+    except DemoError as error:
+        print(f"\nDEMO FAILED: {error}")
+        return 1
+    except KeyboardInterrupt:
+        print("\nInterrupted; everything the demo started has been stopped.")
+        return 130
+    return 0
+
+
+def run_demo() -> None:
+    with contextlib.ExitStack() as stack:  # unwinds in reverse: sidecars, Spark, cluster, files
+        try:
+            show_the_demo(stack)
+        finally:
+            # Only clean-up follows, every wait in it bounded: a second Ctrl-C must not cut it short.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    say("stopped the sidecars, Spark Connect and the Kafka cluster; tmpfs unmounted, temp dirs removed")
+
+
+def show_the_demo(stack: contextlib.ExitStack) -> None:
+    demo_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="quota-sidecar-demo-")))
+
+    section(f"Kafka: 3 brokers, broker {SMALL_BROKER}'s only log dir on a {SMALL_FS_BYTES // MiB} MiB tmpfs")
+    cluster = stack.enter_context(LocalKafkaCluster(
+        brokers=3, small_log_dirs={(SMALL_BROKER, 0): SMALL_FS_BYTES}, broker_properties=BROKER_PROPERTIES))
+    small_dir = cluster.log_dirs(SMALL_BROKER)[0]
+    say(f"cluster serving at {cluster.bootstrap_servers}; broker {SMALL_BROKER}'s log dir: {small_dir}")
+
+    section("One Spark Connect server shared by all sidecars, one sidecar per broker")
+    spark = stack.enter_context(spark_connect_server(demo_dir))
+    say(f"Spark Connect serving at {spark.url}")
+    sidecars = stack.enter_context(SidecarProcesses(cluster, spark.url, demo_dir))
+    sidecars.wait_until_ready()
+
+    section(f"Flooding topic {TOPIC!r} (one partition, only on broker {SMALL_BROKER}) as User:alice")
+    create_flood_topic(cluster)
+    disk = DiskWatch(small_dir)
+    with Flood(cluster.sasl_client_config("alice"), TOPIC) as flood:
+        crossed_at, stalled_at = flood_until_stalled(flood, disk, sidecars)
+        show_df(small_dir)
+
+    section("Deleting the topic; waiting for the sidecars to lift the throttle")
+    deleted_at = time.monotonic()
+    delete_flood_topic(cluster)
+    lifted_at = wait_for_lift(disk, sidecars)
+    print(sidecars.status_table())
+
+    section("Summary")
+    print(f"  acknowledged records:               {flood.acked_records} "
+          f"({flood.acked_records * RECORD_BYTES / MiB:.1f} MiB)")
+    print(f"  lowest free space on broker {SMALL_BROKER}'s fs: {disk.min_free / MiB:.1f} MiB "
+          f"(limit {MIN_AVAILABLE_BYTES / MiB:.0f} MiB, filesystem {SMALL_FS_BYTES / MiB:.0f} MiB)")
+    print(f"  limit crossed -> producer stalled:  {stalled_at - crossed_at:.1f} s")
+    print(f"  topic deleted -> throttle lifted:   {lifted_at - deleted_at:.1f} s")
+
+    section("Stopping everything")
+
+
+# ---------------------------------------------------------------- output
+
+
+def section(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def say(message: str) -> None:
+    print(f"[{time.monotonic() - STARTED:6.1f}s] {message}", flush=True)
+
+
+def show_df(path: str) -> None:
+    result = subprocess.run(["df", "-h", path], capture_output=True, text=True, timeout=10)
+    print(result.stdout.rstrip(), flush=True)
+
+
+# ---------------------------------------------------------------- Spark and the sidecars
+
+
+@contextlib.contextmanager
+def spark_connect_server(demo_dir: Path):
+    # Spark Connect leaves an empty dir per session in <java.io.tmpdir>/spark_connect_model_cache, even
+    # after it stopped: give its JVM (spark-submit reads SPARK_SUBMIT_OPTS) a temp dir inside the demo's.
+    java_tmp = demo_dir / "spark-tmp"
+    java_tmp.mkdir()
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={java_tmp}"
+    server = ConnectServer()
+    try:
+        with server:
+            yield server
+    finally:
+        shutil.rmtree(server.work_dir, ignore_errors=True)  # ConnectServer keeps its work dir for the log
+
+
+class SidecarProcesses:
+    """`quota-sidecar run --cleanup`, one process per broker, each with its own properties file and log."""
+
+    def __init__(self, cluster: LocalKafkaCluster, spark_url: str, demo_dir: Path):
+        self.cluster = cluster
+        self.spark_url = spark_url
+        self.demo_dir = demo_dir
+        self.ports = dict(zip(cluster.broker_ids, free_loopback_ports(len(cluster.broker_ids))))
+        self.processes: dict[int, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        """Sidecar 1's HTTP endpoint: the one the demo asks."""
+        return f"http://127.0.0.1:{self.ports[1]}"
+
+    def __enter__(self) -> SidecarProcesses:
+        command = str(Path(sys.executable).with_name("quota-sidecar"))
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+        try:
+            for broker_id in self.cluster.broker_ids:
+                config = self.write_config(broker_id)
+                with open(self.log_path(broker_id), "wb") as log:
+                    # A session of its own: Ctrl-C reaches only the demo, which stops the sidecars in order.
+                    self.processes[broker_id] = subprocess.Popen(
+                        [command, "run", "--config", str(config), "--cleanup"], stdin=subprocess.DEVNULL,
+                        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        except BaseException:
+            self.stop()  # __exit__ does not run when __enter__ fails
+            raise
+        say(f"sidecars started for brokers {self.cluster.broker_ids}, HTTP ports {list(self.ports.values())}")
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        self.stop()
+        left = self.quotas_left()
+        if left or exc_type not in (None, KeyboardInterrupt):
+            self.print_log_tails()
+        if left == {}:
+            say("after the sidecars' clean-up no quota is left: the default user's and the sidecars' own are gone")
+        elif left and exc_type is None:
+            raise DemoError(f"quotas left after the sidecars' clean-up: {left}")
+        elif left:  # another error is on its way out already: do not hide it
+            say(f"WARNING: quotas left after the sidecars' clean-up: {left}")
+
+    def quotas_left(self) -> dict | None:
+        """The quotas the sidecars set, which --cleanup must have removed; None if they could not be read."""
+        entities = [None, (None, SIDECAR_CLIENT_ID)]  # the default user; the sidecars' own clients
+        try:
+            with ClusterAdmin({"bootstrap_servers": self.cluster.bootstrap_servers}) as admin:
+                in_force = admin.describe_user_quotas(entities)
+        except AdminError as error:
+            say(f"WARNING: could not read the quotas after the sidecars' clean-up: {error}")
+            return None
+        return {entity_label(entity): keys for entity, keys in in_force.items() if keys}
+
+    def config_path(self, broker_id: int) -> Path:
+        return self.demo_dir / f"sidecar-{broker_id}.properties"
+
+    def log_path(self, broker_id: int) -> Path:
+        return self.demo_dir / f"sidecar-{broker_id}.log"
+
+    def write_config(self, broker_id: int) -> Path:
+        prefix = "client.quota.callback.static."
+        properties = {
+            "node.id": broker_id,
+            prefix + "kafka.admin.bootstrap.servers": self.cluster.bootstrap_servers,
+            prefix + "spark.url": self.spark_url,
+            prefix + "http.port": self.ports[broker_id],
+            prefix + "storage.check.interval": "PT2S",
+            prefix + "storage.per.volume.limit.min.available.bytes": MIN_AVAILABLE_BYTES,
+            prefix + "produce": PRODUCE_BYTES_PER_SECOND,
+        }
+        path = self.config_path(broker_id)
+        path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        return path
+
+    def wait_until_ready(self) -> None:
+        """Until every sidecar made its first poll and sidecar 1 reports the unthrottled quota in force."""
+        deadline = time.monotonic() + SIDECARS_READY_TIMEOUT
+        while not (all(self.polled(broker_id) for broker_id in self.processes)
+                   and producer_quota(self.status()) == PRODUCE_BYTES_PER_SECOND):
+            self.check_running()
+            if time.monotonic() > deadline:
+                raise DemoError(f"the sidecars did not all poll within {SIDECARS_READY_TIMEOUT:.0f}s")
+            time.sleep(1)
+        say(f"every sidecar polls every 2 s; the default user may produce {PRODUCE_BYTES_PER_SECOND:,} B/s "
+            f"per broker until a volume has <= {MIN_AVAILABLE_BYTES // MiB} MiB free")
+
+    def polled(self, broker_id: int) -> bool:
+        health = get_json(f"http://127.0.0.1:{self.ports[broker_id]}/healthz")
+        return health is not None and health["last_poll"] is not None
+
+    def check_running(self) -> None:
+        for broker_id, process in self.processes.items():
+            if process.poll() is not None:
+                raise DemoError(f"sidecar {broker_id} exited with code {process.returncode}")
+
+    def status(self) -> dict | None:
+        """Sidecar 1's /status as JSON; None when it does not answer."""
+        return get_json(self.url + "/status")
+
+    def status_table(self) -> str:
+        """What `quota-sidecar status` shows a person for sidecar 1."""
+        # --config as well: `status --url` alone refuses to run without a bootstrap.servers.
+        command = [str(Path(sys.executable).with_name("quota-sidecar")), "status",
+                   "--config", str(self.config_path(1)), "--url", self.url]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        return (result.stdout + result.stderr).rstrip()
+
+    def stop(self) -> None:
+        """SIGTERM to all at once (each finishes its pass, then --cleanup); SIGKILL at the deadline."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + SIDECAR_STOP_TIMEOUT
+        for broker_id, process in self.processes.items():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                say(f"sidecar {broker_id} did not stop within {SIDECAR_STOP_TIMEOUT:.0f}s: killing it")
+                process.kill()
+                process.wait()
+        codes = {broker_id: process.returncode for broker_id, process in self.processes.items()}
+        say(f"sidecars stopped (exit codes {codes})")
+
+    def print_log_tails(self, lines: int = 20) -> None:
+        for broker_id in self.processes:
+            tail = self.log_path(broker_id).read_text(errors="replace").splitlines()[-lines:]
+            print(f"--- last lines of sidecar {broker_id}'s log ---", *tail, sep="\n")
+
+
+def producer_quota(status: dict | None) -> float | None:
+    """The default user's producer_byte_rate in sidecar 1's status, None when unknown or unset."""
+    for row in (status or {}).get("quotas_in_force", []):
+        if row["entity"] == "<default user>":
+            return row["producer_byte_rate"]
+    return None
+
+
+def throttle_factor(status: dict | None) -> float | None:
+    return None if status is None else status["throttle"]["factor"]
+
+
+def factor_text(status: dict | None) -> str:
+    factor = throttle_factor(status)
+    return "?" if factor is None else f"{factor:.1f}"
+
+
+def get_json(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.load(response)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None  # not up yet, or busy: the callers ask again
+
+
+def free_loopback_ports(count: int) -> list[int]:
+    """Ports the kernel finds free, all held at once so that they differ."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# ---------------------------------------------------------------- the topic, the producer, the disk
+
+
+def create_flood_topic(cluster: LocalKafkaCluster) -> None:
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics({TOPIC: {"assignments": {0: [SMALL_BROKER]}}}, wait_for_metadata=True)
+
+
+def delete_flood_topic(cluster: LocalKafkaCluster) -> None:
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.delete_topics([TOPIC], timeout_ms=30_000)
+
+
+class Flood:
+    """A producer thread that sends random 100 KiB records (acks=all) as fast as its quota lets it.
+
+    kafka-python batches them into requests of up to 1 MiB.
+    """
+
+    def __init__(self, client_config: dict, topic: str):
+        self.client_config = client_config
+        self.topic = topic
+        self.acked_records = 0  # only the producer's I/O thread writes these two
+        self.last_ack_at: float | None = None
+        self.failure: BaseException | None = None
+        self._unacked = threading.Semaphore(MAX_UNACKED_RECORDS)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="flood", daemon=True)
+
+    def __enter__(self) -> Flood:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2 * DELIVERY_TIMEOUT_SECONDS)
+        if self._thread.is_alive() or self.failure is not None:
+            say(f"WARNING: the producer did not close cleanly: {self.failure!r}")
+
+    def _run(self) -> None:
+        try:
+            producer = KafkaProducer(
+                **self.client_config, acks="all", batch_size=1 << 20, max_block_ms=10_000,
+                # One request at a time: once a response says "throttled", the producer waits and has
+                # nothing in flight, so nothing slips through when a timed-out request is sent again.
+                max_in_flight_requests_per_connection=1,
+                # kafka-python 3.0's close() raises instead of giving up on records still waiting, and
+                # those held back by a 1 B/s quota would wait for hours: a short delivery timeout fails
+                # them within seconds, so that close() can finish.
+                delivery_timeout_ms=int(DELIVERY_TIMEOUT_SECONDS * 1000),
+                request_timeout_ms=int(DELIVERY_TIMEOUT_SECONDS * 1000) - 1000)  # must be the shorter one
+        except Exception as error:
+            self.failure = error
+            return
+        try:
+            while not self._stop.is_set():
+                if self._unacked.acquire(timeout=0.5):
+                    future = producer.send(self.topic, os.urandom(RECORD_BYTES))
+                    future.add_callback(self._acked).add_errback(self._failed)
+        except Exception as error:
+            self.failure = error
+        finally:
+            try:
+                producer.close(timeout=1.5 * DELIVERY_TIMEOUT_SECONDS)
+            except Exception as error:
+                self.failure = self.failure or error
+
+    def _acked(self, _metadata) -> None:
+        self.acked_records += 1
+        self.last_ack_at = time.monotonic()
+        self._unacked.release()
+
+    def _failed(self, _error) -> None:
+        self._unacked.release()  # a record that timed out or was dropped at close
+
+
+class DiskWatch:
+    """Free bytes of the small filesystem: the latest, the lowest, and when the limit was first reached."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.free = self.min_free = self._free_now()
+        self.crossed_at: float | None = None
+
+    def sample(self) -> int:
+        self.free = self._free_now()
+        self.min_free = min(self.min_free, self.free)
+        if self.crossed_at is None and self.free <= MIN_AVAILABLE_BYTES:
+            self.crossed_at = time.monotonic()
+        return self.free
+
+    def _free_now(self) -> int:
+        stats = os.statvfs(self.path)
+        return stats.f_bavail * stats.f_frsize
+
+
+# ---------------------------------------------------------------- the two waits that tell the story
+
+
+def flood_until_stalled(flood: Flood, disk: DiskWatch, sidecars: SidecarProcesses) -> tuple[float, float]:
+    """Print progress until the producer stalls under the throttle; (limit crossed at, stalled at)."""
+    deadline = time.monotonic() + STALL_TIMEOUT
+    progress = Progress(flood)
+    throttled = False
+    while True:
+        time.sleep(SAMPLE_EVERY)
+        disk.sample()
+        status = sidecars.status()
+        progress.maybe_print(disk, status)
+        if flood.failure is not None:
+            raise DemoError(f"the producer failed: {flood.failure!r}")
+        if disk.free < RECORD_BYTES:
+            raise DemoError(f"broker {SMALL_BROKER}'s filesystem filled up before the producer stalled")
+        if not throttled and throttle_factor(status) == 0.0 and producer_quota(status) == 1:
+            throttled = True
+            say("throttle engaged: sidecar 1 sees a violated volume; the default user's producer quota is 1 B/s")
+            print(sidecars.status_table(), flush=True)
+        quiet_for = time.monotonic() - (flood.last_ack_at or time.monotonic())
+        if throttled and disk.crossed_at is not None and quiet_for >= STALLED_AFTER:
+            say(f"producer stalled: no acknowledgement for {quiet_for:.1f} s "
+                f"({flood.acked_records * RECORD_BYTES / MiB:.1f} MiB acknowledged, "
+                f"{disk.free / MiB:.1f} MiB free)")
+            return disk.crossed_at, flood.last_ack_at
+        if time.monotonic() > deadline:
+            raise DemoError(f"the producer did not stall within {STALL_TIMEOUT:.0f}s of flooding")
+
+
+def wait_for_lift(disk: DiskWatch, sidecars: SidecarProcesses) -> float:
+    """Wait until sidecar 1 reports factor 1.0 and the full quota again; return when that was seen."""
+    deadline = time.monotonic() + LIFT_TIMEOUT
+    next_line = time.monotonic()
+    while True:
+        time.sleep(SAMPLE_EVERY)
+        disk.sample()
+        status = sidecars.status()
+        if throttle_factor(status) == 1.0 and producer_quota(status) == PRODUCE_BYTES_PER_SECOND:
+            lifted_at = time.monotonic()
+            say(f"throttle lifted: factor 1.0, the default user's producer quota is "
+                f"{PRODUCE_BYTES_PER_SECOND:,} B/s again; broker {SMALL_BROKER} free {disk.free / MiB:.1f} MiB")
+            return lifted_at
+        if time.monotonic() >= next_line:
+            say(f"broker {SMALL_BROKER} free {disk.free / MiB:5.1f} MiB | factor {factor_text(status)}")
+            next_line += PROGRESS_EVERY
+        if time.monotonic() > deadline:
+            raise DemoError(f"the throttle was not lifted within {LIFT_TIMEOUT:.0f}s of deleting the topic")
+
+
+class Progress:
+    """A progress line every few seconds: bytes acknowledged, throughput since the last line, disk, factor."""
+
+    def __init__(self, flood: Flood):
+        self.flood = flood
+        self.last_at = time.monotonic()
+        self.last_records = 0
+
+    def maybe_print(self, disk: DiskWatch, status: dict | None) -> None:
+        now, records = time.monotonic(), self.flood.acked_records
+        if now - self.last_at < PROGRESS_EVERY:
+            return
+        rate = (records - self.last_records) * RECORD_BYTES / (now - self.last_at)
+        say(f"acked {records * RECORD_BYTES / MiB:5.1f} MiB | producer {rate / 1e6:4.1f} MB/s | "
+            f"broker {SMALL_BROKER} free {disk.free / MiB:5.1f} MiB | factor {factor_text(status)}")
+        self.last_at, self.last_records = now, records
+
+
+if __name__ == "__main__":
+    sys.exit(main())
