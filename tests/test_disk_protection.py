@@ -40,8 +40,10 @@ def sidecars():
             sidecar.close()
 
 
-def default_producer_rate(admin: ClusterAdmin) -> float | None:
-    return admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE)
+def producer_rate_becomes(admin, expected: float | None, entity=None, timeout: float = 10) -> None:
+    """A quota write lands on the controller first; a broker answering a describe may lag it briefly."""
+    wait_for(lambda: admin.describe_user_quotas([entity]).get(entity, {}).get(PRODUCE) == expected, timeout,
+             f"producer_byte_rate of {entity or 'the default user'} to become {expected}")
 
 
 def wait_for(condition, timeout: float, what: str, every: float = 0.5):
@@ -95,7 +97,7 @@ def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_reco
     try:
         flood.start()
         wait_for(lambda: sidecar.decider.factor.factor == 0.0, 240, "the throttle to engage")
-        wait_for(lambda: default_producer_rate(sidecar.admin) == 1.0, 10, "the 1 B/s producer quota")
+        producer_rate_becomes(sidecar.admin, 1.0)
         acked_when_throttled = flood.acked_bytes
         time.sleep(6)
         lowest_free = min(flood.free_samples)
@@ -112,7 +114,7 @@ def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_reco
 
     delete_topic(cluster.bootstrap_servers, topic)
     wait_for(lambda: sidecar.decider.factor.factor == 1.0, 90, "the throttle to lift once space is free")
-    wait_for(lambda: default_producer_rate(sidecar.admin) == 4 * MiB, 10, "the full producer quota")
+    producer_rate_becomes(sidecar.admin, 4 * MiB)
     stop_loop.set()
     loop.join(30)
 
@@ -131,11 +133,12 @@ def test_stopped_broker_counts_until_validity_then_the_fallback_applies(make_kaf
     assert any(v.broker_id == 3 and v.observed_at < kept.at for v in kept.volumes), "broker 3's volumes still count"
     fallback = wait_for(lambda: (d := sidecar.run_pass()).source == "fallback" and d, 40, "the fallback", every=1)
     assert fallback.throttle_factor == 0.5 and "absent" in fallback.error
-    assert default_producer_rate(sidecar.admin) == 500.0
+    producer_rate_becomes(sidecar.admin, 500.0)
     assert sidecar.counters.fallback_applied == 1
     cluster.start_broker(3)
     back = wait_for(lambda: (d := sidecar.run_pass()).source == "computed" and d, 60, "broker 3 to return", every=1)
-    assert back.throttle_factor == 0.0 and default_producer_rate(sidecar.admin) == 1.0
+    assert back.throttle_factor == 0.0
+    producer_rate_becomes(sidecar.admin, 1.0)
 
 
 class FaultInjectingAdmin:
@@ -163,13 +166,15 @@ def test_poll_failures_outlasting_validity_apply_the_fallback(kafka_cluster, sid
     assert sidecar.run_pass().source == "computed"
     faulty.failing = True
     assert sidecar.run_pass().source == "last_valid"
-    assert default_producer_rate(faulty) == 2000.0
+    producer_rate_becomes(faulty, 2000.0)
     time.sleep(3.5)
     fallback = sidecar.run_pass()
     assert (fallback.throttle_factor, fallback.source) == (0.0, "fallback")
-    assert "injected" in fallback.error and default_producer_rate(faulty) == 1.0
+    assert "injected" in fallback.error
+    producer_rate_becomes(faulty, 1.0)
     faulty.failing = False
-    assert sidecar.run_pass().source == "computed" and default_producer_rate(faulty) == 2000.0
+    assert sidecar.run_pass().source == "computed"
+    producer_rate_becomes(faulty, 2000.0)
 
 
 def test_excluded_principal_keeps_full_speed_while_others_are_throttled(kafka_cluster, sidecars, unique_name):
@@ -185,7 +190,7 @@ def test_excluded_principal_keeps_full_speed_while_others_are_throttled(kafka_cl
     sidecars.append(sidecar)
     decision = sidecar.run_pass()
     assert decision.throttle_factor == 0.0
-    assert sidecar.admin.describe_user_quotas(["alice"])["alice"][PRODUCE] == UNLIMITED
+    producer_rate_becomes(sidecar.admin, UNLIMITED, entity="alice")
     topic = unique_name
     create_topic(kafka_cluster.bootstrap_servers, topic, replica=1)
     alice = acked_bytes_in(kafka_cluster.cluster.sasl_client_config("alice"), topic, seconds=8)
@@ -224,6 +229,7 @@ def run_loop(sidecar, stop: threading.Event) -> None:
 # Bounded waits: a throttled batch expires instead of keeping close() (and the test) waiting.
 BOUNDED_PRODUCER = {"acks": "all", "linger_ms": 5, "max_block_ms": 1000, "request_timeout_ms": 10000,
                     "delivery_timeout_ms": 15000}
+MAX_PENDING = 64
 
 
 class Flood:
@@ -231,11 +237,10 @@ class Flood:
     acknowledged and sampling the free space of the directory it fills."""
 
     def __init__(self, bootstrap: str, topic: str, watch_dir: str):
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, batch_size=64 * 1024, buffer_memory=2 * MiB,
-                                      **BOUNDED_PRODUCER)
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, batch_size=64 * 1024, **BOUNDED_PRODUCER)
         self.topic, self.watch_dir = topic, watch_dir
         self.acked: set[int] = set()
-        self.acked_bytes, self.free_samples = 0, []
+        self.acked_bytes, self.free_samples, self.pending = 0, [], 0
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.lock = threading.Lock()
@@ -252,6 +257,11 @@ class Flood:
         with self.lock:
             self.acked.add(number)
             self.acked_bytes += size
+            self.pending -= 1
+
+    def _failed(self, _error) -> None:
+        with self.lock:
+            self.pending -= 1
 
     def _run(self):
         payload, number, sampled = os.urandom(16 * 1024), 0, 0.0
@@ -260,25 +270,36 @@ class Flood:
                 stats = os.statvfs(self.watch_dir)
                 self.free_samples.append(stats.f_bavail * stats.f_frsize)
                 sampled = time.monotonic()
-            try:
-                future = self.producer.send(self.topic, key=str(number).encode(), value=payload)
-            except Exception:  # buffer full while throttled: wait and try again
-                time.sleep(0.1)
+            if self.pending >= MAX_PENDING:  # kafka-python 3 has no buffer limit: keep at most ~1 MiB queued
+                time.sleep(0.01)
                 continue
+            with self.lock:
+                self.pending += 1
+            future = self.producer.send(self.topic, key=str(number).encode(), value=payload)
             future.add_callback(lambda _m, n=number: self._acked(n, len(payload)))
+            future.add_errback(self._failed)
             number += 1
 
 
 def acked_bytes_in(client_config: dict, topic: str, seconds: float) -> int:
+    """Bytes acknowledged within `seconds` to a producer that keeps at most MAX_PENDING records queued."""
     producer = KafkaProducer(**client_config, **BOUNDED_PRODUCER)
-    payload, acked, deadline = os.urandom(32 * 1024), [0], time.monotonic() + seconds
+    payload, counts, deadline = os.urandom(32 * 1024), {"acked": 0, "pending": 0}, time.monotonic() + seconds
+
+    def done(acked: bool):
+        counts["pending"] -= 1
+        counts["acked"] += len(payload) if acked else 0
+
     try:
         while time.monotonic() < deadline:
-            try:
-                producer.send(topic, payload).add_callback(lambda _m: acked.__setitem__(0, acked[0] + len(payload)))
-            except Exception:
-                time.sleep(0.05)
-        return acked[0]  # what was acknowledged within the time, not what a flush adds afterwards
+            if counts["pending"] >= MAX_PENDING:
+                time.sleep(0.01)
+                continue
+            counts["pending"] += 1
+            future = producer.send(topic, payload)
+            future.add_callback(lambda _m: done(True))
+            future.add_errback(lambda _e: done(False))
+        return counts["acked"]  # what was acknowledged within the time, not what a flush adds afterwards
     finally:
         close_quietly(producer)
 
