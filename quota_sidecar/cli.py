@@ -129,9 +129,11 @@ def status(config_path: str | None, overrides: tuple[str, ...], url: str | None,
     """Brokers, log dirs, the throttle factor and the quotas in force, at a glance."""
     from . import status as view
 
-    config = load_config(config_path, overrides)
+    config = load_config(config_path, overrides) if (config_path or overrides or not url) else None
     data = None if direct else _status_from_sidecar(url or f"http://{config.http_host}:{config.http_port}")
     if data is None:
+        if config is None:
+            fail(f"no sidecar answered at {url}; give --config to read the cluster instead")
         data = _status_from_cluster(config)
     click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
 

@@ -8,6 +8,7 @@ operators' throttle overrides. One partition keeps all writes in one order; a to
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import Mapping
@@ -17,6 +18,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from .admin import ClusterAdmin, admin_error, open_client
 from .errors import RetryableAdminError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "__quota_sidecar_state"
 DEFAULT_TIMEOUT_MS = 30_000
@@ -72,11 +75,17 @@ class ClusterStore:
         """Write a tombstone: the key disappears from read_all and, after compaction, from the topic."""
         self._write(key, None)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Bounded: a write stuck behind a throttle must not keep a stopping sidecar alive."""
         with self._lock:
-            for client in (self._producer, self._consumer):
-                if client is not None:
-                    client.close()
+            if self._consumer is not None:
+                self._consumer.close(autocommit=False)
+            if self._producer is not None:
+                try:
+                    self._producer.close(timeout=timeout)
+                except Errors.KafkaTimeoutError:  # kafka-python raises when records are still pending
+                    log.warning("closing the producer of %s timed out after %.0fs; pending writes dropped",
+                                self.topic, timeout)
             self._producer = self._consumer = None
         self._admin.close()
 

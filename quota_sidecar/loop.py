@@ -126,11 +126,13 @@ class Sidecar:
         records = dict(sorted(of_kind(all_records, QUOTA_RECORD).items(), key=lambda item: isinstance(item[0][0], tuple)))
         in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in records)))
         self.write_owned(QUOTA_RECORD, ownership.restore(quotas.flatten(in_force), records), records,
-                         self._alter_quota, _quota_label)
+                         self._alter_quota, _quota_label, force=True)
         if self.replication is not None:
             self.replication.cleanup(all_records)
 
-    def write_owned(self, kind: str, writes: list[ownership.Write], records, apply_one, label) -> None:
+    def write_owned(self, kind: str, writes: list[ownership.Write], records, apply_one, label,
+                    force: bool = False) -> None:
+        """`force` writes even what reads back as done: clean-up must not trust a read that may lag."""
         for write in writes:
             record_key = json.dumps([kind, *write.target])
             if not write.forget:
@@ -138,7 +140,7 @@ class Sidecar:
                 # Also when `records` holds it: they were read at the start of the pass, and another
                 # sidecar's clean-up may have deleted the record since; the value written is the same.
                 self.store.put(record_key, {"replaced": write.replaced})
-            if write.changes:
+            if write.changes or force:
                 apply_one(write.target, write.new)
                 self.counters.writes += 1
                 log.info("%s: %s -> %s", label(write.target), _rate(write.old), _rate(write.new))

@@ -51,6 +51,15 @@ def get_session(spark_url: str | None = None, app_name: str = "quota-sidecar") -
         return _sessions[url]
 
 
+def discard(spark_url: str | None) -> None:
+    """Forget the cached session of ``spark_url`` (e.g. its Connect server restarted): the next
+    get_session connects anew. An embedded session is kept: it does not go away by itself."""
+    url = spark_url or ""
+    if url:
+        with _lock:
+            _sessions.pop(url, None)
+
+
 def stop_sessions() -> None:
     """Stop every cached session; the next get_session builds a new one."""
     with _lock:
