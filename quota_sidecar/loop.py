@@ -69,8 +69,13 @@ class Sidecar:
 
     def run_pass(self) -> Decision:
         started = time.monotonic()
-        records = self.read_records()
-        observation = self.observe(records)
+        try:
+            records = self.read_records()
+        except AdminError as error:  # nothing can be written without knowing what is ours; still decide
+            log.warning("poll failed: reading the sidecars' records: %s", error)
+            records, observation = None, Observation(at=self.clock(), error=f"reading the sidecars' records: {error}")
+        else:
+            observation = self.observe(records)
         decision = self.decider.decide(observation)
         with self.lock:
             self.counters.polls += 1
@@ -80,6 +85,9 @@ class Sidecar:
         if decision.entered_fallback:
             log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
                         decision.throttle_factor, decision.valid_from, decision.error)
+        if records is None:
+            self.counters.last_poll_seconds = time.monotonic() - started
+            return decision
         self.apply_quotas(decision.client_quotas, records)
         if self.replication is not None and decision.replication is not None:
             violated = {v["broker_id"] for v in self.decider.known_violations}
@@ -116,8 +124,8 @@ class Sidecar:
 
     def read_quotas(self, wanted: quotas.ClientQuotas, records) -> dict:
         """The quotas in force for every entity the sidecars want or once wrote."""
-        entities = list(wanted.entities()) + [entity for entity, _ in records if entity not in wanted.entities()]
-        return self.admin.describe_user_quotas(list(dict.fromkeys(entities)))
+        entities = dict.fromkeys([*wanted.entities(), *(entity for entity, _ in records)])
+        return self.admin.describe_user_quotas(list(entities))
 
     def cleanup(self) -> None:
         """Put back every quota the sidecars set, as it was before they first set it."""
