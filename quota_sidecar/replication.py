@@ -66,7 +66,7 @@ class ReplicationRunner:
         self._clear_foreign_throttles(observation, now)
 
     def _apply_lists(self, decision: ReplicationDecision, records: dict) -> None:
-        own = {key[1:]: value["entries"] for key, value in records.items()
+        own = {key[2:]: value["entries"] for key, value in records.items()
                if key[0] == ENTRIES_RECORD and key[1] == self.broker_id}  # (topic, role) -> entries
         topics = sorted(set(decision.topics) | {topic for topic, _ in own})
         if not topics:
@@ -84,7 +84,7 @@ class ReplicationRunner:
             try:
                 configs = self.admin.describe_configs("topic", [topic], list(LIST_KEY.values())).get(topic, {})
             except AdminError as error:
-                if "UNKNOWN_TOPIC" not in str(error).upper():
+                if "UnknownTopicOrPartition" not in str(error):  # kafka-python's name for UNKNOWN_TOPIC_OR_PARTITION
                     raise
                 lists[topic] = None
                 continue
