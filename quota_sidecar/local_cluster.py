@@ -10,6 +10,8 @@ a static controller quorum and listen on free loopback ports:
 
 There is no authorizer: every principal may do everything. Any log dir can sit on a small
 size-limited filesystem (tmpfs, else a loop-mounted ext4 image) so that tests can fill a disk for real.
+A broker can run inside a network namespace the caller made (`ip netns exec`), listening on that
+namespace's address instead of loopback, so that tests can put each broker behind a link of its own.
 
     with LocalKafkaCluster(brokers=3, small_log_dirs={(3, 0): 64 << 20}) as cluster:
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
@@ -101,6 +103,8 @@ class _Node:
     controller_port: int
     home: Path  # server.properties and the KRaft metadata log
     log_dirs: list[Path]
+    host: str = "127.0.0.1"  # the address of every listener
+    netns: str | None = None  # the network namespace the JVM runs in; None: this process's own
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -119,6 +123,10 @@ class LocalKafkaCluster:
     small_log_dirs: {(broker_id, dir_index): size in bytes}: those log dirs get a filesystem of
         their own of that size. The metadata log always stays on the normal disk, so a full data
         dir does not take the KRaft quorum down with it.
+    network_namespaces: {broker_id: (namespace, ip)}: that broker's JVM runs under `ip netns exec
+        <namespace>` and listens (clients, inter-broker, controller) on ip, which must be an address
+        of that namespace that the other brokers and this process reach. The caller makes and
+        removes the namespaces; brokers not named stay on 127.0.0.1 of this process's namespace.
     base_dir: where the cluster lives, kept by stop(); by default a temporary dir that stop() removes.
     start_timeout: how long start(), stop_broker() and start_broker() wait for the brokers to settle.
     """
@@ -131,6 +139,7 @@ class LocalKafkaCluster:
         log_dirs: Mapping[int, int] | None = None,
         small_log_dirs: Mapping[tuple[int, int], int] | None = None,
         broker_properties: Mapping[str, str] | None = None,
+        network_namespaces: Mapping[int, tuple[str, str]] | None = None,
         base_dir: str | os.PathLike | None = None,
         classpath_file: str | os.PathLike = DEFAULT_CLASSPATH_FILE,
         jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
@@ -142,6 +151,7 @@ class LocalKafkaCluster:
         self._log_dir_counts = {broker_id: 1 for broker_id in self.broker_ids} | dict(log_dirs or {})
         self._small_log_dirs = dict(small_log_dirs or {})
         self._broker_properties = TEST_BROKER_PROPERTIES | dict(broker_properties or {})
+        self._network_namespaces = dict(network_namespaces or {})
         self._requested_base_dir = base_dir
         self._classpath_file = Path(classpath_file)
         self._jvm_options = list(jvm_options)
@@ -170,6 +180,12 @@ class LocalKafkaCluster:
                 raise ValueError(
                     f"small_log_dirs: no log dir {index} on broker {broker_id}, or size {size} not positive"
                 )
+        for broker_id, (namespace, ip) in self._network_namespaces.items():
+            if broker_id not in self.broker_ids or not namespace or not ip:
+                raise ValueError(
+                    f"network_namespaces: broker {broker_id} -> ({namespace!r}, {ip!r}); "
+                    f"brokers are {self.broker_ids}, each with a namespace name and an address"
+                )
         for user, password in self.users.items():
             # Both end up inside a quoted JAAS option; keep them free of anything needing escapes.
             if not _USER_NAME.fullmatch(user) or re.search(r'["\\\n]', password):
@@ -181,11 +197,11 @@ class LocalKafkaCluster:
 
     @property
     def broker_addresses(self) -> dict[int, str]:
-        return {node_id: f"127.0.0.1:{node.plaintext_port}" for node_id, node in self._nodes.items()}
+        return {node_id: f"{node.host}:{node.plaintext_port}" for node_id, node in self._nodes.items()}
 
     @property
     def sasl_broker_addresses(self) -> dict[int, str]:
-        return {node_id: f"127.0.0.1:{node.sasl_port}" for node_id, node in self._nodes.items()}
+        return {node_id: f"{node.host}:{node.sasl_port}" for node_id, node in self._nodes.items()}
 
     @property
     def bootstrap_servers(self) -> str:
@@ -283,6 +299,10 @@ class LocalKafkaCluster:
             home = self.base_dir / f"broker-{broker_id}"
             log_dirs = [home / f"data-{index}" for index in range(self._log_dir_counts[broker_id])]
             self._nodes[broker_id] = _Node(broker_id, next(ports), next(ports), next(ports), home, log_dirs)
+            if broker_id in self._network_namespaces:
+                # Ports free on loopback here are free in a namespace of the caller's too: nothing else runs there.
+                namespace, ip = self._network_namespaces[broker_id]
+                self._nodes[broker_id].netns, self._nodes[broker_id].host = namespace, ip
 
         for node in self._nodes.values():
             for index, log_dir in enumerate(node.log_dirs):
@@ -292,15 +312,16 @@ class LocalKafkaCluster:
             node.properties_file.write_text(_properties_text(self._server_properties(node)))
 
     def _server_properties(self, node: _Node) -> dict[str, str]:
-        client_listeners = f"PLAINTEXT://127.0.0.1:{node.plaintext_port},SASL_PLAINTEXT://127.0.0.1:{node.sasl_port}"
-        voters = ",".join(f"{other.node_id}@127.0.0.1:{other.controller_port}" for other in self._nodes.values())
+        client_listeners = (f"PLAINTEXT://{node.host}:{node.plaintext_port},"
+                            f"SASL_PLAINTEXT://{node.host}:{node.sasl_port}")
+        voters = ",".join(f"{other.node_id}@{other.host}:{other.controller_port}" for other in self._nodes.values())
         users = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
         return {
             "node.id": str(node.node_id),
             "process.roles": "broker,controller",
             "controller.quorum.voters": voters,
             "controller.listener.names": "CONTROLLER",
-            "listeners": f"{client_listeners},CONTROLLER://127.0.0.1:{node.controller_port}",
+            "listeners": f"{client_listeners},CONTROLLER://{node.host}:{node.controller_port}",
             "advertised.listeners": client_listeners,
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -351,9 +372,12 @@ class LocalKafkaCluster:
 
     def _launch(self, node: _Node) -> None:
         logs = self.base_dir / "logs"
+        # `ip netns exec` execs the command in place: the process is the JVM, and terminate() reaches it.
+        in_namespace = ["ip", "netns", "exec", node.netns] if node.netns else []
         with open(logs / f"broker-{node.node_id}.out", "ab") as console:
             node.process = subprocess.Popen(
-                [*self._java(logs / f"broker-{node.node_id}.log"), "kafka.Kafka", str(node.properties_file)],
+                [*in_namespace, *self._java(logs / f"broker-{node.node_id}.log"), "kafka.Kafka",
+                 str(node.properties_file)],
                 stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 # Its own session: Ctrl-C reaches Python only, which then stops the brokers in order.
                 start_new_session=True,

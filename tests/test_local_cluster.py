@@ -152,3 +152,26 @@ def test_a_missing_classpath_says_to_run_make_kafka(tmp_path):
 
     with pytest.raises(LocalClusterError, match="run `make kafka`"):
         cluster.start()
+
+
+def test_a_namespace_for_an_unknown_broker_is_refused():
+    with pytest.raises(ValueError, match="network_namespaces: broker 4"):
+        LocalKafkaCluster(brokers=3, network_namespaces={4: ("elsewhere", "10.231.0.14")})
+
+
+@pytest.mark.netns
+def test_a_broker_in_a_network_namespace_serves_on_its_address(make_kafka_cluster, unique_name):
+    from netns import TestNetwork, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no network namespaces on this machine: {reason}")
+    with TestNetwork([1], rate_bytes_per_sec=50_000_000, subnet=2) as network:
+        cluster = make_kafka_cluster(brokers=1, network_namespaces={1: (network.namespace(1), network.ip(1))})
+        try:
+            assert cluster.bootstrap_servers.startswith(f"{network.ip(1)}:")
+            create_topic(cluster.bootstrap_servers, unique_name, replication_factor=1)
+            values = [b"through", b"the", b"veth"]
+            assert round_trip({"bootstrap_servers": cluster.bootstrap_servers}, unique_name, values) == values
+        finally:
+            cluster.stop()  # before its namespace goes

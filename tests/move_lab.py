@@ -1,0 +1,675 @@
+"""A partition move on a cluster whose brokers sit behind rate-limited links, with clients running.
+
+Shared by tests/test_network_throttle.py and benchmarks/move_time.py. One `MoveLab` is:
+
+- a `TestNetwork` (tests/netns.py): brokers 1, 2, 3 each in a network namespace of their own, every
+  link limited to `capacity` bytes/s in each direction;
+- a LocalKafkaCluster whose brokers run in those namespaces;
+- a Spark Connect server here, reached by the sidecars through a relay on the bridge address (inside a
+  namespace, 127.0.0.1 is the namespace's own loopback);
+- client load from this namespace on a topic of the source broker (`LoadProfile`): a producer at a
+  fixed rate and a consumer reading what it writes, plus a consumer re-reading the topic's history in
+  bursts (peak, then quiet, again and again), so the source sends the clients' bytes on the same link
+  the replication uses;
+- topics of `move_bytes` on the source broker, each moved once to the destination broker, either
+  under the sidecars (one per broker, run inside the broker's namespace and measuring its link) or
+  under a static throttle set the way `kafka-reassign-partitions --throttle` sets it.
+
+What a move measures (`MoveResult`): its duration, the destination replica's growth while a throttle
+was in force against the throttle in force (the smaller of the source's leader rate and the
+destination's follower rate, as read back from the brokers), and the client's throughput.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import psutil
+from kafka import KafkaConsumer
+from kafka.errors import KafkaError
+
+from netns import TcpRelay, TestNetwork
+from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.errors import AdminError
+from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+log = logging.getLogger(__name__)
+
+BROKERS = (1, 2, 3)
+SOURCE, DESTINATION = 1, 3
+SIDECAR_HTTP_PORT = 8080
+RECORD_BYTES = 32 << 10
+
+
+@dataclass(frozen=True)
+class LoadProfile:
+    """Client bytes/s out of the source: `produce` read back at once, always; `replay` more in the peaks.
+
+    A peak lasts `peak_seconds`, the quiet phase after it `quiet_seconds`, again and again.
+    """
+    produce: int
+    replay: int
+    peak_seconds: float
+    quiet_seconds: float
+
+    @property
+    def period(self) -> float:
+        return self.peak_seconds + self.quiet_seconds
+
+    @property
+    def peak(self) -> int:
+        return self.produce + self.replay
+
+    def in_peak(self, since_origin: float) -> bool:
+        return since_origin % self.period < self.peak_seconds
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    capacity: int = 6_000_000            # bytes/s of every link, each direction
+    sidecar_capacity: int | None = None  # what the sidecars are told the links carry; None: the truth
+    load: LoadProfile = LoadProfile(produce=300_000, replay=2_700_000, peak_seconds=10, quiet_seconds=10)
+    move_bytes: int = 96 << 20           # size of each partition moved
+    load_history_bytes: int = 32 << 20   # what the client topic holds for the replaying reader
+    moves: tuple[str, ...] = ("static", "adaptive")  # one topic per move: move-<name>
+    max_percent: float = 90.0            # replication.max.tx/rx.percent, and the static rate's share
+    network_window_seconds: int = 4      # replication.network.window
+    check_interval_seconds: int = 1      # storage.check.interval: the sidecar's pass interval
+    subnet: int = 0                      # 10.231.<subnet>.0/24
+    start_in_peak: bool = False          # every move starts as a phase of the client load begins: which one
+    move_timeout: float = 240.0
+
+
+@dataclass
+class Sample:
+    at: float                  # seconds since the move started
+    moving: bool
+    replica_bytes: int         # the destination replica's size
+    leader_rate: int | None    # on the source broker
+    follower_rate: int | None  # on the destination broker
+    listed: bool               # both throttled-replica lists name the move's replicas
+    peak: bool = False         # the client load was in a peak phase
+    late_in_peak: bool = False  # ... in its second half
+
+    @property
+    def throttle(self) -> int | None:
+        """The throttle the move runs under: the smaller of the two rates, once both lists and rates are set."""
+        if not self.listed or self.leader_rate is None or self.follower_rate is None:
+            return None
+        return min(self.leader_rate, self.follower_rate)
+
+
+@dataclass
+class MoveResult:
+    mode: str
+    topic: str
+    moved_bytes: int
+    move_seconds: float
+    throttled_seconds: float      # time with a throttle in force
+    throttle_average: float       # time-weighted, over the throttled time
+    throttle_min: int
+    throttle_max: int
+    replication_average: float    # replica growth per second over the throttled time
+    throttle_in_peaks: float | None      # the same two averages over the throttled time in the client's
+    replication_in_peaks: float | None   # peaks, and in its quiet phases
+    throttle_in_quiet: float | None
+    replication_in_quiet: float | None
+    leader_late_in_peaks: float | None  # the source's leader rate in the second halves of the peaks, once
+                                        # the sidecars had time to see the peak: what equal headroom needs low
+    leader_in_quiet: float | None       # ... and in the quiet phases
+    unthrottled_bytes: int        # moved before a throttle was in force (the sidecars' reaction time)
+    unthrottled_seconds: float
+    client_offered_peak: int
+    client_offered_quiet: int
+    client_peak_throughput: float   # bytes/s the consumer received during the move's peak phases
+    client_quiet_throughput: float  # ... and during its quiet phases
+    rates_removed_after: float | None = None  # seconds after the move until the sidecars removed their rates
+    sidecar_pass_seconds: float | None = None  # median time between two passes of a sidecar, during the move
+    samples: list[Sample] = field(default_factory=list, repr=False)
+
+    @property
+    def rate_ratio(self) -> float:
+        """Measured replication rate / throttle: Kafka's ReplicationQuotasTest wants 0.5 < ratio < 1.1."""
+        return self.replication_average / self.throttle_average
+
+    def figures(self) -> dict:
+        figures = {key: value for key, value in asdict(self).items() if key != "samples"}
+        figures["rate_ratio"] = round(self.rate_ratio, 3)
+        return figures
+
+
+class ClientLoad:
+    """The producer (Kafka's ProducerPerformance at a fixed record rate) and the two readers
+    (tests/client_load.py), each a process of its own, so that none competes for this process's GIL
+    with the measurements. `origin` is the start of a peak phase; `wait_for_phase()` waits for the next
+    start of a peak or of a quiet phase.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, profile: LoadProfile, log_dir: Path):
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.profile = profile
+        self.log_dir = log_dir
+        self.origin = time.monotonic()
+        self.consumed: list[tuple[float, int]] = []  # (monotonic time, bytes) per poll of either reader
+        self._processes: list[subprocess.Popen] = []
+        self._readers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> ClientLoad:
+        profile, script = self.profile, str(Path(__file__).with_name("client_load.py"))
+        self.origin = time.monotonic() + 2.0
+        self._processes.append(producer_performance(
+            self.bootstrap_servers, self.topic, records=10**9, throughput=profile.produce / RECORD_BYTES,
+            log_file=self.log_dir / "client-produce.log"))
+        for role, arguments in (("tail", []), ("replay", [profile.replay, 0, profile.peak_seconds,
+                                                          profile.quiet_seconds, self.origin])):
+            with open(self.log_dir / f"client-{role}.log", "ab") as errors:
+                process = subprocess.Popen(
+                    [sys.executable, script, role, self.bootstrap_servers, self.topic, *map(str, arguments)],
+                    stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL, text=True)
+            self._processes.append(process)
+            self._readers.append(threading.Thread(target=self._read_consumed, args=(process,), daemon=True))
+            self._readers[-1].start()
+        return self
+
+    def stop(self) -> None:
+        for process in self._processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self._processes:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for thread in self._readers:
+            thread.join(timeout=5)
+
+    def wait_for_phase(self, peak: bool = True) -> float:
+        """Sleep until the next peak (or quiet) phase begins; its monotonic start time."""
+        origin = self.origin + (0 if peak else self.profile.peak_seconds)
+        elapsed = time.monotonic() - origin
+        start = origin + math.ceil(elapsed / self.profile.period) * self.profile.period
+        time.sleep(max(0.0, start - time.monotonic()))
+        return start
+
+    def throughput(self, start: float, end: float) -> tuple[float, float]:
+        """Bytes/s the consumer received in the peak phases and in the quiet phases of [start, end]."""
+        with self._lock:
+            consumed = [(at, size) for at, size in self.consumed if start <= at < end]
+        totals = {True: 0, False: 0}
+        for at, size in consumed:
+            totals[self.profile.in_peak(at - self.origin)] += size
+        durations = {True: 0.0, False: 0.0}
+        step, at = 0.05, start
+        while at < end:
+            durations[self.profile.in_peak(at - self.origin)] += min(step, end - at)
+            at += step
+        return (totals[True] / durations[True] if durations[True] else 0.0,
+                totals[False] / durations[False] if durations[False] else 0.0)
+
+    def _read_consumed(self, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            at, size = line.split()
+            with self._lock:
+                self.consumed.append((float(at), int(size)))
+
+
+def producer_performance(bootstrap_servers: str, topic: str, records: int, throughput: float,
+                         log_file: Path) -> subprocess.Popen:
+    """Kafka's own producer benchmark on a JVM: it computes the record batches' CRC-32C natively,
+    where kafka-python does it in pure Python at a few MB/s."""
+    from quota_sidecar.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
+
+    with open(log_file, "ab") as output:
+        return subprocess.Popen(
+            ["java", *DEFAULT_JVM_OPTIONS, "-cp", DEFAULT_CLASSPATH_FILE.read_text().strip(),
+             "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+             "--record-size", str(RECORD_BYTES), "--throughput", f"{throughput:g}",
+             "--producer-props", f"bootstrap.servers={bootstrap_servers}", "acks=1", "linger.ms=5",
+             f"batch.size={8 * RECORD_BYTES}", "compression.type=none"],
+            stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+class MoveLab:
+    """Network, cluster, Spark Connect server and client load; `run_static()` and `run_adaptive()` move.
+
+    make_cluster(**LocalKafkaCluster arguments) returns a started cluster (the tests' fixture, which
+    shows its logs on failure); by default a LocalKafkaCluster. stop() stops it either way, before the
+    network its brokers live in goes.
+    """
+
+    def __init__(self, settings: LabSettings, make_cluster: Callable | None = None, work_dir: str | None = None):
+        self.settings = settings
+        self._make_cluster = make_cluster
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="quota-sidecar-movelab-"))
+        self.network = TestNetwork(BROKERS, settings.capacity, subnet=settings.subnet)
+        self.cluster = None
+        self.connect = None
+        self.relay: TcpRelay | None = None
+        self.admin: ClusterAdmin | None = None
+        self.load: ClientLoad | None = None
+        self.sidecars: dict[int, subprocess.Popen] = {}
+        self.load_topic = "client-load"
+        self.move_topics = {name: f"move-{name}" for name in settings.moves}
+        self.client_peak_tx: float | None = None  # the source's sent bytes/s at the client's peak
+        self.client_quiet_tx: float | None = None
+
+    # -- set-up and tear-down --------------------------------------------------------------------
+
+    def __enter__(self) -> MoveLab:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        from spark_jobs.connect_server import ConnectServer
+
+        self.network.create()
+        self.connect = ConnectServer()
+        connect_started = _in_thread(self.connect.start)  # about as slow as the cluster: both at once
+        namespaces = {broker: (self.network.namespace(broker), self.network.ip(broker)) for broker in BROKERS}
+        arguments = {"brokers": len(BROKERS), "network_namespaces": namespaces,
+                     # Two segments a second per link at most; fewer files than 1 MiB segments.
+                     "broker_properties": {"log.segment.bytes": str(16 << 20)}}
+        if self._make_cluster is None:
+            from quota_sidecar.local_cluster import LocalKafkaCluster
+            self.cluster = LocalKafkaCluster(**arguments).start()
+        else:
+            self.cluster = self._make_cluster(**arguments)
+        self.admin = ClusterAdmin({"bootstrap_servers": self.cluster.bootstrap_servers}, retry_deadline=30.0)
+        self._fill_topics()
+        connect_started()
+        self._warm_up_spark()
+        self.relay = TcpRelay(self.network.bridge_ip, self.connect.port, "127.0.0.1", self.connect.port).start()
+        self.load = ClientLoad(self.cluster.bootstrap_servers, self.load_topic, self.settings.load,
+                               self.work_dir).start()
+
+    def stop(self) -> None:
+        """Everything started, in reverse; each step runs even when one before it failed. Safe to repeat."""
+        steps = [self.stop_sidecars]
+        steps += [self.load.stop] if self.load is not None else []
+        steps += [self.admin.close] if self.admin is not None else []
+        steps += [self.cluster.stop] if self.cluster is not None else []  # before the namespaces go
+        steps += [self.relay.stop] if self.relay is not None else []
+        steps += [self.connect.stop] if self.connect is not None else []
+        failures = []
+        for step in [*steps, self.network.destroy]:
+            try:
+                step()
+            except Exception as error:  # the rest must still be stopped; raised at the end
+                log.exception("stopping the move lab: %s failed", step.__qualname__)
+                failures.append(error)
+        self.load = self.admin = self.relay = None
+        if failures:
+            raise failures[0]
+
+    def _warm_up_spark(self) -> None:
+        """One rate decision on the Connect server before the sidecars make theirs.
+
+        The first ever takes the server tens of seconds on a loaded 2-core machine (code generation
+        for the rule's expressions); a sidecar that has run for a while finds it warm. Without this,
+        the first move ran unthrottled for that long before any sidecar could set a rate.
+        """
+        from quota_sidecar.config import ReplicationConfig
+        from quota_sidecar.throttles import BrokerLoad, Reassignment, ReplicationObservation, rate_inputs
+        from spark_jobs import replication_rates
+        from spark_jobs.session import connect_session
+
+        observation = ReplicationObservation(
+            reassignments=(Reassignment("warm-up", 0, (SOURCE, DESTINATION), adding=(DESTINATION,)),),
+            broker_load={broker: BrokerLoad(1e6, 1e6) for broker in (SOURCE, DESTINATION)})
+        config = ReplicationConfig(capacity_default=self.settings.capacity, min_rate=100_000)
+        spark = connect_session(self.connect.url)
+        try:
+            replication_rates.decide(spark, rate_inputs(observation, config, (SOURCE, DESTINATION), {}, set()))
+        finally:
+            spark.stop()
+
+    def _fill_topics(self) -> None:
+        """The moved topics filled on a fast network, then every link limited to the capacity."""
+        topics = [self.load_topic, *self.move_topics.values()]
+        self.admin.create_topic(self.load_topic, 1, 1, {"retention.bytes": str(64 << 20)})
+        for topic in self.move_topics.values():
+            self.admin.create_topic(topic, 1, 1)
+        # CreateTopics places the replica anywhere; an empty partition moves to the source at once.
+        self.admin.alter_reassignments({(topic, 0): [SOURCE] for topic in topics})
+        _until(lambda: not self.admin.list_reassignments(), 60, "the new topics on the source broker")
+        self._wait_for_leaders(topics)
+        self.network.set_rate(200_000_000)
+        sizes = {self.load_topic: self.settings.load_history_bytes,
+                 **{topic: self.settings.move_bytes for topic in self.move_topics.values()}}
+        fills = {topic: producer_performance(self.cluster.bootstrap_servers, topic, size // RECORD_BYTES, -1,
+                                             self.work_dir / f"fill-{topic}.log") for topic, size in sizes.items()}
+        for topic, process in fills.items():
+            if process.wait(300) != 0:
+                raise RuntimeError(f"filling {topic} failed: see {self.work_dir / f'fill-{topic}.log'}")
+        self.network.set_rate(self.settings.capacity)
+
+    def _wait_for_leaders(self, topics: list[str]) -> None:
+        """Wait until the brokers' metadata knows every topic (CreateTopics returns earlier)."""
+        consumer = KafkaConsumer(bootstrap_servers=self.cluster.bootstrap_servers)
+        try:
+            _until(lambda: all(consumer.partitions_for_topic(topic) for topic in topics), 60, "topic metadata")
+        finally:
+            consumer.close()
+
+    # -- the sidecars ----------------------------------------------------------------------------
+
+    def sidecar_command(self, broker: int) -> list[str]:
+        settings = self.settings
+        values = {
+            "kafka.admin.bootstrap.servers": self.cluster.bootstrap_servers,
+            "broker.id": broker,
+            "storage.check.interval": f"PT{settings.check_interval_seconds}S",
+            "storage.per.volume.limit.min.available.bytes": 1,  # disk protection on, never in the way here
+            "spark.url": f"sc://{self.network.bridge_ip}:{self.connect.port}",
+            "http.host": self.network.ip(broker),  # reachable from here, for /status
+            "http.port": SIDECAR_HTTP_PORT,
+            "replication.capacity.bytes.per.second": settings.sidecar_capacity or settings.capacity,
+            "replication.max.tx.percent": settings.max_percent,
+            "replication.max.rx.percent": settings.max_percent,
+            "replication.min.rate.bytes.per.second": 100_000,  # the default 10 MB/s is above these links
+            "replication.network.interface": self.network.inside_interface(broker),
+            "replication.network.window": f"PT{settings.network_window_seconds}S",
+        }
+        executable = Path(sys.executable).parent / "quota-sidecar"
+        return self.network.in_namespace(broker, [str(executable), "run",
+                                                  *(f"--set={key}={value}" for key, value in values.items())])
+
+    def start_sidecars(self, wait: bool = True) -> None:
+        """One sidecar per broker, inside the broker's namespace; with wait, wait_for_sidecars() too."""
+        for broker in BROKERS:
+            with open(self.sidecar_log(broker), "ab") as output:
+                self.sidecars[broker] = subprocess.Popen(
+                    self.sidecar_command(broker), stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True)
+        if wait:
+            self.wait_for_sidecars()
+
+    def wait_for_sidecars(self, timeout: float = 180.0) -> None:
+        """Until each sidecar has polled and had a full network window (its sampler starts with the process)."""
+        deadline = time.monotonic() + timeout
+        for broker in BROKERS:
+            _until(lambda: self._sidecar_polled(broker), deadline - time.monotonic(),
+                   f"sidecar {broker}'s first poll (log: {self.sidecar_log(broker)})")
+        time.sleep(self.settings.network_window_seconds)
+
+    def _sidecar_polled(self, broker: int) -> bool:
+        process = self.sidecars[broker]
+        if process.poll() is not None:
+            raise RuntimeError(f"sidecar {broker} exited with {process.returncode}:\n{_tail(self.sidecar_log(broker))}")
+        health = self.sidecar_get(broker, "/healthz")
+        return bool(health and health["last_poll"])
+
+    def sidecar_get(self, broker: int, path: str) -> dict | None:
+        """A sidecar's JSON answer on its HTTP endpoint (/healthz, /status), None when it gives none."""
+        url = f"http://{self.network.ip(broker)}:{SIDECAR_HTTP_PORT}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return json.load(response)
+        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+            return None
+
+    def sidecar_log(self, broker: int) -> Path:
+        return self.work_dir / f"sidecar-{broker}.log"
+
+    def stop_sidecars(self, timeout: float = 30.0) -> None:
+        for process in self.sidecars.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)  # `ip netns exec` exec'd the sidecar: this is its pid
+        for broker, process in self.sidecars.items():
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("sidecar %d did not stop within %.0fs: killing it", broker, timeout)
+                process.kill()
+                process.wait()
+        self.sidecars = {}
+
+    def logs(self) -> str:
+        return "\n".join(f"==> {self.sidecar_log(broker)} <==\n{_tail(self.sidecar_log(broker))}"
+                         for broker in BROKERS if self.sidecar_log(broker).exists())
+
+    # -- the client's peak, and the static rate that leaves the same headroom -------------------
+
+    def measure_client_traffic(self) -> tuple[float, float]:
+        """The source broker's sent bytes/s at the client's peak and in its quiet phase, without a move.
+
+        Averaged over the sidecars' own window, as they would see it: read on the bridge's end of the
+        source's link, whose received bytes are what the source sent.
+        """
+        window = self.settings.network_window_seconds
+        interface = self.network.outside_interface(SOURCE)
+        counters: list[tuple[float, int]] = []
+        end = self.load.wait_for_phase(peak=True) + self.settings.load.peak_seconds + window + 1
+        while time.monotonic() < end:
+            counters.append((time.monotonic(), psutil.net_io_counters(pernic=True)[interface].bytes_recv))
+            time.sleep(0.25)
+        rates = []
+        for start_at, start_bytes in counters:
+            later = [(at, sent) for at, sent in counters if at - start_at >= window]
+            if later:
+                at, sent = later[0]
+                rates.append((sent - start_bytes) / (at - start_at))
+        self.client_peak_tx, self.client_quiet_tx = max(rates), min(rates)
+        return self.client_peak_tx, self.client_quiet_tx
+
+    def static_rate(self) -> int:
+        """What an operator who must keep the client's headroom at its peak sets, once, for the whole move.
+
+        The sidecar leaves (1 - max%) of what the client does not use: at the client's peak P that is
+        (capacity - P) x (1 - max%). A static rate leaving the same headroom at that peak is
+        (capacity - P) x max%, the very rate the sidecar computes at the peak; it has to hold all move
+        long, as the operator cannot know when the peaks come.
+        """
+        if self.client_peak_tx is None:
+            self.measure_client_traffic()
+        return math.floor((self.settings.capacity - self.client_peak_tx) * self.settings.max_percent / 100)
+
+    # -- the moves -------------------------------------------------------------------------------
+
+    def run_static(self, rate: int, move: str = "static") -> MoveResult:
+        """kafka-reassign-partitions --execute --throttle: rates on every broker and lists first, then the move."""
+        topic = self.move_topics[move]
+        for broker in BROKERS:
+            self.admin.incremental_alter_configs("broker", broker, {LEADER_RATE: ("SET", str(rate)),
+                                                                    FOLLOWER_RATE: ("SET", str(rate))})
+        self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("SET", f"0:{SOURCE}"),
+                                                              FOLLOWER_REPLICAS: ("SET", f"0:{DESTINATION}")})
+        try:
+            return self._move("static", topic)
+        finally:  # what --verify removes once the move is done
+            for broker in BROKERS:
+                self.admin.incremental_alter_configs("broker", broker, {LEADER_RATE: ("DELETE", None),
+                                                                        FOLLOWER_RATE: ("DELETE", None)})
+            self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("DELETE", None),
+                                                                  FOLLOWER_REPLICAS: ("DELETE", None)})
+
+    def run_adaptive(self, move: str = "adaptive") -> MoveResult:
+        """Only the move: the running sidecars see it, list its replicas and set the rates."""
+        if not self.sidecars:
+            raise RuntimeError("start_sidecars() first")
+        passes = _PassWatch(self).start()
+        try:
+            result = self._move("adaptive", self.move_topics[move])
+        finally:
+            passes.stop()
+        result.sidecar_pass_seconds = passes.median_interval()
+        done = time.monotonic()
+        try:  # the sidecars take their rates away once no move involves their broker
+            _until(lambda: self._rates() == (None, None), 60, "the sidecars removing their rates")
+            result.rates_removed_after = round(time.monotonic() - done, 1)
+        except TimeoutError:
+            log.warning("the sidecars did not remove their rates within 60s of the move's end; see %s", self.work_dir)
+        return result
+
+    def _move(self, mode: str, topic: str) -> MoveResult:
+        size = self.admin.describe_replica_sizes(SOURCE, {topic: [0]})[(topic, 0)]
+        started = self.load.wait_for_phase(peak=self.settings.start_in_peak)
+        self.admin.alter_reassignments({(topic, 0): [DESTINATION]})
+        samples = []
+        while True:
+            sample = self._sample(topic, time.monotonic() - started)
+            load = self.settings.load
+            phase = (started + sample.at - self.load.origin) % load.period  # seconds into the period
+            sample.peak = phase < load.peak_seconds
+            sample.late_in_peak = load.peak_seconds / 2 <= phase < load.peak_seconds
+            samples.append(sample)
+            if not sample.moving:
+                break
+            if sample.at > self.settings.move_timeout:
+                raise TimeoutError(f"{mode} move of {topic} not done after {sample.at:.0f}s: "
+                                   f"{sample.replica_bytes} of {size} bytes at the destination")
+            time.sleep(max(0.0, started + sample.at + 0.5 - time.monotonic()))
+        ended = started + samples[-1].at
+        return _result(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended))
+
+    def _sample(self, topic: str, at: float) -> Sample:
+        moving = any(move.topic == topic for move in self.admin.list_reassignments())
+        replica = self.admin.describe_replica_sizes(DESTINATION, {topic: [0]}).get((topic, 0), 0)
+        leader_rate, follower_rate = self._rates()
+        lists = self.admin.describe_configs("topic", [topic], [LEADER_REPLICAS, FOLLOWER_REPLICAS]).get(topic, {})
+        listed = (f"0:{SOURCE}" in (lists.get(LEADER_REPLICAS) or "").split(",")
+                  and f"0:{DESTINATION}" in (lists.get(FOLLOWER_REPLICAS) or "").split(","))
+        return Sample(at, moving, replica, leader_rate, follower_rate, listed)
+
+    def _rates(self) -> tuple[int | None, int | None]:
+        leader = self.admin.describe_configs("broker", [SOURCE], [LEADER_RATE]).get(str(SOURCE), {}).get(LEADER_RATE)
+        follower = self.admin.describe_configs("broker", [DESTINATION], [FOLLOWER_RATE]).get(
+            str(DESTINATION), {}).get(FOLLOWER_RATE)
+        return (None if leader is None else int(leader)), (None if follower is None else int(follower))
+
+
+class _PassWatch:
+    """Notes every sidecar's passes (the `last_poll` of /healthz) while a move runs."""
+
+    def __init__(self, lab: MoveLab):
+        self.lab = lab
+        self.polls: dict[int, set[str]] = {broker: set() for broker in lab.sidecars}
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pass-watch", daemon=True)
+
+    def start(self) -> _PassWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=10)
+
+    def median_interval(self) -> float | None:
+        from datetime import datetime
+
+        intervals = []
+        for polls in self.polls.values():
+            times = sorted(datetime.fromisoformat(poll.replace("Z", "+00:00")) for poll in polls)
+            intervals += [(b - a).total_seconds() for a, b in zip(times, times[1:])]
+        return round(sorted(intervals)[len(intervals) // 2], 2) if intervals else None
+
+    def _run(self) -> None:
+        while not self._stopped.wait(0.25):
+            for broker in self.polls:
+                health = self.lab.sidecar_get(broker, "/healthz")
+                if health and health["last_poll"]:
+                    self.polls[broker].add(health["last_poll"])
+
+
+def _result(mode: str, topic: str, size: int, samples: list[Sample], load: LoadProfile,
+            client: tuple[float, float]) -> MoveResult:
+    throttled = [(a, b) for a, b in zip(samples, samples[1:]) if a.throttle is not None]
+    if not throttled:
+        raise AssertionError(f"{mode} move of {topic}: no throttle was ever in force; samples: {samples}")
+    seconds = sum(b.at - a.at for a, b in throttled)
+    first = next(s for s in samples if s.throttle is not None)
+    rates = [a.throttle for a, _ in throttled]
+
+    def averages(pairs) -> tuple[float | None, float | None]:
+        time_ = sum(b.at - a.at for a, b in pairs)
+        if not time_:
+            return None, None
+        return (round(sum(a.throttle * (b.at - a.at) for a, b in pairs) / time_),
+                round(sum(b.replica_bytes - a.replica_bytes for a, b in pairs) / time_))
+
+    in_peaks = averages([(a, b) for a, b in throttled if a.peak])
+    in_quiet = averages([(a, b) for a, b in throttled if not a.peak])
+    return MoveResult(
+        mode=mode, topic=topic, moved_bytes=size, move_seconds=round(samples[-1].at, 2),
+        throttled_seconds=round(seconds, 2),
+        throttle_average=round(sum(a.throttle * (b.at - a.at) for a, b in throttled) / seconds),
+        throttle_min=min(rates), throttle_max=max(rates),
+        replication_average=round(sum(b.replica_bytes - a.replica_bytes for a, b in throttled) / seconds),
+        throttle_in_peaks=in_peaks[0], replication_in_peaks=in_peaks[1],
+        throttle_in_quiet=in_quiet[0], replication_in_quiet=in_quiet[1],
+        leader_late_in_peaks=_time_average([(a, b) for a, b in throttled if a.late_in_peak], "leader_rate"),
+        leader_in_quiet=_time_average([(a, b) for a, b in throttled if not a.peak], "leader_rate"),
+        unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
+        client_offered_peak=load.peak, client_offered_quiet=load.produce,
+        client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),
+        samples=samples,
+    )
+
+
+def _time_average(pairs: list[tuple[Sample, Sample]], attribute: str) -> float | None:
+    seconds = sum(b.at - a.at for a, b in pairs)
+    return round(sum(getattr(a, attribute) * (b.at - a.at) for a, b in pairs) / seconds) if seconds else None
+
+
+def _in_thread(function: Callable[[], object]) -> Callable[[], None]:
+    """Start function in a thread; the returned call waits for it and raises what it raised."""
+    failure: list[BaseException] = []
+
+    def run():
+        try:
+            function()
+        except BaseException as error:  # handed to the caller
+            failure.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def join() -> None:
+        thread.join()
+        if failure:
+            raise failure[0]
+    return join
+
+
+def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if condition():
+                return
+        except (AdminError, KafkaError):
+            pass  # retried until the deadline
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:.0f}s for {what}")
+        time.sleep(0.5)
+
+
+def _tail(path: Path, lines: int = 80) -> str:
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+    except OSError:
+        return ""
