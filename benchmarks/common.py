@@ -1,0 +1,446 @@
+"""What the disk-protection benchmarks share: statistics, machine facts, the load watch, a flooding
+producer, a disk sampler, `quota-sidecar run` as a subprocess, and the writer of docs/benchmarks.md.
+
+Every benchmark module has `run() -> Result` (its figures as Markdown, for run_all.py) and a `main()`
+that prints them, so it can also be run alone: `.venv/bin/python benchmarks/<name>.py`. The modules
+import each other by plain name: Python puts the script's directory, benchmarks/, on the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import re
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before anything imports pyspark
+
+from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
+
+from quota_sidecar.config import PREFIX  # noqa: E402
+from quota_sidecar.local_cluster import DEFAULT_CLASSPATH_FILE  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+KiB, MiB = 1 << 10, 1 << 20
+DOC = REPO / "docs" / "benchmarks.md"
+SECTION = "## Disk protection"
+
+
+# ---------------------------------------------------------------- figures
+
+
+@dataclass(frozen=True)
+class Stats:
+    median: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, values) -> Stats | None:
+        values = list(values)
+        return cls(statistics.median(values), min(values), max(values), len(values)) if values else None
+
+    def text(self, unit: str = "", scale: float = 1.0, digits: int = 2) -> str:
+        """'1.23 s (0.98–1.50, n=5)'; with one value only '1.23 s (n=1)'."""
+        median, low, high = (f"{value / scale:,.{digits}f}" for value in (self.median, self.low, self.high))
+        suffix = f" {unit}" if unit else ""
+        if self.n == 1:
+            return f"{median}{suffix} (n=1)"
+        return f"{median}{suffix} ({low}–{high}, n={self.n})"
+
+
+def cell(stats: Stats | None, unit: str = "", scale: float = 1.0, digits: int = 2) -> str:
+    return "–" if stats is None else stats.text(unit, scale, digits)
+
+
+@dataclass
+class Result:
+    """One benchmark's figures: a Markdown subsection of "## Disk protection", and the same printed."""
+    title: str
+    markdown: str
+
+
+def table(headers: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the machine and its load
+
+
+def uptime() -> str:
+    """`uptime`'s load averages: '1-min 5-min 15-min'."""
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+class LoadWatch:
+    """Samples the 1-minute load average every few seconds while a benchmark runs.
+
+    The machine is shared: other people's tests run at the same time, so every figure goes out with the
+    load it was measured under.
+    """
+
+    def __init__(self, every: float = 5.0):
+        self.every = every
+        self.samples: list[float] = []
+        self.started_at = self.ended_at = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-watch", daemon=True)
+
+    def __enter__(self) -> LoadWatch:
+        self.started_at = uptime()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.ended_at = uptime()
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self.every):
+                return
+
+    def text(self) -> str:
+        samples = self.samples or [os.getloadavg()[0]]
+        return (f"1-min load average {min(samples):.1f}–{max(samples):.1f} during the run "
+                f"(uptime at start: {self.started_at}; at end: {self.ended_at or uptime()})")
+
+
+def kafka_version() -> str:
+    match = re.search(r"kafka_[\d.]+-([\w.]+)\.jar", Path(DEFAULT_CLASSPATH_FILE).read_text())
+    return match.group(1) if match else "unknown"
+
+
+def machine_facts() -> str:
+    import kafka
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    return (f"{os.cpu_count()} cores, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / (1 << 30):.0f} GiB; "
+            f"Kafka {kafka_version()} (local KRaft cluster, brokers with the C1 compiler and a 384 MiB heap "
+            f"unless said otherwise), pyspark {pyspark.__version__}, kafka-python {kafka.__version__}, "
+            f"Python {platform.python_version()}, {java}")
+
+
+def code_version() -> str:
+    """The commit measured, and whether the sidecar's code differed from it."""
+    def git(*args) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--", "quota_sidecar", "spark_jobs")
+    return f"commit {git('rev-parse', '--short', 'HEAD')}" + (" with uncommitted changes to the sidecar" if dirty else "")
+
+
+def provenance(command: str, load: LoadWatch) -> str:
+    """The paragraph under every figure: when, by which command, on what, under which load."""
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"Measured {now} by `{command}` on {code_version()}. {machine_facts()}. {load.text()}."
+
+
+def this_command() -> str:
+    """The command line that started this process, as one would type it in the repository."""
+    script = os.path.relpath(sys.argv[0], REPO) if sys.argv[0] else "python"
+    return shlex.join([".venv/bin/python", script, *sys.argv[1:]])
+
+
+# ---------------------------------------------------------------- Kafka helpers
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def raise_file_limit() -> None:
+    """Brokers inherit this process's limit; thousands of partitions need thousands of open files."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def create_topics(bootstrap: str, topics: dict[str, dict], timeout_ms: int = 120_000) -> None:
+    """{name: {"num_partitions"/"replication_factor"/"assignments"/"configs": ...}} (kafka-python's form)."""
+    with KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms) as admin:
+        admin.create_topics(topics, timeout_ms=timeout_ms)
+
+
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.delete_topics(names, timeout_ms=30_000)
+
+
+def free_bytes(path: str) -> int:
+    """What DescribeLogDirs reports as usable bytes: statvfs f_bavail × f_frsize."""
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+class DiskSampler:
+    """Samples a directory's free bytes every `every` seconds: (time.monotonic(), free bytes)."""
+
+    def __init__(self, path: str, every: float = 0.05):
+        self.path, self.every = path, every
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="disk-sampler", daemon=True)
+
+    def __enter__(self) -> DiskSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self.samples.append((time.monotonic(), free_bytes(self.path)))
+            if self._stop.wait(self.every):
+                return
+
+    def crossed_at(self, limit: int) -> float | None:
+        """The first sample at which free bytes <= limit."""
+        return next((at for at, free in list(self.samples) if free <= limit), None)
+
+    def lowest(self) -> int:
+        return min(free for _, free in self.samples)
+
+
+class Flood:
+    """A producer thread sending random records (acks=all) as fast as its quota lets it, keeping the time
+    and size of every acknowledgement.
+
+    kafka-python 3 has no buffer_memory: a semaphore bounds the records waiting in the producer. One
+    request in flight per broker, so nothing slips through once a response says "throttled"; a short
+    delivery timeout fails the records a 1 B/s quota holds back, so that close() finishes.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, record_bytes: int = 16 * KiB, max_unacked: int = 64,
+                 delivery_timeout: float = 5.0):
+        self.bootstrap, self.topic, self.record_bytes = bootstrap, topic, record_bytes
+        self.delivery_timeout = delivery_timeout
+        self.acks: list[float] = []  # time.monotonic() of every acknowledged record, in order
+        self.failure: BaseException | None = None
+        self._unacked = threading.Semaphore(max_unacked)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="flood", daemon=True)
+
+    def __enter__(self) -> Flood:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join(timeout=3 * self.delivery_timeout)
+
+    def _run(self) -> None:
+        try:
+            producer = KafkaProducer(
+                bootstrap_servers=self.bootstrap, acks="all", batch_size=64 * KiB, linger_ms=5,
+                max_in_flight_requests_per_connection=1, max_block_ms=10_000,
+                delivery_timeout_ms=int(self.delivery_timeout * 1000),
+                request_timeout_ms=int(self.delivery_timeout * 1000) - 1000)
+        except Exception as error:
+            self.failure = error
+            return
+        payload = os.urandom(self.record_bytes)
+        try:
+            while not self._stop.is_set():
+                if self._unacked.acquire(timeout=0.2):
+                    producer.send(self.topic, payload).add_callback(self._acked).add_errback(self._failed)
+        except Exception as error:
+            self.failure = error
+        finally:
+            with contextlib.suppress(Exception):  # records held back by the quota fail at close
+                producer.close(timeout=2 * self.delivery_timeout)
+
+    def _acked(self, _metadata) -> None:
+        self.acks.append(time.monotonic())
+        self._unacked.release()
+
+    def _failed(self, _error) -> None:
+        self._unacked.release()
+
+    def acked_bytes(self, start: float, end: float) -> int:
+        """Bytes acknowledged in [start, end)."""
+        acks = self.acks
+        return (bisect_left(acks, end) - bisect_left(acks, start)) * self.record_bytes
+
+
+# ---------------------------------------------------------------- `quota-sidecar run` as a subprocess
+
+
+def sidecar_properties(bootstrap: str, **keys) -> dict[str, str]:
+    """Sidecar properties: `keys` are client.quota.callback.static. keys without the prefix, dots as given."""
+    return {PREFIX + "kafka.admin.bootstrap.servers": bootstrap, **{PREFIX + key: str(value) for key, value in keys.items()}}
+
+
+@dataclass
+class LogLine:
+    at: float  # time.monotonic() of the moment the sidecar logged it (from its own timestamp)
+    text: str
+
+
+@dataclass
+class SidecarProcess:
+    """`quota-sidecar run --config FILE`, its log lines kept with the time.monotonic() they were written at."""
+    properties: dict[str, str]
+    work_dir: Path
+    name: str = "sidecar"
+    lines: list[LogLine] = field(default_factory=list)
+    process: subprocess.Popen | None = None
+
+    def __post_init__(self):
+        self.port = free_port()
+        self.properties = {**self.properties, PREFIX + "http.port": str(self.port)}
+
+    def __enter__(self) -> SidecarProcess:
+        config = self.work_dir / f"{self.name}.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in self.properties.items()))
+        command = [str(Path(sys.executable).with_name("quota-sidecar")), "run", "--config", str(config)]
+        self.started_at = time.monotonic()
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        threading.Thread(target=self._read_log, name=f"{self.name}-log", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        problems = [line.text for line in self.lines if re.search(r" (WARNING|ERROR|CRITICAL) ", line.text)]
+        if problems:  # shown, not judged: a benchmark's figures stand on their own
+            print(f"  {self.name} logged {len(problems)} warning(s)/error(s), the first ones:",
+                  *problems[:5], sep="\n    ", flush=True)
+
+    def _read_log(self) -> None:
+        # The log's wall-clock timestamps (ms) turned into this machine's monotonic clock.
+        offset = time.time() - time.monotonic()
+        for text in self.process.stderr:
+            match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", text)
+            at = (datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(match.group(2)) / 1000
+                  - offset) if match else time.monotonic()
+            self.lines.append(LogLine(at, text.rstrip()))
+
+    def first_line(self, pattern: str, after: float = 0.0) -> LogLine | None:
+        return next((line for line in list(self.lines) if line.at >= after and re.search(pattern, line.text)), None)
+
+    def wait_for_line(self, pattern: str, timeout: float, after: float = 0.0) -> LogLine:
+        deadline = time.monotonic() + timeout
+        while (line := self.first_line(pattern, after)) is None:
+            self.check_running()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name}: no log line matching {pattern!r} within {timeout:.0f}s; "
+                                   f"last lines:\n" + "\n".join(line.text for line in self.lines[-15:]))
+            time.sleep(0.05)
+        return line
+
+    def check_running(self) -> None:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with code {self.process.returncode}; last lines:\n"
+                               + "\n".join(line.text for line in self.lines[-15:]))
+
+    def metrics(self) -> dict[str, float]:
+        """Its /metrics, unlabelled samples only: {name: value}."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return {name: float(value) for name, value in re.findall(r"^(\w+) (\S+)$", text, re.MULTILINE)}
+
+    def polls(self) -> int:
+        try:
+            return int(self.metrics().get("quota_sidecar_polls_total", 0))
+        except OSError:  # not serving yet
+            return 0
+
+    def watch_passes(self, every: float = 0.2) -> PassWatch:
+        return PassWatch(self, every)
+
+    def wait_for_polls(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.polls() < count:
+            self.check_running()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name}: fewer than {count} polls within {timeout:.0f}s")
+            time.sleep(0.25)
+
+
+class PassWatch:
+    """Scrapes a running sidecar's /metrics every `every` seconds: the wall time of each pass it made."""
+
+    def __init__(self, sidecar: SidecarProcess, every: float):
+        self.sidecar, self.every = sidecar, every
+        self.durations: dict[int, float] = {}  # pass number -> its wall time
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pass-watch", daemon=True)
+
+    def __enter__(self) -> PassWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            with contextlib.suppress(OSError):
+                metrics = self.sidecar.metrics()
+                self.durations[int(metrics["quota_sidecar_polls_total"])] = metrics["quota_sidecar_poll_duration_seconds"]
+
+
+# ---------------------------------------------------------------- docs/benchmarks.md
+
+
+DOC_HEADER = """# Benchmarks
+
+`make bench` runs `benchmarks/run_all.py`, which rewrites only its own sections of this file; other
+sections are kept as they are.
+"""
+
+
+def write_section(body: str, heading: str = SECTION, path: Path = DOC) -> None:
+    """Replace `heading`'s section (up to the next "## " heading) in `path` with `body`, or append it.
+
+    Read, replace, write: sections that others write into the same file stay as they are.
+    """
+    text = path.read_text() if path.exists() else DOC_HEADER
+    section = f"{heading}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^{re.escape(heading)}[ \t]*\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1).rstrip() + "\n"
+    else:
+        text = text.rstrip() + "\n\n" + section
+    path.write_text(text)
+
+
+def print_result(result: Result) -> None:
+    print(f"\n### {result.title}\n\n{result.markdown}\n", flush=True)
