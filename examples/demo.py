@@ -19,7 +19,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.errors import AdminError
-from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
+from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable, free_loopback_ports
 from quota_sidecar.quotas import SIDECAR_CLIENT_ID, entity_label
 from spark_jobs.connect_server import ConnectServer
 
@@ -326,18 +325,6 @@ def get_json(url: str) -> dict | None:
             return json.load(response)
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return None  # not up yet, or busy: the callers ask again
-
-
-def free_loopback_ports(count: int) -> list[int]:
-    """Ports the kernel finds free, all held at once so that they differ."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 # ---------------------------------------------------------------- the topic, the producer, the disk

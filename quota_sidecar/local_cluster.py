@@ -294,7 +294,7 @@ class LocalKafkaCluster:
         (self.base_dir / "logs").mkdir()
         (self.base_dir / "log4j2.properties").write_text(LOG4J2_CONFIG)
 
-        ports = iter(_free_loopback_ports(3 * len(self.broker_ids)))
+        ports = iter(free_loopback_ports(3 * len(self.broker_ids)))
         for broker_id in self.broker_ids:
             home = self.base_dir / f"broker-{broker_id}"
             log_dirs = [home / f"data-{index}" for index in range(self._log_dir_counts[broker_id])]
@@ -476,7 +476,7 @@ def _read_classpath(classpath_file: Path) -> str:
         raise LocalClusterError(f"no Kafka classpath at {classpath_file}: run `make kafka` first") from None
 
 
-def _free_loopback_ports(count: int) -> list[int]:
+def free_loopback_ports(count: int) -> list[int]:
     """Ports the kernel finds free, all held at once so they differ, released just before the brokers bind.
 
     Linux hands out odd ports for bind(0) and even ones for outgoing connections, so a connection
