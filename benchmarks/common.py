@@ -14,7 +14,6 @@ import platform
 import re
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before anything imports 
 from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
 
 from quota_sidecar.config import PREFIX  # noqa: E402
-from quota_sidecar.local_cluster import DEFAULT_CLASSPATH_FILE  # noqa: E402
+from quota_sidecar.local_cluster import DEFAULT_CLASSPATH_FILE, free_loopback_ports  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -163,12 +162,6 @@ def this_command() -> str:
 
 
 # ---------------------------------------------------------------- Kafka helpers
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def raise_file_limit() -> None:
@@ -312,7 +305,7 @@ class SidecarProcess:
     process: subprocess.Popen | None = None
 
     def __post_init__(self):
-        self.port = free_port()
+        self.port = free_loopback_ports(1)[0]
         self.properties = {**self.properties, PREFIX + "http.port": str(self.port)}
 
     def __enter__(self) -> SidecarProcess:
