@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -146,7 +147,8 @@ def code_version() -> str:
         return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
     dirty = git("status", "--porcelain", "--", "quota_sidecar", "spark_jobs")
-    return f"commit {git('rev-parse', '--short', 'HEAD')}" + (" with uncommitted changes to the sidecar" if dirty else "")
+    commit = git("rev-parse", "--short", "HEAD")
+    return f"commit {commit}" + (" with uncommitted changes to the sidecar" if dirty else "")
 
 
 def provenance(command: str, load: LoadWatch) -> str:
@@ -281,12 +283,26 @@ class Flood:
         return (bisect_left(acks, end) - bisect_left(acks, start)) * self.record_bytes
 
 
+@contextlib.contextmanager
+def connect_server():
+    """A started local Spark Connect server (spark_jobs.connect_server); its work dir and log removed after."""
+    from spark_jobs.connect_server import ConnectServer
+
+    server = ConnectServer()
+    try:
+        with server:
+            yield server
+    finally:
+        shutil.rmtree(server.work_dir, ignore_errors=True)
+
+
 # ---------------------------------------------------------------- `quota-sidecar run` as a subprocess
 
 
 def sidecar_properties(bootstrap: str, **keys) -> dict[str, str]:
     """Sidecar properties: `keys` are client.quota.callback.static. keys without the prefix, dots as given."""
-    return {PREFIX + "kafka.admin.bootstrap.servers": bootstrap, **{PREFIX + key: str(value) for key, value in keys.items()}}
+    return {PREFIX + "kafka.admin.bootstrap.servers": bootstrap,
+            **{PREFIX + key: str(value) for key, value in keys.items()}}
 
 
 @dataclass
@@ -407,7 +423,8 @@ class PassWatch:
         while not self._stop.wait(self.every):
             with contextlib.suppress(OSError):
                 metrics = self.sidecar.metrics()
-                self.durations[int(metrics["quota_sidecar_polls_total"])] = metrics["quota_sidecar_poll_duration_seconds"]
+                passes = int(metrics["quota_sidecar_polls_total"])
+                self.durations[passes] = metrics["quota_sidecar_poll_duration_seconds"]
 
 
 # ---------------------------------------------------------------- docs/benchmarks.md

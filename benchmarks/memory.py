@@ -1,7 +1,8 @@
 """The sidecar's resident memory, embedded Spark against a shared Spark Connect server.
 
 `quota-sidecar run` as subprocesses against a local 3-broker cluster, three at once (one per broker, as
-deployed), check interval PT1S, a limit no volume reaches. Each one's RSS (psutil) after the first poll and after 20 polls:
+deployed), check interval PT1S, a limit no volume reaches. Each one's RSS (psutil) after the first poll
+and after 20 polls:
 
 - embedded: the Python process plus everything it started (the JVM of the local Spark, via spark-submit);
 - shared: the Python process alone (a Spark Connect client starts no JVM; children are counted anyway),
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from common import (MiB, LoadWatch, Result, SidecarProcess, Stats, cell, print_result, provenance,
+from common import (MiB, LoadWatch, Result, SidecarProcess, Stats, cell, connect_server, print_result, provenance,
                     sidecar_properties, table, this_command, uptime)
 from quota_sidecar.local_cluster import LocalKafkaCluster
 
@@ -39,7 +40,9 @@ def sidecars(cluster: LocalKafkaCluster, work_dir: Path, mode: str, count: int, 
              spark_url: str = "") -> list[dict]:
     """`count` sidecars at once (one per broker, as deployed): the RSS of each after poll 1 and after `polls`."""
     keys = {"storage.check.interval": "PT1S", "storage.per.volume.limit.min.available.bytes": MiB}
-    properties = sidecar_properties(cluster.bootstrap_servers, **keys, **({"spark.url": spark_url} if spark_url else {}))
+    if spark_url:
+        keys["spark.url"] = spark_url
+    properties = sidecar_properties(cluster.bootstrap_servers, **keys)
     with contextlib.ExitStack() as stack:
         running = [stack.enter_context(SidecarProcess(properties, work_dir, name=f"{mode}-{index}"))
                    for index in range(count)]
@@ -54,13 +57,11 @@ def sidecars(cluster: LocalKafkaCluster, work_dir: Path, mode: str, count: int, 
 
 
 def run(count: int = 3, polls: int = 20) -> Result:
-    from spark_jobs.connect_server import ConnectServer
-
     results = {}
     with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-memory-") as work_dir, \
             LocalKafkaCluster(brokers=3) as cluster:
         results["embedded"] = sidecars(cluster, Path(work_dir), "embedded", count, polls)
-        with ConnectServer() as server:
+        with connect_server() as server:
             results["shared"] = sidecars(cluster, Path(work_dir), "shared", count, polls, server.url)
             server_rss = rss(server.pid)
     for mode in results:
@@ -85,9 +86,9 @@ def run(count: int = 3, polls: int = 20) -> Result:
         f"`quota-sidecar run` as subprocesses against a local 3-broker cluster, check interval `PT1S`, "
         f"{count} sidecars per mode running at once (one per broker, as deployed; in shared mode all on "
         f"the same Connect server), RSS (psutil) of each after {polls} polls (and after its first), median "
-        "(min–max) over the sidecars. The sidecar's total is its Python process plus every process it started (the "
-        "embedded Spark JVM, and for some the shell of spark-submit, a few MiB); the shared Spark Connect server (local, `local[1]`, 512 MiB driver) is shown on "
-        "its own: every sidecar of the cluster shares it.",
+        "(min–max) over the sidecars. The sidecar's total is its Python process plus every process it started "
+        "(the embedded Spark JVM, and for some the shell of spark-submit, a few MiB); the shared Spark Connect "
+        "server (local, `local[1]`, 512 MiB driver) is shown on its own: every sidecar of the cluster shares it.",
         table(["Spark", "Python process", "child processes", "which", f"sidecar total after {polls} polls",
                "sidecar total after poll 1", "Spark Connect server (shared)", "1-min load when measured"], rows),
         provenance(this_command(), load),

@@ -130,7 +130,8 @@ def run(partition_counts: tuple[int, ...] = (100, 10_000), polls: int = 20) -> R
                 break
             grown = time.monotonic() - started
             figures = measure(admin, received, polls)
-            print(f"  {partitions:,} partitions (created in {grown:.0f} s): poll {figures['poll'].text('s', digits=3)}, "
+            print(f"  {partitions:,} partitions (created in {grown:.0f} s): "
+                  f"poll {figures['poll'].text('s', digits=3)}, "
                   f"DescribeLogDirs [] {figures['log_dirs_bytes'].text('B', digits=0)}, "
                   f"NULL {figures['null_bytes'].text('B', digits=0)}, load {figures['load']}", flush=True)
             rows.append([f"{partitions:,}", f"{figures['brokers']} / {figures['volumes']}",

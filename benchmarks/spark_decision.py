@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-from common import MiB, LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command, uptime
+from common import (MiB, LoadWatch, Result, Stats, cell, connect_server, print_result, provenance, table, this_command,
+                    uptime)
 
 TITLE = "Spark decision"  # its subsection of "## Disk protection" in docs/benchmarks.md
 
@@ -83,14 +84,11 @@ def measure(label: str, url: str, runs: int, decisions: int) -> list[object]:
 
 
 def run(runs: int = 3, decisions: int = 20) -> Result:
-    from spark_jobs.connect_server import ConnectServer
-
     rows = []
     with LoadWatch() as load:
         rows.append(measure("embedded (`local[1]`, 512 MiB driver)", "", runs, decisions))
-        server = ConnectServer()
         started = time.perf_counter()
-        with server:
+        with connect_server() as server:
             server_start = time.perf_counter() - started
             print(f"  Spark Connect server started in {server_start:.1f} s", flush=True)
             rows.append(measure(f"Spark Connect (local server, started in {server_start:.0f} s, n=1)", server.url,
