@@ -56,10 +56,10 @@ class Decision:
 
     def to_json(self) -> dict:
         result = {
-            "at": _iso(self.at),
+            "at": iso(self.at),
             "throttle_factor": self.throttle_factor,
             "source": self.source,
-            "valid_from": _iso(self.valid_from),
+            "valid_from": iso(self.valid_from),
             "error": self.error,
             "violations": list(self.violations),
             "client_quotas": self.client_quotas.to_json(),
@@ -147,5 +147,5 @@ def _violation(row: Mapping) -> dict:
             "available_bytes": row["available_bytes"], "available_ratio": row["available_ratio"]}
 
 
-def _iso(moment: datetime | None) -> str | None:
+def iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat().replace("+00:00", "Z")

@@ -32,7 +32,7 @@ class Counters:
     pass_failures: int = 0      # a pass that raised (logged with its traceback; the loop goes on)
     fallback_applied: int = 0
     limit_violations: int = 0   # violating volumes, summed over polls
-    writes: int = 0             # values written to the cluster (quotas, configs)
+    writes: int = 0             # client quota values written to the cluster
     last_poll_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
 
@@ -119,7 +119,7 @@ class Sidecar:
         records = of_kind(all_records, QUOTA_RECORD)
         in_force = self.read_quotas(wanted, records)
         writes = ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), records)
-        self.write_owned(QUOTA_RECORD, writes, records, self._alter_quota, _quota_label)
+        self.write_owned(QUOTA_RECORD, writes, self._alter_quota, _quota_label)
         self.quotas_in_force = _after(in_force, writes)
 
     def read_quotas(self, wanted: quotas.ClientQuotas, records) -> dict:
@@ -133,27 +133,17 @@ class Sidecar:
         # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
         records = dict(sorted(of_kind(all_records, QUOTA_RECORD).items(), key=lambda item: isinstance(item[0][0], tuple)))
         in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in records)))
-        self.write_owned(QUOTA_RECORD, ownership.restore(quotas.flatten(in_force), records), records,
+        self.write_owned(QUOTA_RECORD, ownership.restore(quotas.flatten(in_force), records),
                          self._alter_quota, _quota_label, force=True)
         if self.replication is not None:
             self.replication.cleanup(all_records)
 
-    def write_owned(self, kind: str, writes: list[ownership.Write], records, apply_one, label,
-                    force: bool = False) -> None:
-        """`force` writes even what reads back as done: clean-up must not trust a read that may lag."""
-        for write in writes:
-            record_key = json.dumps([kind, *write.target])
-            if not write.forget:
-                # Recorded before the write: a crash in between still leaves the target known as ours.
-                # Also when `records` holds it: they were read at the start of the pass, and another
-                # sidecar's clean-up may have deleted the record since; the value written is the same.
-                self.store.put(record_key, {"replaced": write.replaced})
-            if write.changes or force:
-                apply_one(write.target, write.new)
-                self.counters.writes += 1
-                log.info("%s: %s -> %s", label(write.target), _rate(write.old), _rate(write.new))
-            if write.forget:
-                self.store.delete(record_key)
+    def write_owned(self, kind: str, writes: list[ownership.Write], apply_one, label, force: bool = False) -> None:
+        def changed(write: ownership.Write) -> None:
+            self.counters.writes += 1
+            log.info("%s: %s -> %s", label(write.target), _rate(write.old), _rate(write.new))
+
+        ownership.carry_out(writes, self.store, lambda target: json.dumps([kind, *target]), apply_one, changed, force)
 
     def _alter_quota(self, target, value) -> None:
         entity, key = target

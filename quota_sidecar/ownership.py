@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Hashable, Mapping
+from typing import Callable, Hashable, Mapping
 
 Target = Hashable
 
@@ -48,6 +48,25 @@ def restore(in_force: Mapping[Target, float | None], records: Mapping[Target, fl
     """Clean-up, in the order of `records`: every target the sidecars set goes back to the value it replaced."""
     return [Write(target, in_force.get(target), original, original, forget=True)
             for target, original in records.items()]
+
+
+def carry_out(writes: list[Write], store, record_key: Callable[[Target], str],
+              apply_one: Callable[[Target, float | None], None], on_change: Callable[[Write], None],
+              force: bool = False) -> None:
+    """Apply `writes`, keeping the records in `store` true. `force` writes even what reads back as done:
+    clean-up must not trust a read that may lag the write before it."""
+    for write in writes:
+        key = record_key(write.target)
+        if not write.forget:
+            # Recorded before the write: a crash in between still leaves the target known as ours. Also
+            # when a record was read at the start of the pass: another sidecar's clean-up may have
+            # deleted it since; the value written is the same.
+            store.put(key, {"replaced": write.replaced})
+        if write.changes or force:
+            apply_one(write.target, write.new)
+            on_change(write)
+        if write.forget:
+            store.delete(key)
 
 
 def same(a: float | None, b: float | None) -> bool:

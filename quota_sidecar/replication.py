@@ -126,24 +126,23 @@ class ReplicationRunner:
                  if key[0] == CONFIG_RECORD and key[1] == self.broker_id}
         in_force = self._broker_configs(set(wanted) | set(owned), observation)
         writes = ownership.plan({**{k: None for k in owned}, **wanted}, in_force, owned)
-        self._write_configs(writes, owned, self._why(rates))
+        self._write_configs(writes, self._why(rates))
 
     def _broker_configs(self, keys: set[str], observation) -> dict[str, float]:
         found = self.admin.describe_configs("broker", [self.broker_id], sorted(keys)).get(str(self.broker_id), {})
         return {key: float(value) for key, value in found.items() if value is not None}
 
-    def _write_configs(self, writes: list[ownership.Write], owned: dict, why: dict) -> None:
-        for write in writes:
-            record_key = json.dumps([CONFIG_RECORD, self.broker_id, write.target])
-            if write.target not in owned:
-                self.store.put(record_key, {"replaced": write.replaced})
-            if write.changes:
-                op = ("DELETE", None) if write.new is None else ("SET", str(int(write.new)))
-                self.admin.incremental_alter_configs("broker", self.broker_id, {write.target: op})
-                log.info("broker %d %s: %s -> %s (%s)", self.broker_id, write.target, _shown(write.old),
-                         _shown(write.new), why.get(write.target, "configured"))
-            if write.forget:
-                self.store.delete(record_key)
+    def _write_configs(self, writes: list[ownership.Write], why: dict, force: bool = False) -> None:
+        def set_config(key: str, value: float | None) -> None:
+            op = ("DELETE", None) if value is None else ("SET", str(int(value)))
+            self.admin.incremental_alter_configs("broker", self.broker_id, {key: op})
+
+        def changed(write: ownership.Write) -> None:
+            log.info("broker %d %s: %s -> %s (%s)", self.broker_id, write.target, _shown(write.old),
+                     _shown(write.new), why.get(write.target, "configured"))
+
+        ownership.carry_out(writes, self.store, lambda key: json.dumps([CONFIG_RECORD, self.broker_id, key]),
+                            set_config, changed, force)
 
     @staticmethod
     def _why(rates) -> dict[str, str]:
@@ -193,7 +192,7 @@ class ReplicationRunner:
         owned = {key[2]: value["replaced"] for key, value in records.items()
                  if key[0] == CONFIG_RECORD and key[1] == self.broker_id}
         in_force = self._broker_configs(set(owned), None)
-        self._write_configs(ownership.restore(in_force, owned), owned, {})
+        self._write_configs(ownership.restore(in_force, owned), {}, force=True)
 
     def status(self) -> dict:
         observation, decision = self.last_observation, self.last

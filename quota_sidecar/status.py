@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from . import __version__, quotas
-from .decider import Decision
+from .decider import Decision, iso
 
 VIOLATED, OK = "VIOLATED", "ok"
 
@@ -22,10 +22,10 @@ def build(sidecar, now: datetime, mode: str) -> dict:
         "throttle": {
             "factor": factor.factor,
             "source": factor.source,
-            "valid_from": _iso(factor.valid_from),
+            "valid_from": iso(factor.valid_from),
             "age_seconds": _seconds(factor.age(now)),
-            "last_success": _iso(factor.last_success_at),
-            "last_poll": _iso(decision.at if decision else None),
+            "last_success": iso(factor.last_success_at),
+            "last_poll": iso(decision.at if decision else None),
             "last_error": decision.error if decision else None,
             "fallback_factor": config.fallback_factor,
             "validity_seconds": config.validity.total_seconds(),
@@ -50,7 +50,7 @@ def _volume(volume, limit, violated, decided_at) -> dict:
     else:
         state = OK
     if volume.observed_at < decided_at:
-        state += " (broker absent; last seen " + _iso(volume.observed_at) + ")"
+        state += " (broker absent; last seen " + iso(volume.observed_at) + ")"
     margin = volume.margin(limit) if limit else None
     return {"broker_id": volume.broker_id, "log_dir": volume.log_dir, "total_bytes": volume.total_bytes,
             "available_bytes": volume.available_bytes, "available_ratio": volume.available_ratio,
@@ -131,7 +131,3 @@ def _human_seconds(value) -> str:
 
 def _seconds(delta):
     return None if delta is None else delta.total_seconds()
-
-
-def _iso(moment):
-    return None if moment is None else moment.isoformat().replace("+00:00", "Z")
