@@ -29,7 +29,7 @@ class SidecarCollector:
         yield _counter("polls", "Polls of the cluster.", counters.polls)
         yield _counter("poll_failures", "Polls that could not see the whole cluster.", counters.poll_failures)
         yield _counter("pass_failures", "Loop passes that raised; the loop went on.", counters.pass_failures)
-        yield _counter("writes", "Values written to the cluster (client quotas, broker and topic configs).",
+        yield _counter("writes", "Client quota values written to the cluster (replication configs are only logged).",
                        counters.writes)
         yield _gauge("poll_duration_seconds", "Wall time of the last pass.", counters.last_poll_seconds)
         if factor.last_success_at is not None:
