@@ -33,11 +33,12 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
 )
+from kafka.protocol.metadata import MetadataRequest
 
 from .config import ADMIN_PREFIX, PREFIX, non_negative_int, positive_int, shown
-from .errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError
+from .errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError, UnknownTopicError
 from .quotas import SIDECAR_CLIENT_ID, Entity
-from .throttles import Reassignment
+from .throttles import Partition, Reassignment
 from .volumes import Volume
 
 # kafka-python's DEBUG records dump client configurations and whole requests, SASL passwords included
@@ -221,6 +222,8 @@ def admin_error(error: Exception, what: str) -> AdminError:
     """The typed error for a kafka-python (or socket) failure while doing `what`."""
     if isinstance(error, AdminError):
         return error
+    if isinstance(error, Errors.UnknownTopicOrPartitionError):  # retriable for kafka-python; final for a deleted topic
+        return UnknownTopicError(f"{what} failed: {error}")
     retryable = getattr(error, "retriable", False) or isinstance(error, _ALSO_RETRYABLE)
     return (RetryableAdminError if retryable else PermanentAdminError)(f"{what} failed: {error}")
 
@@ -237,6 +240,8 @@ def _raise_any(errors: Iterable[AdminError | None]) -> None:
     errors = [error for error in errors if error is not None]
     if not errors:
         return
+    if len(errors) == 1:
+        raise errors[0]  # keeps its type (UnknownTopicError, ...)
     kind = PermanentAdminError if any(isinstance(e, PermanentAdminError) for e in errors) else RetryableAdminError
     raise kind("; ".join(str(error) for error in errors))
 
@@ -358,6 +363,30 @@ class ClusterAdmin:
                     if not partition.is_future_key:
                         sizes[(topic_result.name, partition.partition_index)] = partition.partition_size
         return sizes
+
+    def describe_partitions(self, topics: Iterable[str] | None) -> dict[tuple[str, int], Partition]:
+        """Leader, replicas and in-sync replicas of every partition of the topics (None: of every topic).
+
+        A topic that does not exist is left out, as a partition of it would be gone by the time we act.
+        """
+        return self._call("Metadata", self._describe_partitions, None if topics is None else sorted(topics))
+
+    async def _describe_partitions(self, topics: list[str] | None) -> dict[tuple[str, int], Partition]:
+        if topics == []:
+            return {}
+        request = MetadataRequest(allow_auto_topic_creation=False, topics=None if topics is None else
+                                  [MetadataRequest.MetadataRequestTopic(name=name) for name in topics])
+        response = await self._send(request, "Metadata")
+        errors, found = [], {}
+        for topic in response.topics:
+            if Errors.for_code(topic.error_code) is Errors.UnknownTopicOrPartitionError:
+                continue
+            errors.append(_error_for_code(topic.error_code, None, f"Metadata of topic {topic.name!r}"))
+            for p in topic.partitions:
+                found[(topic.name, p.partition_index)] = Partition(p.leader_id, tuple(p.replica_nodes),
+                                                                   tuple(p.isr_nodes))
+        _raise_any(errors)
+        return found
 
     # -------------------------------------------------------------- client quotas
 

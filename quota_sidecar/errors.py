@@ -15,3 +15,7 @@ class RetryableAdminError(AdminError):
 
 class PermanentAdminError(AdminError):
     """A failure that retrying will not fix: no authorization, an unsupported request, a bad argument."""
+
+
+class UnknownTopicError(PermanentAdminError):
+    """The topic does not exist (any more): deleted, or never created."""

@@ -52,6 +52,8 @@ class SidecarCollector:
         yield total
         if sidecar.replication is not None and sidecar.replication.last is not None:
             yield _replication_rates(sidecar.replication.last)
+        if sidecar.replication is not None and sidecar.replication.last_observation is not None:
+            yield from _network_use(sidecar.replication.last_observation)
 
 
 def _replication_rates(decision) -> GaugeMetricFamily:
@@ -64,6 +66,24 @@ def _replication_rates(decision) -> GaugeMetricFamily:
             if rate is not None:
                 rates.add_metric([str(broker_id), role, reason], rate)
     return rates
+
+
+def _network_use(observation):
+    """This host's measured bytes/s, all traffic and the replication within it (what the rule reads)."""
+    total = GaugeMetricFamily(f"{NAMESPACE}_network_bytes_per_second",
+                              "Bytes/s this host sent (tx) and received (rx), averaged over the network window.",
+                              labels=["broker_id", "direction"])
+    replication = GaugeMetricFamily(f"{NAMESPACE}_replication_measured_bytes_per_second",
+                                    "Throttled replication bytes/s this broker sent (tx) and received (rx), "
+                                    "from the growth of the moving replicas.", labels=["broker_id", "direction"])
+    for broker_id, load in observation.broker_load.items():
+        for direction, used, moved in (("tx", load.tx_bytes_per_sec, load.replication_tx_bytes_per_sec),
+                                       ("rx", load.rx_bytes_per_sec, load.replication_rx_bytes_per_sec)):
+            total.add_metric([str(broker_id), direction], used)
+            if moved is not None:
+                replication.add_metric([str(broker_id), direction], moved)
+    yield total
+    yield replication
 
 
 def registry_for(sidecar) -> CollectorRegistry:

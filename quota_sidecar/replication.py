@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from datetime import datetime
 
 from . import ownership
-from .errors import AdminError
+from .errors import AdminError, UnknownTopicError
 from .netstats import NetworkSampler
-from .throttles import (FOLLOWER, LEADER, LIST_KEY, RATE_KEY, ROLES, BrokerLoad, Overrides, ReplicationDecider,
-                        ReplicationDecision, ReplicationObservation)
+from .throttles import (FOLLOWER, LEADER, LIST_KEY, RATE_KEY, ROLES, BrokerLoad, Overrides, ReplicaSizes,
+                        ReplicationDecider, ReplicationDecision, ReplicationObservation, catching_up, growth_rate,
+                        measured_replicas)
 
 log = logging.getLogger(__name__)
 ENTRIES_RECORD, CONFIG_RECORD, OVERRIDE_RECORD = "entries", "config", "override"
@@ -38,17 +40,52 @@ class ReplicationRunner:
         self.moves_under_global_override = False
         self.last: ReplicationDecision | None = None
         self.last_observation: ReplicationObservation | None = None
+        self.replica_readings: list[ReplicaSizes] = []  # moving replicas' sizes over the network window
 
     # -------------------------------------------------------------- observe
 
     def observe(self, records: dict) -> ReplicationObservation:
         moves = tuple(self.admin.list_reassignments())
-        applied = self._applied_rates()
+        overrides = overrides_from(records)
+        try:
+            applied = {self.broker_id: self._applied_rates()}
+        except AdminError as error:  # own broker down: its rates wait, the lists of its replicas do not
+            log.warning("broker %d not reachable, its rates wait for it: %s", self.broker_id, error)
+            applied = {}
+        # A broker override also throttles this broker's out-of-sync replicas: then every topic is read.
+        with_override = self.broker_id in overrides.broker_rates
+        partitions = self.admin.describe_partitions(None if with_override else {m.topic for m in moves})
         rates = self.sampler.rates() if self.sampler else None
-        loads = {} if rates is None else {self.broker_id: BrokerLoad(*rates)}
-        observation = ReplicationObservation(moves, loads, {self.broker_id: applied}, overrides_from(records))
+        loads = {}
+        if rates is not None:
+            leaders = {key: partition.leader for key, partition in partitions.items()}
+            loads = {self.broker_id: BrokerLoad(*rates, *self._replication_rates(moves, leaders))}
+        observation = ReplicationObservation(
+            moves, loads, applied, overrides,
+            catching_up(partitions, moves, self.broker_id) if with_override else {})
         self.last_observation = observation
         return observation
+
+    def _replication_rates(self, moves, leaders) -> tuple[float | None, float | None]:
+        """(sent, received) replication bytes/s of this broker, from the growth of the moving replicas
+        over the network window; None for a role whose replicas have no earlier reading."""
+        replicas = measured_replicas(moves, leaders, self.broker_id)
+        by_broker: dict[int, dict[str, list[int]]] = {}
+        for topic, partition, broker in sorted({r for role in ROLES for r in replicas[role]}):
+            by_broker.setdefault(broker, {}).setdefault(topic, []).append(partition)
+        sizes = {}
+        for broker, partitions in by_broker.items():
+            try:
+                found = self.admin.describe_replica_sizes(broker, partitions)
+            except AdminError as error:  # those replicas count as not measured this time
+                log.warning("replica sizes from broker %d: %s", broker, error)
+                continue
+            sizes.update({(topic, partition, broker): size for (topic, partition), size in found.items()})
+        now = ReplicaSizes(time.monotonic(), sizes)
+        window = self.config.network_window.total_seconds()
+        earlier = [r for r in self.replica_readings if now.at - r.at <= window] or self.replica_readings[-1:]
+        self.replica_readings = [*earlier, now]
+        return growth_rate(earlier, now, replicas[LEADER]), growth_rate(earlier, now, replicas[FOLLOWER])
 
     def _applied_rates(self) -> dict[str, int | None]:
         found = self.admin.describe_configs("broker", [self.broker_id], list(RATE_KEY.values())).get(
@@ -61,9 +98,10 @@ class ReplicationRunner:
               violated_brokers: set[int], now: datetime) -> None:
         self.last = decision
         self._apply_lists(decision, records)
-        self._apply_broker_configs(decision, observation, records, violated_brokers)
+        if self.broker_id in observation.applied_rates:  # read this pass: the broker answers
+            self._apply_broker_configs(decision, records, violated_brokers)
+            self._clear_foreign_throttles(observation, now)
         self._expire_global_override(observation)
-        self._clear_foreign_throttles(observation, now)
 
     def _apply_lists(self, decision: ReplicationDecision, records: dict) -> None:
         own = {key[2:]: value["entries"] for key, value in records.items()
@@ -83,9 +121,7 @@ class ReplicationRunner:
         for topic in topics:
             try:
                 configs = self.admin.describe_configs("topic", [topic], list(LIST_KEY.values())).get(topic, {})
-            except AdminError as error:
-                if "UnknownTopicOrPartition" not in str(error):  # kafka-python's name for UNKNOWN_TOPIC_OR_PARTITION
-                    raise
+            except UnknownTopicError:
                 lists[topic] = None
                 continue
             lists[topic] = {role: _entries(configs.get(LIST_KEY[role])) for role in ROLES}
@@ -106,7 +142,9 @@ class ReplicationRunner:
             self.admin.incremental_alter_configs("topic", topic, {LIST_KEY[role]: ("APPEND", ",".join(sorted(add)))})
             log.info("topic %s %s: added %s", topic, LIST_KEY[role], ",".join(sorted(add)))
         if remove:
-            self.admin.incremental_alter_configs("topic", topic, {LIST_KEY[role]: ("SUBTRACT", ",".join(sorted(remove)))})
+            # The last entries go with the key itself: Kafka would leave an empty value behind.
+            op = ("DELETE", None) if present | add <= remove else ("SUBTRACT", ",".join(sorted(remove)))
+            self.admin.incremental_alter_configs("topic", topic, {LIST_KEY[role]: op})
             log.info("topic %s %s: removed %s (move done)", topic, LIST_KEY[role], ",".join(sorted(remove)))
         if keep != recorded:
             if keep:
@@ -114,7 +152,7 @@ class ReplicationRunner:
             else:
                 self.store.delete(record_key)
 
-    def _apply_broker_configs(self, decision, observation, records, violated_brokers) -> None:
+    def _apply_broker_configs(self, decision, records, violated_brokers) -> None:
         rates = decision.brokers.get(self.broker_id)
         wanted = {key: (rates.rate(role) if rates else None) for role, key in RATE_KEY.items()}
         if self.config.remote_copy_rate is not None or self.config.remote_copy_lift_on_violation:
@@ -124,11 +162,11 @@ class ReplicationRunner:
             wanted[REMOTE_FETCH] = self.config.remote_fetch_rate
         owned = {key[2]: value["replaced"] for key, value in records.items()
                  if key[0] == CONFIG_RECORD and key[1] == self.broker_id}
-        in_force = self._broker_configs(set(wanted) | set(owned), observation)
+        in_force = self._broker_configs(set(wanted) | set(owned))
         writes = ownership.plan({**{k: None for k in owned}, **wanted}, in_force, owned)
         self._write_configs(writes, self._why(rates))
 
-    def _broker_configs(self, keys: set[str], observation) -> dict[str, float]:
+    def _broker_configs(self, keys: set[str]) -> dict[str, float]:
         found = self.admin.describe_configs("broker", [self.broker_id], sorted(keys)).get(str(self.broker_id), {})
         return {key: float(value) for key, value in found.items() if value is not None}
 
@@ -176,7 +214,7 @@ class ReplicationRunner:
         if now - self.last_move_seen < after:
             return
         leftovers = {key: ("DELETE", None) for key in RATE_KEY.values()
-                     if key in self._broker_configs(set(RATE_KEY.values()), observation)}
+                     if key in self._broker_configs(set(RATE_KEY.values()))}
         if leftovers:
             self.admin.incremental_alter_configs("broker", self.broker_id, leftovers)
             log.info("broker %d: cleared throttle rates left by other tools (%s) after %s without moves",
@@ -191,7 +229,7 @@ class ReplicationRunner:
         self._apply_lists(empty, records)
         owned = {key[2]: value["replaced"] for key, value in records.items()
                  if key[0] == CONFIG_RECORD and key[1] == self.broker_id}
-        in_force = self._broker_configs(set(owned), None)
+        in_force = self._broker_configs(set(owned))
         self._write_configs(ownership.restore(in_force, owned), {}, force=True)
 
     def status(self) -> dict:
@@ -206,8 +244,10 @@ class ReplicationRunner:
                        "adding": list(m.adding), "removing": list(m.removing)}
                       for m in (observation.reassignments if observation else ())],
             "brokers": [{"broker_id": self.broker_id, "role": "+".join(own_roles) or "none",
-                         "tx_bytes_per_sec": None if load is None else round(load.tx_bytes_per_sec),
-                         "rx_bytes_per_sec": None if load is None else round(load.rx_bytes_per_sec),
+                         "tx_bytes_per_sec": _rounded(load and load.tx_bytes_per_sec),
+                         "rx_bytes_per_sec": _rounded(load and load.rx_bytes_per_sec),
+                         "replication_tx_bytes_per_sec": _rounded(load and load.replication_tx_bytes_per_sec),
+                         "replication_rx_bytes_per_sec": _rounded(load and load.replication_rx_bytes_per_sec),
                          "capacity": self.config.capacity(self.broker_id),
                          "leader_rate": rates.leader_rate if rates else None,
                          "follower_rate": rates.follower_rate if rates else None,
@@ -241,6 +281,10 @@ def _broker_of(entry: str) -> int:
 
 def _int(value) -> int | None:
     return None if value in (None, "") else int(float(value))
+
+
+def _rounded(value: float | None) -> int | None:
+    return None if value is None else round(value)
 
 
 def _shown(value) -> str:

@@ -9,7 +9,7 @@ leader (outbound) and follower (inbound) rate follows its measured network headr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 LEADER, FOLLOWER = "leader", "follower"
 ROLES = (LEADER, FOLLOWER)
@@ -40,6 +40,71 @@ class Reassignment:
     @property
     def destinations(self) -> tuple[int, ...]:
         return self.adding
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition as the cluster's metadata shows it now."""
+    leader: int  # -1 while no leader is available
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReplicaSizes:
+    """Bytes of some replicas, (topic, partition, broker) -> size, read at one moment (monotonic seconds)."""
+    at: float
+    sizes: Mapping[tuple[str, int, int], int]
+
+
+def measured_replicas(reassignments: Iterable[Reassignment], leaders: Mapping[tuple[str, int], int],
+                      broker: int) -> dict[str, list[tuple[str, int, int]]]:
+    """The replicas whose growth is this broker's throttled replication traffic, per role.
+
+    A destination receives into its own adding replicas. Only a partition's leader serves fetches, so
+    a source sends what the adding replicas of the partitions it leads receive; the other sources of
+    a move are in the leader list only in case leadership moves to them.
+    """
+    sent = [(m.topic, m.partition, d) for m in reassignments
+            if leaders.get((m.topic, m.partition)) == broker for d in m.destinations]
+    received = [(m.topic, m.partition, broker) for m in reassignments if broker in m.destinations]
+    return {LEADER: sent, FOLLOWER: received}
+
+
+def growth_rate(earlier: Sequence[ReplicaSizes], now: ReplicaSizes,
+                replicas: Iterable[tuple[str, int, int]]) -> float | None:
+    """Bytes/s the replicas grew by, each since the oldest earlier reading that has it; None when no
+    replica was read before. `earlier` is oldest first.
+
+    A replica that shrank (retention deleted a segment) counts as no growth, and a move that ends
+    between two readings drops out: the figure errs low, towards the rate in force.
+    """
+    replicas = list(replicas)
+    if not replicas:
+        return 0.0  # not the leader of any moving partition: it sends no throttled traffic
+    total, measured = 0.0, False
+    for replica in replicas:
+        first = next((r for r in earlier if replica in r.sizes and r.at < now.at), None)
+        if first is None or replica not in now.sizes:
+            continue
+        total += max(now.sizes[replica] - first.sizes[replica], 0) / (now.at - first.at)
+        measured = True
+    return total if measured else None
+
+
+def catching_up(partitions: Mapping[tuple[str, int], Partition], reassignments: Iterable[Reassignment],
+                broker: int) -> dict[str, tuple[tuple[int, int], ...]]:
+    """topic -> (partition, broker) for this broker's replicas out of the ISR and not part of a move.
+
+    A broker back from a restart fetches what it missed as an out-of-sync follower; autothrottle puts
+    such replicas in the follower list when the broker has an override, and so do we.
+    """
+    moving = {(m.topic, m.partition) for m in reassignments}
+    found: dict[str, list[tuple[int, int]]] = {}
+    for (topic, index), partition in sorted(partitions.items()):
+        if broker in partition.replicas and broker not in partition.isr and (topic, index) not in moving:
+            found.setdefault(topic, []).append((index, broker))
+    return {topic: tuple(replicas) for topic, replicas in found.items()}
 
 
 @dataclass(frozen=True)
@@ -227,8 +292,10 @@ def render_status(replication: dict) -> str:
     moves = replication.get("moves", [])
     lines.append(table(["topic", "partition", "replicas", "adding", "removing"],
                        [[m["topic"], m["partition"], m["replicas"], m["adding"], m["removing"]] for m in moves]))
-    lines.append(table(["broker", "role", "tx B/s", "rx B/s", "capacity", "leader rate", "follower rate", "why"],
+    lines.append(table(["broker", "role", "tx B/s", "rx B/s", "replication tx B/s", "replication rx B/s", "capacity",
+                        "leader rate", "follower rate", "why"],
                        [[b["broker_id"], b["role"], b.get("tx_bytes_per_sec"), b.get("rx_bytes_per_sec"),
+                         b.get("replication_tx_bytes_per_sec"), b.get("replication_rx_bytes_per_sec"),
                          b.get("capacity"), b["leader_rate"], b["follower_rate"], b["reason"]]
                         for b in replication.get("brokers", [])]))
     return "\n".join(lines)

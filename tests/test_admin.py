@@ -16,7 +16,7 @@ from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasR
 
 from quota_sidecar.admin import ClusterAdmin, admin_error, client_kwargs
 from quota_sidecar.cluster_store import ClusterStore
-from quota_sidecar.errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError
+from quota_sidecar.errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError, UnknownTopicError
 from quota_sidecar.throttles import Reassignment
 
 FULL = "client.quota.callback.static.kafka.admin."
@@ -122,6 +122,7 @@ def test_client_kwargs_rejects(props, message):
     (Errors.UnsupportedVersionError(), PermanentAdminError),
     (Errors.InvalidRequestError(), PermanentAdminError),
     (Errors.InvalidConfigurationError(), PermanentAdminError),
+    (Errors.UnknownTopicOrPartitionError(), UnknownTopicError),
 ])
 def test_admin_error_kinds(error, kind):
     mapped = admin_error(error, "DescribeLogDirs to broker 3")
@@ -303,6 +304,14 @@ def items(value: str | None) -> set[str]:
 
 
 @pytest.mark.integration
+def test_a_missing_topic_is_a_typed_permanent_error(admin):
+    with pytest.raises(UnknownTopicError, match="no-such-topic") as raised:
+        admin.describe_configs("topic", ["no-such-topic"])
+    assert isinstance(raised.value, PermanentAdminError)  # not retried: a deleted topic does not come back
+    assert admin.describe_partitions(["no-such-topic"]) == {}
+
+
+@pytest.mark.integration
 def test_broker_configs_round_trip(admin):
     broker = admin.live_broker_ids()[0]
     key = "follower.replication.throttled.rate"
@@ -354,6 +363,10 @@ def test_a_throttled_reassignment_is_listed_until_cancelled(admin, kafka_cluster
         moving = Reassignment(topic, 0, replicas=(source, destination), adding=(destination,), removing=())
         eventually(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [moving])
         assert admin.describe_replica_sizes(destination, {topic: [0]}).get((topic, 0), 0) < 3_000_000
+        # The destination fetches, out of sync, from the leader: what the runner measures and throttles.
+        partition = admin.describe_partitions([topic, "no-such-topic"])[(topic, 0)]
+        assert (partition.leader, set(partition.replicas), partition.isr) == (source, {source, destination}, (source,))
+        assert (topic, 0) in admin.describe_partitions(None)
 
         admin.alter_reassignments({(topic, 0): None})
         eventually(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [])

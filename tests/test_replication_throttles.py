@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cluster_store import ClusterStore
@@ -522,6 +523,10 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
         assert_throttled(admin, broker, key)
         row = eventually(lambda: _status_shows(admin, fleet[broker], broker, role))
         assert row["reason"] in RATE_REASONS, row
+    scraped = eventually(lambda: _metrics_show_rate(admin, fleet[3], 3, "follower"))
+    assert scraped["quota_sidecar_throttle_factor"] == 1.0
+    assert {labels["broker_id"] for labels, _ in scraped["quota_sidecar_volume_available_bytes"]} == {"1", "2", "3"}
+    assert {labels["direction"] for labels, _ in scraped["quota_sidecar_network_bytes_per_second"]} == {"tx", "rx"}
     records = sidecar_records(store)
     assert records[("entries", 1, topic, "leader")] == {"entries": ["0:1", "1:1"]}
     assert records[("entries", 2, topic, "leader")] == {"entries": ["0:2"]}, "1:2 is the operator's"
@@ -636,6 +641,34 @@ def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restar
     eventually(lambda: _equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
 
 
+def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled, cluster, admin, store, unique_name):
+    """Autothrottle's rule: a broker with an override has its out-of-sync replicas throttled as a follower.
+
+    While broker 3 is down, its replica of C-0 [1, 3] falls out of the ISR and records are written to
+    broker 1. Sidecar 3 puts `0:3` in the follower list then, so the catch-up after the restart runs at
+    the override's rate from its first fetch; the entry goes once the replica is in sync again, and
+    the emptied list goes with it rather than stay as an empty value.
+    """
+    fleet, topic, rate = settled, unique_name, 100_000  # 3 MiB take half a minute
+    create_topic(cluster, topic, {0: [1, 3]})
+    assert http("PUT", f"{fleet[1].url}/throttle/3", {"rate": rate}, TOKEN)[0] == 200
+    eventually(lambda: _equal(broker_configs(admin, 3), {LEADER_RATE: rate, FOLLOWER_RATE: rate}))
+
+    with broker_down(cluster, 3):
+        produce(cluster, topic, [0])
+        eventually(lambda: _equal(lists(admin, topic), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: {"0:3"}}))
+        assert sidecar_records(store)[("entries", 3, topic, "follower")] == {"entries": ["0:3"]}
+    restarted = eventually(lambda: admin.describe_replica_sizes(3, {topic: [0]})[(topic, 0)])
+    assert restarted < MOVE_BYTES // 2, f"the restarted replica had {restarted} B at once: not throttled"
+    assert 3 not in admin.describe_partitions([topic])[(topic, 0)].isr
+
+    eventually(lambda: _equal(3 in admin.describe_partitions([topic])[(topic, 0)].isr, True))
+    eventually(lambda: _equal(admin.describe_configs("topic", [topic], [FOLLOWER_REPLICAS])[topic], {}))
+    assert ("entries", 3, topic, "follower") not in sidecar_records(store)
+    assert http("DELETE", f"{fleet[2].url}/throttle/3", token=TOKEN)[0] == 200
+    eventually(lambda: _equal(broker_configs(admin, 3), {}))
+
+
 def test_changes_need_the_token_and_are_refused_where_none_is_configured(
         settled, cluster, spark_url, work_dir, report):
     fleet = settled
@@ -678,6 +711,21 @@ def _rate_at_least(admin: ClusterAdmin, broker: int, key: str, floor: int) -> in
     rate = broker_configs(admin, broker).get(key)
     assert rate is not None and rate >= floor, (broker, key, rate)
     return rate
+
+
+def _metrics_show_rate(admin: ClusterAdmin, sidecar: Sidecar, broker: int, role: str) -> dict:
+    """The sidecar's /metrics give the rate in force on its broker for the role; all of /metrics by name."""
+    with urllib.request.urlopen(sidecar.url + "/metrics", timeout=30) as response:
+        families = text_string_to_metric_families(response.read().decode())
+    found = {}
+    for family in families:
+        samples = [(sample.labels, sample.value) for sample in family.samples]
+        found[family.name] = samples[0][1] if samples and not samples[0][0] else samples
+    rate = broker_configs(admin, broker).get(f"{role}.replication.throttled.rate")
+    shown = [value for labels, value in found["quota_sidecar_replication_throttle_rate_bytes"]
+             if labels["broker_id"] == str(broker) and labels["role"] == role]
+    assert shown == [rate], (shown, rate)
+    return found
 
 
 def _status_shows(admin: ClusterAdmin, sidecar: Sidecar, broker: int, role: str) -> dict:
