@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import shlex
-import shutil
 import signal
 import statistics
 import subprocess
@@ -89,7 +88,33 @@ def uptime() -> str:
     return "%.2f %.2f %.2f" % os.getloadavg()
 
 
-class LoadWatch:
+class Periodic:
+    """Calls sample() every `every` seconds in a daemon thread, from entering the block until leaving it."""
+
+    def __init__(self, every: float):
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.every):
+                return
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+
+class LoadWatch(Periodic):
     """Samples the 1-minute load average every few seconds while a benchmark runs.
 
     The machine is shared: other people's tests run at the same time, so every figure goes out with the
@@ -97,27 +122,20 @@ class LoadWatch:
     """
 
     def __init__(self, every: float = 5.0):
-        self.every = every
+        super().__init__(every)
         self.samples: list[float] = []
         self.started_at = self.ended_at = ""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="load-watch", daemon=True)
 
     def __enter__(self) -> LoadWatch:
         self.started_at = uptime()
-        self._thread.start()
-        return self
+        return super().__enter__()
 
     def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join()
+        super().__exit__(*exc_info)
         self.ended_at = uptime()
 
-    def _run(self) -> None:
-        while True:
-            self.samples.append(os.getloadavg()[0])
-            if self._stop.wait(self.every):
-                return
+    def sample(self) -> None:
+        self.samples.append(os.getloadavg()[0])
 
     def text(self) -> str:
         samples = self.samples or [os.getloadavg()[0]]
@@ -191,28 +209,16 @@ def free_bytes(path: str) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
-class DiskSampler:
+class DiskSampler(Periodic):
     """Samples a directory's free bytes every `every` seconds: (time.monotonic(), free bytes)."""
 
     def __init__(self, path: str, every: float = 0.05):
-        self.path, self.every = path, every
+        super().__init__(every)
+        self.path = path
         self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="disk-sampler", daemon=True)
 
-    def __enter__(self) -> DiskSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            self.samples.append((time.monotonic(), free_bytes(self.path)))
-            if self._stop.wait(self.every):
-                return
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), free_bytes(self.path)))
 
     def crossed_at(self, limit: int) -> float | None:
         """The first sample at which free bytes <= limit."""
@@ -283,17 +289,12 @@ class Flood:
         return (bisect_left(acks, end) - bisect_left(acks, start)) * self.record_bytes
 
 
-@contextlib.contextmanager
 def connect_server():
-    """A started local Spark Connect server (spark_jobs.connect_server); its work dir and log removed after."""
+    """A local Spark Connect server (spark_jobs.connect_server) to use in a with block; it starts on entry and
+    its work dir goes when it stops."""
     from spark_jobs.connect_server import ConnectServer
 
-    server = ConnectServer()
-    try:
-        with server:
-            yield server
-    finally:
-        shutil.rmtree(server.work_dir, ignore_errors=True)
+    return ConnectServer()
 
 
 # ---------------------------------------------------------------- `quota-sidecar run` as a subprocess
@@ -402,29 +403,19 @@ class SidecarProcess:
             time.sleep(0.25)
 
 
-class PassWatch:
+class PassWatch(Periodic):
     """Scrapes a running sidecar's /metrics every `every` seconds: the wall time of each pass it made."""
 
     def __init__(self, sidecar: SidecarProcess, every: float):
-        self.sidecar, self.every = sidecar, every
+        super().__init__(every)
+        self.sidecar = sidecar
         self.durations: dict[int, float] = {}  # pass number -> its wall time
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pass-watch", daemon=True)
 
-    def __enter__(self) -> PassWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            with contextlib.suppress(OSError):
-                metrics = self.sidecar.metrics()
-                passes = int(metrics["quota_sidecar_polls_total"])
-                self.durations[passes] = metrics["quota_sidecar_poll_duration_seconds"]
+    def sample(self) -> None:
+        with contextlib.suppress(OSError):
+            metrics = self.sidecar.metrics()
+            passes = int(metrics["quota_sidecar_polls_total"])
+            self.durations[passes] = metrics["quota_sidecar_poll_duration_seconds"]
 
 
 # ---------------------------------------------------------------- docs/benchmarks.md

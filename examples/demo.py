@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -108,7 +107,7 @@ def show_the_demo(stack: contextlib.ExitStack) -> None:
     say(f"cluster serving at {cluster.bootstrap_servers}; broker {SMALL_BROKER}'s log dir: {small_dir}")
 
     section("One Spark Connect server shared by all sidecars, one sidecar per broker")
-    spark = stack.enter_context(spark_connect_server(demo_dir))
+    spark = stack.enter_context(ConnectServer())
     say(f"Spark Connect serving at {spark.url}")
     sidecars = stack.enter_context(SidecarProcesses(cluster, spark.url, demo_dir))
     sidecars.wait_until_ready()
@@ -154,21 +153,6 @@ def show_df(path: str) -> None:
 
 
 # ---------------------------------------------------------------- Spark and the sidecars
-
-
-@contextlib.contextmanager
-def spark_connect_server(demo_dir: Path):
-    # Spark Connect leaves an empty dir per session in <java.io.tmpdir>/spark_connect_model_cache, even
-    # after it stopped: give its JVM (spark-submit reads SPARK_SUBMIT_OPTS) a temp dir inside the demo's.
-    java_tmp = demo_dir / "spark-tmp"
-    java_tmp.mkdir()
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={java_tmp}"
-    server = ConnectServer()
-    try:
-        with server:
-            yield server
-    finally:
-        shutil.rmtree(server.work_dir, ignore_errors=True)  # ConnectServer keeps its work dir for the log
 
 
 class SidecarProcesses:

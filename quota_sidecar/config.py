@@ -146,6 +146,7 @@ KEYS: tuple[Key, ...] = (
     Key("replication.failure.threshold", non_negative_int, 1, "failed network reads in a row tolerated before the fail-safe rate"),
     Key("replication.disk.guard.rate.bytes.per.second", positive_int, 1, "follower rate of a destination with a violating volume"),
     Key("replication.network.interface", text, "", "interface whose bytes are measured; empty = all but loopback"),
+    Key("replication.check.interval", duration, timedelta(seconds=10), "time between replication passes (moves, network, rates); at most the storage check interval"),
     Key("replication.network.window", duration, timedelta(seconds=30), "the network figures are averaged over this window"),
     Key("replication.cleanup.foreign.after", duration, None, "opt-in: clear throttles other tools left once no move was seen for this long"),
     Key("remote.copy.max.bytes.per.second", positive_int, None, "KIP-956 remote.log.manager.copy.max.bytes.per.second; unset = untouched"),
@@ -194,6 +195,7 @@ class ReplicationConfig:
     disk_guard_rate: int = 1
     network_interface: str = ""
     network_window: timedelta = timedelta(seconds=30)
+    check_interval: timedelta = timedelta(seconds=10)
     cleanup_foreign_after: timedelta | None = None
     remote_copy_rate: int | None = None
     remote_fetch_rate: int | None = None
@@ -316,15 +318,16 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
             disk_guard_rate=values["replication.disk.guard.rate.bytes.per.second"],
             network_interface=values["replication.network.interface"],
             network_window=values["replication.network.window"],
+            check_interval=values["replication.check.interval"],
             cleanup_foreign_after=values["replication.cleanup.foreign.after"],
             remote_copy_rate=values["remote.copy.max.bytes.per.second"],
             remote_fetch_rate=values["remote.fetch.max.bytes.per.second"],
             remote_copy_lift_on_violation=values["remote.copy.lift.on.violation"],
         ),
     )
-    if config.replication.network_window <= timedelta(0):
-        raise ConfigError(f"{PREFIX}replication.network.window={values['replication.network.window']}: "
-                          "must be longer than zero")
+    for key in ("replication.network.window", "replication.check.interval"):
+        if values[key] <= timedelta(0):
+            raise ConfigError(f"{PREFIX}{key}={ours[key]}: must be longer than zero")
     config.admin_client_kwargs()  # validates the kafka.admin.* pass-through now, not at the first poll
     return config
 

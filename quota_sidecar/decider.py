@@ -112,8 +112,7 @@ class Decider:
     def _decision(self, observation: Observation, previous: FactorState, volumes, violations, error) -> Decision:
         replication = None
         if self.replication is not None and observation.replication is not None:
-            guard = self.known_violations  # a failed poll keeps the last known ones for the disk guard
-            replication = self.replication.decide(observation.replication, guard)
+            replication = self.decide_replication(observation.replication)
         decision = Decision(
             at=observation.at,
             throttle_factor=self.factor.factor,
@@ -128,6 +127,11 @@ class Decider:
         )
         self.last = decision
         return decision
+
+    def decide_replication(self, observation):
+        """The replication throttles alone, with the violations of the last successful storage poll for
+        the disk guard (a failed poll, or a pass between storage polls, keeps the last known ones)."""
+        return self.replication.decide(observation, self.known_violations)
 
     def _judge(self, observation: Observation) -> tuple[tuple[Volume, ...], tuple[dict, ...], float]:
         answered = by_broker(observation.brokers, observation.volumes)

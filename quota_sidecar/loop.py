@@ -90,10 +90,23 @@ class Sidecar:
             return decision
         self.apply_quotas(decision.client_quotas, records)
         if self.replication is not None and decision.replication is not None:
-            violated = {v["broker_id"] for v in self.decider.known_violations}
-            self.replication.apply(decision.replication, observation.replication, records, violated, decision.at)
+            self._apply_replication(decision.replication, observation.replication, records, decision.at)
         self.counters.last_poll_seconds = time.monotonic() - started
         return decision
+
+    def run_replication_pass(self) -> None:
+        """Between storage polls: moves, network and rates only."""
+        try:
+            records = self.read_records()
+            observation = self.replication.observe(records)
+        except AdminError as error:
+            log.warning("replication poll failed: %s", error)
+            return
+        self._apply_replication(self.decider.decide_replication(observation), observation, records, self.clock())
+
+    def _apply_replication(self, decision, observation, records, now: datetime) -> None:
+        violated = {v["broker_id"] for v in self.decider.known_violations}
+        self.replication.apply(decision, observation, records, violated, now)
 
     def observe(self, records: dict) -> Observation:
         now = self.clock()
@@ -159,14 +172,25 @@ class Sidecar:
 
     def run(self, shutdown: GracefulShutdown) -> None:
         # PT0S disables the storage check, not the loop: other duties still run once a minute.
-        interval = self.config.check_interval.total_seconds() or 60.0
+        full_every = self.config.check_interval.total_seconds() or 60.0
+        every = full_every
+        if self.replication is not None:  # replication passes in between, when they are more frequent
+            every = min(full_every, self.config.replication.check_interval.total_seconds())
+        next_full = time.monotonic()
         while not shutdown.event.is_set():
+            full = time.monotonic() >= next_full
             try:
-                self.run_pass()
+                if full:
+                    self.run_pass()
+                else:
+                    self.run_replication_pass()
             except Exception:  # one failed pass must not stop the protection
                 self.counters.pass_failures += 1
                 log.exception("sidecar pass failed; the next pass retries")
-            if shutdown.wait(interval):
+            now = time.monotonic()
+            if full:
+                next_full = now + full_every
+            if shutdown.wait(min(every, max(next_full - now, 0.0))):
                 break
 
 

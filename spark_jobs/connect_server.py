@@ -1,14 +1,16 @@
 """A local Spark Connect server from the installed pyspark, for tests, the demo and benchmarks.
 
 pyspark 4.1 ships the server in ``pyspark/jars/spark-connect_*.jar``; ``spark-submit --class`` runs it
-as a child process (not a daemon), bound to a free port on 127.0.0.1, its log in a file kept in
-``work_dir`` after it stops.
+as a child process (not a daemon), bound to a free port on 127.0.0.1. Everything it writes (its log,
+the JVM's temp files) stays in ``work_dir``, removed when it stops; kept, for its log, when it failed
+to start.
 
     with ConnectServer() as server:
         spark = get_session(server.url)
 """
 import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,7 +40,7 @@ class ConnectServer:
         self.driver_memory = driver_memory
         self.start_timeout = start_timeout
         self.port = _free_loopback_port()
-        self.work_dir = tempfile.mkdtemp(prefix="quota-sidecar-connect-")  # kept: the log outlives the server
+        self.work_dir = tempfile.mkdtemp(prefix="quota-sidecar-connect-")
         self.log_path = os.path.join(self.work_dir, "connect-server.log")
         self._process: subprocess.Popen | None = None
 
@@ -57,6 +59,8 @@ class ConnectServer:
             os.path.join(spark_home, "bin", "spark-submit"),
             "--master", self.master,
             "--driver-memory", self.driver_memory,
+            # Spark Connect leaves a dir per session in <java.io.tmpdir>/spark_connect_model_cache.
+            "--driver-java-options", f"-Djava.io.tmpdir={self.work_dir}",
             "--name", "quota-sidecar Spark Connect",
             "--class", _SERVER_CLASS,
             "--conf", f"spark.connect.grpc.binding.address={_HOST}",
@@ -76,22 +80,24 @@ class ConnectServer:
         try:
             self._wait_until_ready()
         except BaseException:
-            self.stop()
+            self.stop(keep_work_dir=True)  # the error names the log in it
             raise
         return self
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the JVM (Spark stops its context), SIGKILL after ``timeout`` seconds."""
+    def stop(self, timeout: float = 30.0, keep_work_dir: bool = False) -> None:
+        """SIGTERM to the JVM (Spark stops its context), SIGKILL after ``timeout`` seconds; then the work
+        dir goes."""
         atexit.unregister(self.stop)
         process, self._process = self._process, None
-        if process is None:
-            return
-        process.stdin.close()  # the watchdog's cue
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if process is not None:
+            process.stdin.close()  # the watchdog's cue
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if not keep_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def __enter__(self) -> "ConnectServer":
         return self.start()

@@ -90,6 +90,7 @@ def test_broker_id_comes_from_the_brokers_own_file():
     ("replication.change.threshold.percent", "-1", "from 0 to 100"),
     ("replication.failure.threshold", "1.5", "whole number >= 0"),
     ("replication.network.window", "PT0S", "longer than zero"),
+    ("replication.check.interval", "PT0S", "longer than zero"),
     ("remote.copy.lift.on.violation", "yes", "true or false"),
 ])
 def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, mentions):
@@ -97,7 +98,7 @@ def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, ment
         load(**{key: value})
     message = str(raised.value)
     assert "\n" not in message
-    assert key in message and mentions in message
+    assert key in message and value in message and mentions in message
 
 
 def test_missing_bootstrap_is_rejected():

@@ -173,7 +173,8 @@ def sidecar_properties(cluster: LocalKafkaCluster, broker: int, spark_url: str, 
     return {
         "node.id": str(broker),
         PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
-        PREFIX + "storage.check.interval": "PT1S",
+        PREFIX + "storage.check.interval": "PT3S",  # with replication passes in between
+        PREFIX + "replication.check.interval": "PT1S",
         PREFIX + "storage.per.volume.limit.min.available.bytes": "1",
         PREFIX + "api.token": TOKEN,
         PREFIX + "spark.url": spark_url,
@@ -667,6 +668,25 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
     assert ("entries", 3, topic, "follower") not in sidecar_records(store)
     assert http("DELETE", f"{fleet[2].url}/throttle/3", token=TOKEN)[0] == 200
     eventually(lambda: _equal(broker_configs(admin, 3), {}))
+
+
+def test_opt_in_clears_rates_other_tools_left_once_no_move_was_seen_for_a_while(
+        settled, cluster, admin, spark_url, work_dir, report):
+    """`replication.cleanup.foreign.after`: rates a finished `kafka-reassign-partitions --throttle` left on
+    broker 2 go after that long without a move; without the setting (the fleet's sidecars) they stay."""
+    leftovers = {LEADER_RATE: 123_456, FOLLOWER_RATE: 654_321}
+    admin.incremental_alter_configs("broker", 2, {key: ("SET", str(rate)) for key, rate in leftovers.items()})
+    time.sleep(5)  # several passes of the fleet's sidecar 2, which must not touch them
+    assert broker_configs(admin, 2) == leftovers
+
+    sweeper = Sidecar("sidecar-2-clearing-foreign-rates", work_dir, sidecar_properties(
+        cluster, 2, spark_url, {"replication_cleanup_foreign_after": "PT3S"}))
+    report.sources.append(sweeper)
+    try:
+        sweeper.start().wait_ready()
+        eventually(lambda: _equal(broker_configs(admin, 2), {}))
+    finally:
+        assert sweeper.stop() == 0
 
 
 def test_changes_need_the_token_and_are_refused_where_none_is_configured(
