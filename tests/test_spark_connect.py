@@ -1,5 +1,6 @@
 """The same decisions through a local Spark Connect server as through the embedded session."""
 import pathlib
+import shutil
 import socket
 import time
 
@@ -96,3 +97,4 @@ def test_server_that_cannot_start_names_its_log():
 
     assert server.pid is None
     assert "Master must" in pathlib.Path(server.log_path).read_text()  # Spark's own words on the cause
+    shutil.rmtree(server.work_dir)
