@@ -9,7 +9,7 @@ import sys
 import click
 
 from . import __version__, config as configuration
-from .errors import ConfigError
+from .errors import AdminError, ConfigError
 
 
 def fail(message: str) -> None:
@@ -130,23 +130,34 @@ def status(config_path: str | None, overrides: tuple[str, ...], url: str | None,
     from . import status as view
 
     config = load_config(config_path, overrides) if (config_path or overrides or not url) else None
-    data = None if direct else _status_from_sidecar(url or f"http://{config.http_host}:{config.http_port}")
+    url = url or f"http://{config.http_host}:{config.http_port}"
+    data, why = (None, None) if direct else _status_from_sidecar(url)
     if data is None:
         if config is None:
-            fail(f"no sidecar answered at {url}; give --config to read the cluster instead")
-        data = _status_from_cluster(config)
+            fail(f"no sidecar answered at {url} ({why}); give --config to read the cluster instead")
+        if why is not None:  # said on stderr: --json output stays clean
+            click.echo(f"no sidecar answered at {url} ({why}); reading the cluster instead", err=True)
+        try:
+            data = _status_from_cluster(config)
+        except AdminError as error:
+            fail(f"cannot read the cluster: {error}")
     click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
 
 
-def _status_from_sidecar(url: str) -> dict | None:
+def _status_from_sidecar(url: str) -> tuple[dict | None, str | None]:
+    """(the sidecar's status, None), or (None, why it did not answer)."""
     import urllib.error
     import urllib.request
 
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=5) as response:
-            return json.load(response)
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return None  # no sidecar there: read the cluster instead
+            return json.load(response), None
+    except urllib.error.URLError as error:
+        return None, str(error.reason)
+    except (ConnectionError, TimeoutError) as error:
+        return None, str(error) or type(error).__name__
+    except ValueError as error:
+        return None, f"its answer is not JSON: {error}"
 
 
 def _status_from_cluster(config: configuration.SidecarConfig) -> dict:
