@@ -20,16 +20,16 @@ import sys
 import threading
 import time
 import urllib.request
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before anything imports pyspark
 
-from kafka import KafkaAdminClient, KafkaProducer  # noqa: E402
+from kafka import KafkaAdminClient  # noqa: E402
 
 from quota_sidecar.config import PREFIX  # noqa: E402
+from quota_sidecar.flood import Flood  # noqa: E402
 from quota_sidecar.local_cluster import DEFAULT_CLASSPATH_FILE, free_loopback_ports  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -228,65 +228,10 @@ class DiskSampler(Periodic):
         return min(free for _, free in self.samples)
 
 
-class Flood:
-    """A producer thread sending random records (acks=all) as fast as its quota lets it, keeping the time
-    and size of every acknowledgement.
-
-    kafka-python 3 has no buffer_memory: a semaphore bounds the records waiting in the producer. One
-    request in flight per broker, so nothing slips through once a response says "throttled"; a short
-    delivery timeout fails the records a 1 B/s quota holds back, so that close() finishes.
-    """
-
-    def __init__(self, bootstrap: str, topic: str, record_bytes: int = 16 * KiB, max_unacked: int = 64,
-                 delivery_timeout: float = 5.0):
-        self.bootstrap, self.topic, self.record_bytes = bootstrap, topic, record_bytes
-        self.delivery_timeout = delivery_timeout
-        self.acks: list[float] = []  # time.monotonic() of every acknowledged record, in order
-        self.failure: BaseException | None = None
-        self._unacked = threading.Semaphore(max_unacked)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="flood", daemon=True)
-
-    def __enter__(self) -> Flood:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join(timeout=3 * self.delivery_timeout)
-
-    def _run(self) -> None:
-        try:
-            producer = KafkaProducer(
-                bootstrap_servers=self.bootstrap, acks="all", batch_size=64 * KiB, linger_ms=5,
-                max_in_flight_requests_per_connection=1, max_block_ms=10_000,
-                delivery_timeout_ms=int(self.delivery_timeout * 1000),
-                request_timeout_ms=int(self.delivery_timeout * 1000) - 1000)
-        except Exception as error:
-            self.failure = error
-            return
-        payload = os.urandom(self.record_bytes)
-        try:
-            while not self._stop.is_set():
-                if self._unacked.acquire(timeout=0.2):
-                    producer.send(self.topic, payload).add_callback(self._acked).add_errback(self._failed)
-        except Exception as error:
-            self.failure = error
-        finally:
-            with contextlib.suppress(Exception):  # records held back by the quota fail at close
-                producer.close(timeout=2 * self.delivery_timeout)
-
-    def _acked(self, _metadata) -> None:
-        self.acks.append(time.monotonic())
-        self._unacked.release()
-
-    def _failed(self, _error) -> None:
-        self._unacked.release()
-
-    def acked_bytes(self, start: float, end: float) -> int:
-        """Bytes acknowledged in [start, end)."""
-        acks = self.acks
-        return (bisect_left(acks, end) - bisect_left(acks, start)) * self.record_bytes
+def flood_producer(bootstrap: str, topic: str) -> Flood:
+    """16 KiB records in requests of up to 64 KiB, at most 64 of them waiting (quota_sidecar.flood)."""
+    return Flood({"bootstrap_servers": bootstrap}, topic, record_bytes=16 * KiB, max_unacked=64,
+                 batch_size=64 * KiB, linger_ms=5)
 
 
 def connect_server():

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from common import (KiB, MiB, DiskSampler, Flood, LoadWatch, Result, SidecarProcess, Stats, cell, create_topics,
-                    delete_topics, free_bytes, print_result, provenance, sidecar_properties, table, this_command,
-                    uptime)
+                    delete_topics, flood_producer, free_bytes, print_result, provenance, sidecar_properties, table,
+                    this_command, uptime)
 from quota_sidecar.config import duration
 from quota_sidecar.local_cluster import LocalKafkaCluster
 
@@ -73,7 +73,7 @@ def one_run(cluster: LocalKafkaCluster, sidecar: SidecarProcess, topic: str, del
             raise TimeoutError(f"{small_dir}: only {free_bytes(small_dir)} bytes free after a minute")
         time.sleep(0.2)
     create_topics(cluster.bootstrap_servers, {topic: {"assignments": {0: [SMALL_BROKER]}}})
-    with DiskSampler(small_dir) as disk, Flood(cluster.bootstrap_servers, topic) as flood:
+    with DiskSampler(small_dir) as disk, flood_producer(cluster.bootstrap_servers, topic) as flood:
         started = time.monotonic()
         while (crossed := disk.crossed_at(LIMIT)) is None:
             if flood.failure or time.monotonic() > started + 60:

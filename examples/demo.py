@@ -21,16 +21,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from kafka import KafkaAdminClient, KafkaProducer
+from kafka import KafkaAdminClient
 
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.errors import AdminError
+from quota_sidecar.flood import Flood
 from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable, free_loopback_ports
 from quota_sidecar.quotas import SIDECAR_CLIENT_ID, entity_label
 from spark_jobs.connect_server import ConnectServer
@@ -45,7 +45,6 @@ PRODUCE_BYTES_PER_SECOND = 5_000_000  # per principal and broker: fills the 56 M
 TOPIC = "flood"
 RECORD_BYTES = 100 * 1024
 MAX_UNACKED_RECORDS = 20  # kafka-python 3 has no buffer_memory: bound what waits in the producer ourselves
-DELIVERY_TIMEOUT_SECONDS = 5.0  # a record not acknowledged by then fails (see Flood._run)
 
 # Deleting a topic should free its disk space within seconds (the defaults wait a minute).
 BROKER_PROPERTIES = {"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"}
@@ -115,9 +114,12 @@ def show_the_demo(stack: contextlib.ExitStack) -> None:
     section(f"Flooding topic {TOPIC!r} (one partition, only on broker {SMALL_BROKER}) as User:alice")
     create_flood_topic(cluster)
     disk = DiskWatch(small_dir)
-    with Flood(cluster.sasl_client_config("alice"), TOPIC) as flood:
+    with Flood(cluster.sasl_client_config("alice"), TOPIC, RECORD_BYTES, MAX_UNACKED_RECORDS,
+               batch_size=MiB) as flood:
         crossed_at, stalled_at = flood_until_stalled(flood, disk, sidecars)
         show_df(small_dir)
+    if flood.failure is not None:
+        say(f"WARNING: the producer did not close cleanly: {flood.failure!r}")
 
     section("Deleting the topic; waiting for the sidecars to lift the throttle")
     deleted_at = time.monotonic()
@@ -322,69 +324,6 @@ def create_flood_topic(cluster: LocalKafkaCluster) -> None:
 def delete_flood_topic(cluster: LocalKafkaCluster) -> None:
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         admin.delete_topics([TOPIC], timeout_ms=30_000)
-
-
-class Flood:
-    """A producer thread that sends random 100 KiB records (acks=all) as fast as its quota lets it.
-
-    kafka-python batches them into requests of up to 1 MiB.
-    """
-
-    def __init__(self, client_config: dict, topic: str):
-        self.client_config = client_config
-        self.topic = topic
-        self.acked_records = 0  # only the producer's I/O thread writes these two
-        self.last_ack_at: float | None = None
-        self.failure: BaseException | None = None
-        self._unacked = threading.Semaphore(MAX_UNACKED_RECORDS)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="flood", daemon=True)
-
-    def __enter__(self) -> Flood:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2 * DELIVERY_TIMEOUT_SECONDS)
-        if self._thread.is_alive() or self.failure is not None:
-            say(f"WARNING: the producer did not close cleanly: {self.failure!r}")
-
-    def _run(self) -> None:
-        try:
-            producer = KafkaProducer(
-                **self.client_config, acks="all", batch_size=1 << 20, max_block_ms=10_000,
-                # One request at a time: once a response says "throttled", the producer waits and has
-                # nothing in flight, so nothing slips through when a timed-out request is sent again.
-                max_in_flight_requests_per_connection=1,
-                # kafka-python 3.0's close() raises instead of giving up on records still waiting, and
-                # those held back by a 1 B/s quota would wait for hours: a short delivery timeout fails
-                # them within seconds, so that close() can finish.
-                delivery_timeout_ms=int(DELIVERY_TIMEOUT_SECONDS * 1000),
-                request_timeout_ms=int(DELIVERY_TIMEOUT_SECONDS * 1000) - 1000)  # must be the shorter one
-        except Exception as error:
-            self.failure = error
-            return
-        try:
-            while not self._stop.is_set():
-                if self._unacked.acquire(timeout=0.5):
-                    future = producer.send(self.topic, os.urandom(RECORD_BYTES))
-                    future.add_callback(self._acked).add_errback(self._failed)
-        except Exception as error:
-            self.failure = error
-        finally:
-            try:
-                producer.close(timeout=1.5 * DELIVERY_TIMEOUT_SECONDS)
-            except Exception as error:
-                self.failure = self.failure or error
-
-    def _acked(self, _metadata) -> None:
-        self.acked_records += 1
-        self.last_ack_at = time.monotonic()
-        self._unacked.release()
-
-    def _failed(self, _error) -> None:
-        self._unacked.release()  # a record that timed out or was dropped at close
 
 
 class DiskWatch:
