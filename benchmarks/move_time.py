@@ -22,7 +22,6 @@ import logging
 import os
 import shlex
 import sys
-import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -31,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the lab lives beside the test that uses it
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+from common import LoadWatch  # noqa: E402
 from move_lab import LabSettings, LoadProfile, MoveLab  # noqa: E402
 from netns import unavailable_reason  # noqa: E402
 
@@ -65,9 +65,7 @@ def run(args: argparse.Namespace) -> dict:
         move_timeout=600.0,
     )
     started = time.monotonic()
-    loads, stopped = [], threading.Event()  # the machine is shared: the figures go out with its load
-    threading.Thread(target=_watch_load, args=(loads, stopped), daemon=True).start()
-    with MoveLab(settings) as lab:
+    with LoadWatch() as load, MoveLab(settings) as lab:  # the machine is shared: figures go out with its load
         lab.start_sidecars(wait=False)  # they start while the client load is measured
         peak, quiet = lab.measure_client_traffic()
         static_rate = lab.static_rate()
@@ -85,7 +83,6 @@ def run(args: argparse.Namespace) -> dict:
             rounds.append({"static": static.figures(), "adaptive": adaptive.figures(),
                            "speed_up": round(static.move_seconds / adaptive.move_seconds, 2)})
         work_dir = str(lab.work_dir)
-    stopped.set()
     return {
         "command": " ".join(shlex.quote(part) for part in [".venv/bin/python", "benchmarks/move_time.py",
                                                            *sys.argv[1:]]),
@@ -95,14 +92,8 @@ def run(args: argparse.Namespace) -> dict:
                      "network_window_seconds": args.window_seconds},
         "client_tx_peak": round(peak), "client_tx_quiet": round(quiet), "static_rate": static_rate,
         "rounds": rounds, "seconds": round(time.monotonic() - started), "work_dir": work_dir,
-        "load_average": [round(min(loads), 1), round(max(loads), 1)],
+        "load_average": [round(min(load.samples), 1), round(max(load.samples), 1)],
     }
-
-
-def _watch_load(samples: list[float], stopped: threading.Event) -> None:
-    samples.append(os.getloadavg()[0])
-    while not stopped.wait(5):
-        samples.append(os.getloadavg()[0])
 
 
 def render(result: dict) -> str:
