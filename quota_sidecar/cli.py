@@ -109,6 +109,7 @@ def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> N
     log.info("starting with %s", config.redacted())
     shutdown = GracefulShutdown().install()
     sidecar = build_sidecar(config)
+    sidecar.warm_up()
     server = HttpServer(create_app(sidecar, metrics.registry_for(sidecar)), config.http_host, config.http_port).start()
     try:
         sidecar.run(shutdown)

@@ -7,7 +7,7 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -34,7 +34,6 @@ class Counters:
     limit_violations: int = 0   # violating volumes, summed over polls
     writes: int = 0             # client quota values written to the cluster
     last_poll_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 class GracefulShutdown:
@@ -161,6 +160,17 @@ class Sidecar:
     def _alter_quota(self, target, value) -> None:
         entity, key = target
         self.admin.alter_user_quotas({entity: {key: value}})
+
+    def warm_up(self) -> None:
+        """Run each Spark query once on no rows: its first run plans and compiles it, seconds that would
+        otherwise delay the first pass, and with it a move's first throttle."""
+        try:
+            if self.config.storage_limit is not None:
+                self.decider.judge_volumes([], self.config.storage_limit.as_params())
+            if self.replication is not None:
+                self.replication.decider.judge_rates([])
+        except Exception as failure:  # the first pass will try again, and count a failure then
+            log.warning("warming up the Spark queries failed: %s", failure)
 
     def close(self) -> None:
         if self.replication is not None and self.replication.sampler is not None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-
 from .config import SidecarConfig
 from .decider import VolumeJudge
 from .throttles import RateJudge
 
 
-log = logging.getLogger(__name__)
-
-
-def _on_session(config: SidecarConfig, decide, warm_up: tuple | None = None):
+def _on_session(config: SidecarConfig, decide):
     """Calls decide(spark, ...) on the cached session; a failure drops a shared session so that the next
-    poll reconnects (a restarted Spark Connect server), while this poll counts as failed.
-
-    `warm_up` arguments (no rows) run the query once at start-up: its first run plans and compiles it,
-    seconds that would otherwise delay the first pass, and with it a move's first throttle.
-    """
+    poll reconnects (a restarted Spark Connect server), while this poll counts as failed."""
     from spark_jobs import session  # pyspark loads only where a decision is made
 
     url = config.spark_url or None
@@ -31,22 +22,16 @@ def _on_session(config: SidecarConfig, decide, warm_up: tuple | None = None):
             session.discard(url)
             raise
 
-    if warm_up is not None:
-        try:
-            call(*warm_up)
-        except Exception as failure:  # the first pass will try again, and count a failure then
-            log.warning("warming up the Spark query failed: %s", failure)
     return call
 
 
 def volume_judge(config: SidecarConfig) -> VolumeJudge:
     from spark_jobs import volume_violations
 
-    limit = config.storage_limit
-    return _on_session(config, volume_violations.decide, None if limit is None else ([], limit.as_params()))
+    return _on_session(config, volume_violations.decide)
 
 
 def rate_judge(config: SidecarConfig) -> RateJudge:
     from spark_jobs import replication_rates
 
-    return _on_session(config, replication_rates.decide, ([],))
+    return _on_session(config, replication_rates.decide)
