@@ -7,7 +7,7 @@ replay command and the tests all drive the very same path.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Mapping
 
@@ -44,7 +44,6 @@ class Decision:
     error: str | None = None
     entered_fallback: bool = False
     replication: object | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def active_brokers(self) -> int:

@@ -15,6 +15,7 @@ from datetime import datetime
 
 from . import ownership
 from .errors import AdminError, UnknownTopicError
+from .loop import of_kind
 from .netstats import NetworkSampler
 from .throttles import (FOLLOWER, LEADER, LIST_KEY, RATE_KEY, ROLES, BrokerLoad, Overrides, ReplicaSizes,
                         ReplicationDecider, ReplicationDecision, ReplicationObservation, catching_up, growth_rate,
@@ -160,11 +161,15 @@ class ReplicationRunner:
             wanted[REMOTE_COPY] = UNLIMITED_RATE if lift else self.config.remote_copy_rate
         if self.config.remote_fetch_rate is not None:
             wanted[REMOTE_FETCH] = self.config.remote_fetch_rate
-        owned = {key[2]: value["replaced"] for key, value in records.items()
-                 if key[0] == CONFIG_RECORD and key[1] == self.broker_id}
+        owned = self._owned_configs(records)
         in_force = self._broker_configs(set(wanted) | set(owned))
         writes = ownership.plan({**{k: None for k in owned}, **wanted}, in_force, owned)
         self._write_configs(writes, self._why(rates))
+
+    def _owned_configs(self, records: dict) -> dict[str, float | None]:
+        """key -> the value it replaced, for every config of this broker the sidecar set."""
+        return {target[1]: replaced for target, replaced in of_kind(records, CONFIG_RECORD).items()
+                if target[0] == self.broker_id}
 
     def _broker_configs(self, keys: set[str]) -> dict[str, float]:
         found = self.admin.describe_configs("broker", [self.broker_id], sorted(keys)).get(str(self.broker_id), {})
@@ -227,8 +232,7 @@ class ReplicationRunner:
         """Remove every entry and rate this broker's sidecar set; put back what they replaced."""
         empty = ReplicationDecision(brokers={}, topics={})
         self._apply_lists(empty, records)
-        owned = {key[2]: value["replaced"] for key, value in records.items()
-                 if key[0] == CONFIG_RECORD and key[1] == self.broker_id}
+        owned = self._owned_configs(records)
         in_force = self._broker_configs(set(owned))
         self._write_configs(ownership.restore(in_force, owned), {}, force=True)
 

@@ -164,7 +164,6 @@ class BrokerRates:
 class ReplicationDecision:
     brokers: Mapping[int, BrokerRates]
     topics: Mapping[str, Mapping[str, tuple[str, ...]]]  # topic -> role -> sorted "p:b" entries
-    moving_topics: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -281,7 +280,6 @@ class ReplicationDecider:
         return ReplicationDecision(
             brokers=with_overrides(computed, overrides, involved),
             topics=throttled_replicas(observation.reassignments, observation.catching_up),
-            moving_topics=tuple(sorted({m.topic for m in observation.reassignments})),
         )
 
 
