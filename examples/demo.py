@@ -32,7 +32,8 @@ from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.errors import AdminError
 from quota_sidecar.flood import Flood
 from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable, free_loopback_ports
-from quota_sidecar.quotas import SIDECAR_CLIENT_ID, entity_label
+from quota_sidecar.properties import SIDECAR_CLIENT_ID
+from quota_sidecar.quotas import entity_label
 from spark_jobs.connect_server import ConnectServer
 
 MiB = 1 << 20

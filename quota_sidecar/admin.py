@@ -1,17 +1,17 @@
-"""The one place that talks to Kafka: live brokers, log-dir sizes, client quotas, configs, reassignments.
+"""The cluster admin: live brokers, log-dir sizes, client quotas, configs, topics, reassignments.
+
+With cluster_store.py (the sidecars' records, through a producer and a consumer) and kafka_client.py (how
+clients are opened and their errors typed), the sidecar's only Kafka I/O.
 
 Built on kafka-python's admin client, but most calls send the protocol requests themselves through its
 connection manager, because its high-level methods either leave out what we need (DescribeLogDirs
 with an empty topic list, user-only quota entities) or hide per-entry error codes.
 
-Every failure leaves as a RetryableAdminError (it may pass: timeouts, brokers down, leaders moving) or
-a PermanentAdminError (retrying will not help: authorization, unsupported versions, bad requests).
+Every failure leaves as a typed AdminError (kafka_client.admin_error): retryable or permanent.
 """
 
 from __future__ import annotations
 
-import logging
-import re
 import threading
 import time
 from datetime import datetime
@@ -21,7 +21,6 @@ import kafka.errors as Errors
 import tenacity
 from kafka import KafkaAdminClient
 from kafka.admin import AlterConfigOp, ConfigResourceType, ConfigSourceType
-from kafka.net.compat import KafkaNetClient
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
     AlterPartitionReassignmentsRequest,
@@ -35,226 +34,9 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
-from .config import ADMIN_PREFIX, PREFIX, non_negative_int, positive_int, shown
-from .errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError, UnknownTopicError
-from .quotas import SIDECAR_CLIENT_ID, Entity
-from .throttles import Partition, Reassignment
-from .volumes import Volume
-
-# kafka-python's DEBUG records dump client configurations and whole requests, SASL passwords included
-# (SaslAuthenticateRequest). Unless someone chose a level for them, its loggers stay at INFO.
-if logging.getLogger("kafka").level == logging.NOTSET:
-    logging.getLogger("kafka").setLevel(logging.INFO)
-
-# ---------------------------------------------------------------- Java admin properties -> kafka-python
-
-
-def _text(raw: str) -> str:
-    if not raw.strip():
-        raise ValueError
-    return raw.strip()
-
-
-_text.allowed = "a non-empty value"
-
-
-def _socket_buffer(raw: str) -> int | None:
-    value = int(raw)
-    if value == -1:
-        return None  # as in Java: the operating system's default
-    if value <= 0:
-        raise ValueError
-    return value
-
-
-_socket_buffer.allowed = "a whole number > 0, or -1 for the operating system's default"
-
-
-def _hostname_check(raw: str) -> bool:
-    if raw.strip().lower() not in ("https", ""):
-        raise ValueError
-    return raw.strip() != ""
-
-
-_hostname_check.allowed = "https (check the broker's host name) or empty (do not)"
-
-# Java key -> (kafka-python keyword, parser with an `allowed` text)
-_RENAMED_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
-    "client.id": ("client_id", _text),
-    "request.timeout.ms": ("request_timeout_ms", positive_int),
-    "retry.backoff.ms": ("retry_backoff_ms", non_negative_int),
-    "reconnect.backoff.ms": ("reconnect_backoff_ms", non_negative_int),
-    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", non_negative_int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", positive_int),
-    "connections.max.idle.ms": ("connections_max_idle_ms", positive_int),
-    "receive.buffer.bytes": ("receive_buffer_bytes", _socket_buffer),
-    "send.buffer.bytes": ("send_buffer_bytes", _socket_buffer),
-    "ssl.key.password": ("ssl_password", _text),
-    "ssl.endpoint.identification.algorithm": ("ssl_check_hostname", _hostname_check),
-    # kafka-python's own PEM settings, for what the Java keys cannot say (a separate key file, a CRL)
-    "ssl.cafile": ("ssl_cafile", _text),
-    "ssl.certfile": ("ssl_certfile", _text),
-    "ssl.keyfile": ("ssl_keyfile", _text),
-    "ssl.crlfile": ("ssl_crlfile", _text),
-}
-# Keys read together with others below.
-_GROUPED_KEYS = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.jaas.config",
-                 "ssl.truststore.type", "ssl.truststore.location", "ssl.keystore.type", "ssl.keystore.location")
-_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_LOGIN_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-# `<LoginModule> <flag> name="value" name=value ... ;` as Java's JAAS parser reads it.
-_JAAS_VALUE = r'"(?:[^"\\]|\\.)*"|[^\s";]+'
-_JAAS_OPTION = re.compile(rf'([\w.-]+)\s*=\s*({_JAAS_VALUE})')
-_JAAS = re.compile(rf'\s*(\S+)\s+(?:required|requisite|sufficient|optional)'
-                   rf'((?:\s+[\w.-]+\s*=\s*(?:{_JAAS_VALUE}))*)\s*;\s*')
-
-
-def client_kwargs(java_props: Mapping[str, str]) -> dict:
-    """kafka-python client keyword arguments for the Java admin client properties an operator wrote.
-
-    Raises ConfigError naming the full key of the first property that kafka-python cannot honour.
-    """
-    props = dict(java_props)
-    protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol not in _SECURITY_PROTOCOLS:
-        raise _config_error("security.protocol", props["security.protocol"], " or ".join(_SECURITY_PROTOCOLS))
-    kwargs = {"bootstrap_servers": _bootstrap_servers(props.get("bootstrap.servers")),
-              "security_protocol": protocol, "client_id": SIDECAR_CLIENT_ID}
-    for key, raw in props.items():
-        _check_protocol_uses(key, raw, protocol)
-        if key in _RENAMED_KEYS:
-            name, parse = _RENAMED_KEYS[key]
-            kwargs[name] = _parse(key, raw, parse)
-        elif key not in _GROUPED_KEYS:
-            raise _config_error(key, raw, "one of the keys kafka-python's admin client honours: "
-                                + ", ".join(sorted([*_GROUPED_KEYS, *_RENAMED_KEYS])))
-    kwargs.update(_sasl_kwargs(props, protocol))
-    kwargs.update(_pem_store_kwargs(props, "truststore", "ssl.cafile"))
-    kwargs.update(_pem_store_kwargs(props, "keystore", "ssl.certfile"))
-    return kwargs
-
-
-def _config_error(key: str, raw: str | None, allowed: str) -> ConfigError:
-    full_key = PREFIX + ADMIN_PREFIX + key
-    given = " is missing" if raw is None else f"={shown(full_key, raw)}"
-    return ConfigError(f"{full_key}{given}: expected {allowed}")
-
-
-def _parse(key: str, raw: str, parse: Callable[[str], object]) -> object:
-    try:
-        return parse(raw)
-    except ValueError:
-        raise _config_error(key, raw, parse.allowed) from None
-
-
-def _bootstrap_servers(raw: str | None) -> list[str]:
-    servers = [server.strip() for server in (raw or "").split(",") if server.strip()]
-    if not servers:
-        raise _config_error("bootstrap.servers", raw, "a comma-separated list of host:port")
-    return servers
-
-
-def _check_protocol_uses(key: str, raw: str, protocol: str) -> None:
-    """An ssl.* or sasl.* key the chosen protocol would ignore is a mistake worth stopping for."""
-    if key.startswith("ssl.") and protocol not in ("SSL", "SASL_SSL"):
-        raise _config_error(key, raw, f"no ssl.* keys with security.protocol={protocol} (only with SSL or SASL_SSL)")
-    if key.startswith("sasl.") and not protocol.startswith("SASL_"):
-        raise _config_error(key, raw, f"no sasl.* keys with security.protocol={protocol} "
-                                      "(only with SASL_PLAINTEXT or SASL_SSL)")
-
-
-def _sasl_kwargs(props: Mapping[str, str], protocol: str) -> dict:
-    if not protocol.startswith("SASL_"):
-        return {}
-    mechanism = props.get("sasl.mechanism")
-    if mechanism not in _LOGIN_MODULES:
-        raise _config_error("sasl.mechanism", mechanism, " or ".join(_LOGIN_MODULES) + f" with {protocol}")
-    username, password = _jaas_credentials(props.get("sasl.jaas.config"), mechanism)
-    return {"sasl_mechanism": mechanism, "sasl_plain_username": username, "sasl_plain_password": password}
-
-
-def _jaas_credentials(raw: str | None, mechanism: str) -> tuple[str, str]:
-    module = _LOGIN_MODULES[mechanism]
-    allowed = f'{module} required username="..." password="..."; (sasl.mechanism={mechanism}; no other options)'
-    match = _JAAS.fullmatch(raw or "")
-    if not match or match.group(1) != module:
-        raise _config_error("sasl.jaas.config", raw, allowed)
-    options = {name: _unquote(value) for name, value in _JAAS_OPTION.findall(match.group(2))}
-    if set(options) != {"username", "password"}:
-        raise _config_error("sasl.jaas.config", raw, allowed)
-    return options["username"], options["password"]
-
-
-def _unquote(value: str) -> str:
-    if value.startswith('"'):
-        return re.sub(r"\\(.)", r"\1", value[1:-1])
-    return value
-
-
-def _pem_store_kwargs(props: Mapping[str, str], store: str, native_key: str) -> dict:
-    """ssl.<store>.location, accepted only for PEM stores: kafka-python cannot read JKS or PKCS12."""
-    location_key, type_key = f"ssl.{store}.location", f"ssl.{store}.type"
-    store_type = props.get(type_key)
-    if store_type is not None and store_type.strip().upper() != "PEM":
-        raise _config_error(type_key, store_type, "PEM (kafka-python reads PEM files only; convert the store)")
-    if location_key not in props:
-        return {}
-    if store_type is None:
-        raise _config_error(location_key, props[location_key],
-                            f"a PEM file, with {type_key}=PEM (the Java default is JKS)")
-    if native_key in props:
-        raise _config_error(location_key, props[location_key], f"either {location_key} or {native_key}, not both")
-    return {_RENAMED_KEYS[native_key][0]: _parse(location_key, props[location_key], _text)}
-
-
-# ---------------------------------------------------------------- errors
-
-
-# kafka-python marks these as not retriable, yet they pass: a broker that is restarting or not yet known.
-_ALSO_RETRYABLE = (Errors.BrokerNotAvailableError, Errors.UnknownBrokerIdError, OSError)
-
-
-def admin_error(error: Exception, what: str) -> AdminError:
-    """The typed error for a kafka-python (or socket) failure while doing `what`."""
-    if isinstance(error, AdminError):
-        return error
-    if isinstance(error, Errors.UnknownTopicOrPartitionError):  # retriable for kafka-python; final for a deleted topic
-        return UnknownTopicError(f"{what} failed: {error}")
-    retryable = getattr(error, "retriable", False) or isinstance(error, _ALSO_RETRYABLE)
-    return (RetryableAdminError if retryable else PermanentAdminError)(f"{what} failed: {error}")
-
-
-def _error_for_code(code: int, message: str | None, what: str) -> AdminError | None:
-    error_class = Errors.for_code(code)
-    if error_class is Errors.NoError:
-        return None
-    return admin_error(error_class(message or error_class.description), what)
-
-
-def _raise_any(errors: Iterable[AdminError | None]) -> None:
-    """Raise the errors of one or several entries as one; permanent if any is permanent."""
-    errors = [error for error in errors if error is not None]
-    if not errors:
-        return
-    if len(errors) == 1:
-        raise errors[0]  # keeps its type (UnknownTopicError, ...)
-    kind = PermanentAdminError if any(isinstance(e, PermanentAdminError) for e in errors) else RetryableAdminError
-    raise kind("; ".join(str(error) for error in errors))
-
-
-def _error_name(code: int) -> str | None:
-    error_class = Errors.for_code(code)
-    if error_class is Errors.NoError:
-        return None
-    return error_class.message if error_class.errno == code else f"UNKNOWN_ERROR_CODE_{code}"
-
-
-# ---------------------------------------------------------------- the admin
-
+from .errors import AdminError, RetryableAdminError
+from .kafka_client import admin_error, error_for_code, error_name, open_client, raise_any
+from .observation import Entity, Partition, Reassignment, Volume
 
 _RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC.value, "broker": ConfigResourceType.BROKER.value}
 # The source of a value set on the resource itself (for broker "": the dynamic default of all brokers).
@@ -309,7 +91,7 @@ class ClusterAdmin:
 
     async def _live_broker_ids(self) -> list[int]:
         response = await self._send(DescribeClusterRequest(include_fenced_brokers=False), "DescribeCluster")
-        _raise_any([_error_for_code(response.error_code, response.error_message, "DescribeCluster")])
+        raise_any([error_for_code(response.error_code, response.error_message, "DescribeCluster")])
         return sorted(broker.broker_id for broker in response.brokers if not broker.is_fenced)
 
     def describe_volumes(self, broker_ids: Iterable[int], now: datetime) -> list[Volume]:
@@ -334,10 +116,10 @@ class ClusterAdmin:
             except AdminError as error:  # every broker is awaited: the message names all that failed
                 errors.append(error)
                 continue
-            errors.append(_error_for_code(response.error_code, None, what))
+            errors.append(error_for_code(response.error_code, None, what))
             volumes += [Volume(broker, result.log_dir, result.total_bytes, result.usable_bytes, now,
-                               _error_name(result.error_code)) for result in response.results]
-        _raise_any(errors)
+                               error_name(result.error_code)) for result in response.results]
+        raise_any(errors)
         return volumes
 
     def describe_replica_sizes(self, broker_id: int,
@@ -355,7 +137,7 @@ class ClusterAdmin:
         request = DescribeLogDirsRequest(topics=[topic(topic=name, partitions=indexes)
                                                  for name, indexes in partitions.items()])
         response = await self._send(request, what, node_id=broker_id)
-        _raise_any([_error_for_code(response.error_code, None, what)])
+        raise_any([error_for_code(response.error_code, None, what)])
         sizes = {}
         for result in response.results:
             for topic_result in result.topics:
@@ -381,11 +163,11 @@ class ClusterAdmin:
         for topic in response.topics:
             if Errors.for_code(topic.error_code) is Errors.UnknownTopicOrPartitionError:
                 continue
-            errors.append(_error_for_code(topic.error_code, None, f"Metadata of topic {topic.name!r}"))
+            errors.append(error_for_code(topic.error_code, None, f"Metadata of topic {topic.name!r}"))
             for p in topic.partitions:
                 found[(topic.name, p.partition_index)] = Partition(p.leader_id, tuple(p.replica_nodes),
                                                                    tuple(p.isr_nodes))
-        _raise_any(errors)
+        raise_any(errors)
         return found
 
     # -------------------------------------------------------------- client quotas
@@ -394,7 +176,7 @@ class ClusterAdmin:
         """The quotas set on each entity; {} where none are set.
 
         An entity is a user name, None for the default user, or (None, client id) for that client id of
-        any user without a quota of its own (the sidecar's own clients, see quotas.sidecar_entity).
+        any user without a quota of its own (the sidecar's own clients, see quotas.ClientQuotas.entities).
         """
         return self._call("DescribeClientQuotas", self._describe_user_quotas, list(users))
 
@@ -403,7 +185,7 @@ class ClusterAdmin:
         for user in users:
             what = f"DescribeClientQuotas for {_user_label(user)}"
             response = await self._send(_describe_user_request(user), what)
-            _raise_any([_error_for_code(response.error_code, response.error_message, what)])
+            raise_any([error_for_code(response.error_code, response.error_message, what)])
             quotas[user] = {value.key: value.value for entry in response.entries or () for value in entry.values}
         return quotas
 
@@ -422,7 +204,7 @@ class ClusterAdmin:
                        for key, value in keys.items()])
             for user, keys in changes.items()])
         response = await self._send(request, "AlterClientQuotas")
-        _raise_any(_error_for_code(result.error_code, result.error_message,
+        raise_any(error_for_code(result.error_code, result.error_message,
                                    "AlterClientQuotas for " + ", ".join(f"{e.entity_type} {e.entity_name!r}"
                                                                         for e in result.entity))
                    for result in response.entries)
@@ -448,7 +230,7 @@ class ClusterAdmin:
             request = DescribeConfigsRequest(resources=[resource(
                 resource_type=_RESOURCE_TYPES[resource_type], resource_name=name, configuration_keys=keys)])
             result = (await self._send(request, what, node_id=_config_node(resource_type, name))).results[0]
-            _raise_any([_error_for_code(result.error_code, result.error_message, what)])
+            raise_any([error_for_code(result.error_code, result.error_message, what)])
             own_source = _OWN_SOURCES[(resource_type, name == "")]
             configs[name] = {entry.name: entry.value for entry in result.configs if entry.config_source == own_source}
         return configs
@@ -472,7 +254,7 @@ class ClusterAdmin:
         request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
             resource_type=_RESOURCE_TYPES[resource_type], resource_name=name, configs=configs)])
         response = await self._send(request, what, node_id=_config_node(resource_type, name))
-        _raise_any(_error_for_code(result.error_code, result.error_message, what) for result in response.responses)
+        raise_any(error_for_code(result.error_code, result.error_message, what) for result in response.responses)
 
     # -------------------------------------------------------------- topics
 
@@ -490,7 +272,7 @@ class ClusterAdmin:
         result = (await self._send(request, f"CreateTopics of {name!r}")).topics[0]
         if Errors.for_code(result.error_code) is Errors.TopicAlreadyExistsError:
             return False
-        _raise_any([_error_for_code(result.error_code, result.error_message, f"CreateTopics of {name!r}")])
+        raise_any([error_for_code(result.error_code, result.error_message, f"CreateTopics of {name!r}")])
         return True
 
     # -------------------------------------------------------------- reassignments
@@ -502,7 +284,7 @@ class ClusterAdmin:
     async def _list_reassignments(self) -> list[Reassignment]:
         request = ListPartitionReassignmentsRequest(topics=None, timeout_ms=self._timeout_ms)
         response = await self._send(request, "ListPartitionReassignments")
-        _raise_any([_error_for_code(response.error_code, response.error_message, "ListPartitionReassignments")])
+        raise_any([error_for_code(response.error_code, response.error_message, "ListPartitionReassignments")])
         return sorted((Reassignment(topic.name, partition.partition_index, tuple(partition.replicas),
                                     tuple(partition.adding_replicas), tuple(partition.removing_replicas))
                        for topic in response.topics for partition in topic.partitions),
@@ -524,16 +306,16 @@ class ClusterAdmin:
         request = AlterPartitionReassignmentsRequest(
             timeout_ms=self._timeout_ms, topics=[topic(name=name, partitions=parts) for name, parts in by_topic.items()])
         response = await self._send(request, "AlterPartitionReassignments")
-        errors = [_error_for_code(response.error_code, response.error_message, "AlterPartitionReassignments")]
+        errors = [error_for_code(response.error_code, response.error_message, "AlterPartitionReassignments")]
         for topic_result in response.responses:
             for result in topic_result.partitions:
                 cancelled_already = (Errors.for_code(result.error_code) is Errors.NoReassignmentInProgressError
                                      and targets[(topic_result.name, result.partition_index)] is None)
                 if not cancelled_already:
-                    errors.append(_error_for_code(
+                    errors.append(error_for_code(
                         result.error_code, result.error_message,
                         f"AlterPartitionReassignments of {topic_result.name}-{result.partition_index}"))
-        _raise_any(errors)
+        raise_any(errors)
 
     # -------------------------------------------------------------- plumbing
 
@@ -569,29 +351,6 @@ class ClusterAdmin:
             return await self._manager.send(request, node_id=node_id)
         except (Errors.KafkaError, OSError) as error:
             raise admin_error(error, what) from error
-
-
-def open_client(client_class, client_config: Mapping[str, object]):
-    """A bootstrapped kafka-python client (admin, producer or consumer); AdminError when that fails.
-
-    kafka-python starts a client's IO thread before bootstrapping and leaves it running when bootstrap
-    fails, so the net client is captured here and closed on failure.
-    """
-    created: list[KafkaNetClient] = []
-
-    def net_client(**configs) -> KafkaNetClient:
-        created.append(KafkaNetClient(**configs))
-        return created[-1]
-
-    try:
-        return client_class(**client_config, kafka_client=net_client)
-    except Exception as error:
-        for client in created:
-            client.close()
-            client._net.stop()
-        if isinstance(error, (Errors.KafkaError, OSError)):
-            raise admin_error(error, f"connecting to {client_config.get('bootstrap_servers')}") from error
-        raise
 
 
 def _components(entity: Entity) -> list[tuple[str, str | None]]:

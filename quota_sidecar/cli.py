@@ -1,10 +1,11 @@
-"""The `quota-sidecar` command: run, status, evaluate."""
+"""The `quota-sidecar` command (run, status, evaluate, throttle, keys), and the wiring of the sidecar's parts."""
 
 from __future__ import annotations
 
 import json
 import logging
 import sys
+from typing import NoReturn
 
 import click
 
@@ -12,8 +13,8 @@ from . import __version__, config as configuration
 from .errors import AdminError, ConfigError
 
 
-def fail(message: str) -> None:
-    """One line on stderr and a non-zero exit, before anything touched the cluster."""
+def fail(message: str) -> NoReturn:
+    """One line on stderr and exit code 2; commands call it, never the builders (they raise ConfigError)."""
     click.echo(f"quota-sidecar: {message}", err=True)
     sys.exit(2)
 
@@ -50,48 +51,59 @@ def main(log_level: str) -> None:
               help="A JSON list of recorded observations in time order.")
 def evaluate(config_path: str | None, overrides: tuple[str, ...], snapshots_path: str) -> None:
     """Replay recorded observations through the decision path (Spark included), without a cluster."""
+    from spark_jobs import replication_rates, volume_violations
+
     from .evaluate import SnapshotError, evaluate as replay, load_snapshots
-    from .spark_decisions import rate_judge, volume_judge
+    from .judges import on_spark
 
     config = load_config(config_path, overrides)
     try:
         items = load_snapshots(snapshots_path)
-        rates = rate_judge(config) if config.replication.enabled else None
-        decisions = replay(config, items, volume_judge(config), rates)
+        rates = on_spark(config.spark_url, replication_rates.decide) if config.replication.enabled else None
+        decisions = replay(config, items, on_spark(config.spark_url, volume_violations.decide), rates)
     except SnapshotError as error:
         fail(str(error))
     click.echo(json.dumps(decisions, indent=2))
 
 
 def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True):
+    """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong.
+
+    The throttle factor is decided in spark_jobs/volume_violations.py, the replication rates in
+    spark_jobs/replication_rates.py and throttles.py; the deciders carry their state between polls.
+    """
+    from spark_jobs import volume_violations
+
     from .admin import ClusterAdmin
     from .cluster_store import ClusterStore
     from .decider import Decider
+    from .judges import on_spark
     from .loop import Sidecar
-    from .spark_decisions import volume_judge
 
-    kwargs = config.admin_client_kwargs()
-    admin, store = ClusterAdmin(kwargs), ClusterStore(kwargs)
+    admin, store = ClusterAdmin(config.admin_client), ClusterStore(config.admin_client)
     runner = build_replication(config, admin, store, measure_network) if config.replication.enabled else None
-    decider = Decider(config, volume_judge(config), runner.decider if runner else None)
+    decider = Decider(config, on_spark(config.spark_url, volume_violations.decide), runner.decider if runner else None)
     return Sidecar(config, admin, store, decider, replication=runner)
 
 
 def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool):
+    from spark_jobs import replication_rates
+
+    from .judges import on_spark
     from .netstats import NetworkSampler
     from .replication import ReplicationRunner
-    from .spark_decisions import rate_judge
     from .throttles import ReplicationDecider
 
     if config.broker_id is None:
-        fail("replication throttles need this sidecar's broker: set node.id in the file or "
-             f"{configuration.PREFIX}broker.id")
+        raise ConfigError(f"replication throttles ({configuration.CAPACITY_KEY}) need this sidecar's broker: "
+                          f"set node.id in the file or {configuration.PREFIX}broker.id")
     sampler = None
     if measure_network:
         window = config.replication.network_window.total_seconds()
         sampler = NetworkSampler(config.replication.network_interface, window).start()
-    decider = ReplicationDecider(config.replication, rate_judge(config), own_broker=config.broker_id)
-    return ReplicationRunner(config, config.broker_id, admin, store, decider, sampler)
+    decider = ReplicationDecider(config.replication, on_spark(config.spark_url, replication_rates.decide),
+                                 own_broker=config.broker_id)
+    return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
 
 
 @main.command()
@@ -108,9 +120,13 @@ def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> N
     log = logging.getLogger("quota_sidecar")
     log.info("starting with %s", config.redacted())
     shutdown = GracefulShutdown().install()
-    sidecar = build_sidecar(config)
+    try:
+        sidecar = build_sidecar(config)
+    except ConfigError as error:
+        fail(str(error))
     sidecar.warm_up()
-    server = HttpServer(create_app(sidecar, metrics.registry_for(sidecar)), config.http_host, config.http_port).start()
+    app = create_app(sidecar.snapshot, sidecar.store, config.api_token, metrics.registry_for(sidecar.snapshot))
+    server = HttpServer(app, config.http_host, config.http_port).start()
     try:
         sidecar.run(shutdown)
         if cleanup:
@@ -140,6 +156,8 @@ def status(config_path: str | None, overrides: tuple[str, ...], url: str | None,
             click.echo(f"no sidecar answered at {url} ({why}); reading the cluster instead", err=True)
         try:
             data = _status_from_cluster(config)
+        except ConfigError as error:
+            fail(str(error))
         except AdminError as error:
             fail(f"cannot read the cluster: {error}")
     click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
@@ -162,16 +180,13 @@ def _status_from_sidecar(url: str) -> tuple[dict | None, str | None]:
 
 
 def _status_from_cluster(config: configuration.SidecarConfig) -> dict:
-    """One poll through the same decision path, reading only: nothing is written to the cluster."""
+    """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster."""
     from . import status as view
-    from .loop import QUOTA_RECORD, of_kind, utcnow
+    from .loop import utcnow
 
     sidecar = build_sidecar(config, measure_network=False)
     try:
-        records = sidecar.read_records()
-        decision = sidecar.decider.decide(sidecar.observe(records))
-        sidecar.quotas_in_force = sidecar.read_quotas(decision.client_quotas, of_kind(records, QUOTA_RECORD))
-        return view.build(sidecar, utcnow(), mode="direct: no sidecar answered, one poll made now")
+        return view.build(sidecar.look(), utcnow(), mode="direct: no sidecar answered, one poll made now")
     finally:
         sidecar.close()
 
@@ -230,3 +245,9 @@ def throttle_set(config_path, overrides, url, broker_id, rate: int, autoremove: 
 def throttle_remove(config_path, overrides, url, broker_id) -> None:
     """Remove the global override, or one broker's."""
     _call_api("DELETE", config_path, overrides, url, broker_id)
+
+
+@main.command()
+def keys() -> None:
+    """Every configuration key: its default, what it allows, what it means (the README's table)."""
+    click.echo(configuration.keys_table())

@@ -16,7 +16,8 @@ from typing import Mapping
 import kafka.errors as Errors
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from .admin import ClusterAdmin, admin_error, open_client
+from .admin import ClusterAdmin
+from .kafka_client import admin_error, open_client
 from .errors import RetryableAdminError
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,14 @@ class ClusterStore:
     def __exit__(self, *exc_info) -> None:
         self.close()
 
-    def read_all(self) -> dict[str, dict]:
-        """Every live record: the topic read from its beginning up to the end offset seen at the start."""
+    def read_all(self, create: bool = True) -> dict[str, dict]:
+        """Every live record: the topic read from its beginning up to the end offset seen at the start.
+
+        With create=False a cluster without the topic (no sidecar ran there yet) has no records, and keeps
+        no topic either: a reader such as `status --direct` writes nothing.
+        """
+        if not create and not self._topic_ready and not self._admin.describe_partitions([self.topic]):
+            return {}
         with self._lock:
             consumer = self._ready_consumer()
             try:

@@ -2,115 +2,28 @@
 
 The keys are the Strimzi quota plugin's where they overlap (proposal 047), so the sidecar can read the
 broker's own server.properties. Every invalid value raises ConfigError with one line naming the key,
-the value and what is allowed, before anything touches the cluster.
+the value and what is allowed, before anything touches the cluster. KEYS is the one description of the
+keys: the README's table is `quota-sidecar keys --markdown`, and a test holds the two together.
 """
 
 from __future__ import annotations
 
 import difflib
-import io
-import math
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Callable, Mapping
 
 import isodate
-import jproperties
 
 from .errors import ConfigError
+from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, boolean, client_kwargs, duration, is_secret,
+                         non_negative_int, non_negative_percent, parse_value, percent, port, positive_int,
+                         positive_number, principal_list, ratio, read_properties, text)
 
-PREFIX = "client.quota.callback.static."
-ADMIN_PREFIX = "kafka.admin."
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
-SECRET_WORDS = ("password", "secret", "jaas", "token", "key")
-MASK = "******"
-
 # Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
 BROKER_ID_KEYS = ("node.id", "broker.id")
-
-
-def is_secret(key: str) -> bool:
-    """True for keys whose values must never be shown: passwords, JAAS configs, tokens, keys."""
-    return any(word in key.lower() for word in SECRET_WORDS)
-
-
-def shown(key: str, value: object) -> str:
-    return MASK if is_secret(key) else repr(value)
-
-
-# ---------------------------------------------------------------- value parsers
-# Each takes the raw string and returns the typed value or raises ValueError("what is allowed").
-
-def _number(raw: str) -> float:
-    value = float(raw)
-    if not math.isfinite(value):
-        raise ValueError
-    return value
-
-
-def ranged(convert: Callable[[str], float], accepts: Callable[[float], bool], allowed: str):
-    """A parser: `convert` the raw string, then refuse what `accepts` does not."""
-    def parse(raw: str):
-        value = convert(raw)
-        if not accepts(value):
-            raise ValueError
-        return value
-    parse.allowed = allowed
-    return parse
-
-
-positive_number = ranged(_number, lambda v: v > 0, "a number > 0")
-non_negative_int = ranged(int, lambda v: v >= 0, "a whole number >= 0")
-positive_int = ranged(int, lambda v: v > 0, "a whole number > 0")
-ratio = ranged(_number, lambda v: 0.0 <= v <= 1.0, "a number from 0.0 to 1.0")
-percent = ranged(_number, lambda v: 0.0 < v <= 100.0, "a percentage above 0 and at most 100")
-non_negative_percent = ranged(_number, lambda v: 0.0 <= v <= 100.0, "a percentage from 0 to 100")
-port = ranged(int, lambda v: 0 <= v <= 65535, "a port from 0 to 65535 (0 picks a free port)")
-
-
-def duration(raw: str) -> timedelta:
-    """An ISO-8601 duration of days or less (PT1M, PT30S, P1D); months and years have no fixed length."""
-    value = isodate.parse_duration(raw.strip())
-    if not isinstance(value, timedelta) or value < timedelta(0):
-        raise ValueError
-    return value
-
-
-duration.allowed = "an ISO-8601 duration such as PT30S, PT5M or P1D (no months or years, not negative)"
-
-
-def boolean(raw: str) -> bool:
-    lowered = raw.strip().lower()
-    if lowered not in ("true", "false"):
-        raise ValueError
-    return lowered == "true"
-
-
-boolean.allowed = "true or false"
-
-
-def text(raw: str) -> str:
-    return raw.strip()
-
-
-text.allowed = "text"
-
-
-def principal_list(raw: str) -> tuple[str, ...]:
-    """`User:alice;User:CN=my-cluster,O=io.strimzi` -> ("CN=my-cluster,O=io.strimzi", "alice")."""
-    names = []
-    for entry in (part.strip() for part in raw.split(";")):
-        if not entry:
-            continue
-        kind, sep, name = entry.partition(":")
-        if kind != "User" or not sep or not name:
-            raise ValueError
-        names.append(name)
-    return tuple(sorted(set(names)))
-
-
-principal_list.allowed = "a ';'-separated list of 'User:<name>' entries (empty for none)"
 
 
 # ---------------------------------------------------------------- the keys
@@ -119,42 +32,92 @@ principal_list.allowed = "a ';'-separated list of 'User:<name>' entries (empty f
 class Key:
     name: str
     parse: Callable[[str], object]
-    default: object = None
-    doc: str = ""
+    default: object
+    doc: str                   # what it means, for the README table and `quota-sidecar keys`
+    default_doc: str = ""      # the default in words, where the value alone does not say it
+
+    @property
+    def allowed(self) -> str:
+        return self.parse.allowed
+
+    def shown_default(self) -> str:
+        if self.default_doc:
+            return self.default_doc
+        if isinstance(self.default, timedelta):
+            return isodate.duration_isoformat(self.default)
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        if self.default in ("", ()):
+            return "empty"
+        return str(self.default)
 
 
 KEYS: tuple[Key, ...] = (
-    Key("produce", positive_number, None, "producer quota in bytes/s per principal, scaled by the throttle factor; unset = unlimited"),
-    Key("fetch", positive_number, None, "consumer quota in bytes/s per principal, never scaled; unset = no quota"),
-    Key("request", positive_number, None, "request-time quota in percent, never scaled; unset = no quota"),
-    Key("excluded.principal.name.list", principal_list, (), "principals that are never throttled"),
-    Key("storage.check.interval", duration, timedelta(minutes=1), "time between polls; PT0S disables the storage check"),
-    Key("storage.per.volume.limit.min.available.bytes", non_negative_int, None, "throttle when a volume's available bytes <= this"),
-    Key("storage.per.volume.limit.min.available.ratio", ratio, None, "throttle when a volume's available/total <= this"),
-    Key("throttle.factor.fallback", ratio, 1.0, "factor applied once the last valid factor expired"),
-    Key("throttle.factor.validity.duration", duration, timedelta(minutes=5), "how long a computed factor stays valid when polls fail"),
-    Key("spark.url", text, "", "empty = embedded local Spark; sc://host:port = Spark Connect; else a Spark master URL"),
-    Key("http.host", text, "127.0.0.1", "address of the metrics/status/admin HTTP endpoint"),
-    Key("http.port", port, 8080, "port of the HTTP endpoint"),
-    Key("api.token", text, "", "bearer token that mutating admin API calls must present; empty refuses them all"),
-    Key("broker.id", non_negative_int, None, "the broker this sidecar runs beside; default: node.id/broker.id of the file"),
-    Key(CAPACITY_KEY, positive_int, None, "network capacity of every broker in bytes/s; unset disables replication throttles"),
-    Key("replication.max.tx.percent", percent, 90.0, "share of free outbound capacity a source broker may use for replication"),
-    Key("replication.max.rx.percent", percent, 90.0, "share of free inbound capacity a destination broker may use for replication"),
-    Key("replication.min.rate.bytes.per.second", positive_int, 10_000_000, "fail-safe and floor replication rate"),
-    Key("replication.change.threshold.percent", non_negative_percent, 10.0, "a new rate is written only when it moves by at least this"),
-    Key("replication.failure.threshold", non_negative_int, 1, "failed network reads in a row tolerated before the fail-safe rate"),
-    Key("replication.disk.guard.rate.bytes.per.second", positive_int, 1, "follower rate of a destination with a violating volume"),
-    Key("replication.network.interface", text, "", "interface whose bytes are measured; empty = all but loopback"),
-    Key("replication.check.interval", duration, timedelta(seconds=10), "time between replication passes (moves, network, rates); at most the storage check interval"),
-    Key("replication.network.window", duration, timedelta(seconds=30), "the network figures are averaged over this window"),
-    Key("replication.cleanup.foreign.after", duration, None, "opt-in: clear throttles other tools left once no move was seen for this long"),
-    Key("remote.copy.max.bytes.per.second", positive_int, None, "KIP-956 remote.log.manager.copy.max.bytes.per.second; unset = untouched"),
-    Key("remote.fetch.max.bytes.per.second", positive_int, None, "KIP-956 remote.log.manager.fetch.max.bytes.per.second; unset = untouched"),
-    Key("remote.copy.lift.on.violation", boolean, False, "lift the copy quota on a broker whose volume violates the limit"),
+    Key("storage.per.volume.limit.min.available.bytes", non_negative_int, None,
+        "throttle when a volume's available bytes <= this", "unset"),
+    Key("storage.per.volume.limit.min.available.ratio", ratio, None,
+        "throttle when a volume's available/total <= this (total 0 counts as 0)", "unset"),
+    Key("storage.check.interval", duration, timedelta(minutes=1),
+        "time between polls; PT0S disables the storage check (no limit needed then)"),
+    Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
+    Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
+        "how long a factor stays valid while polls fail"),
+    Key("produce", positive_number, None, "producer quota in bytes/s per principal, scaled by the factor",
+        "unset (unlimited)"),
+    Key("fetch", positive_number, None, "consumer quota in bytes/s per principal, never scaled", "unset (no quota)"),
+    Key("request", positive_number, None, "request-time quota in percent per principal, never scaled",
+        "unset (no quota)"),
+    Key("excluded.principal.name.list", principal_list, (), "principals never throttled"),
+    Key("spark.url", text, "", "empty: embedded local Spark; sc://host:port: Spark Connect; else a Spark master URL"),
+    Key("http.host", text, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
+    Key("http.port", port, 8080, "its port (0 picks a free one, logged)"),
+    Key("api.token", text, "", "bearer token for override changes; empty refuses changes"),
+    Key("broker.id", non_negative_int, None, "the broker beside this sidecar (needed by replication throttles)",
+        "node.id/broker.id of the file"),
+    Key(CAPACITY_KEY, positive_int, None, "network capacity of every broker in bytes/s "
+        f"({CAPACITY_KEY}.<broker id> for one broker)", "unset (replication throttles off)"),
+    Key("replication.max.tx.percent", percent, 90.0, "share of free outbound capacity a source may use"),
+    Key("replication.max.rx.percent", percent, 90.0, "share of free inbound capacity a destination may use"),
+    Key("replication.min.rate.bytes.per.second", positive_int, 10_000_000, "floor and fail-safe rate in bytes/s"),
+    Key("replication.change.threshold.percent", non_negative_percent, 10.0,
+        "a new rate is written only when it moves at least this much"),
+    Key("replication.failure.threshold", non_negative_int, 1,
+        "failed network reads in a row tolerated before the fail-safe rate"),
+    Key("replication.disk.guard.rate.bytes.per.second", positive_int, 1,
+        "follower rate of a destination whose volume violates the limit"),
+    Key("replication.network.interface", text, "",
+        "interface measured with psutil; name it on a host with bridges or veths, where the default counts "
+        "bytes crossing a bridge twice (in a pod, the default sees just the pod's interface)", "empty (all but lo)"),
+    Key("replication.network.window", duration, timedelta(seconds=30), "network figures averaged over this window"),
+    Key("replication.check.interval", duration, timedelta(seconds=10),
+        "time between replication passes (moves, network, rates; the storage check keeps its own interval); "
+        "the shorter of the two applies"),
+    Key("replication.cleanup.foreign.after", duration, None,
+        "opt-in: clear throttle rates other tools left on this broker once no move was seen this long",
+        "unset (off)"),
+    Key("remote.copy.max.bytes.per.second", positive_int, None,
+        "KIP-956 remote.log.manager.copy.max.bytes.per.second of this broker", "unset (untouched)"),
+    Key("remote.fetch.max.bytes.per.second", positive_int, None,
+        "KIP-956 remote.log.manager.fetch.max.bytes.per.second of this broker", "unset (untouched)"),
+    Key("remote.copy.lift.on.violation", boolean, False,
+        "lift the copy quota while this broker has a violating volume, so uploads free local disk sooner"),
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
 PER_BROKER_CAPACITY = re.compile(re.escape(CAPACITY_KEY) + r"\.(\d+)$")
+# The admin client's keys are checked by properties.client_kwargs; the README lists what it accepts.
+ADMIN_KEYS_DOC = (
+    (ADMIN_PREFIX + "bootstrap.servers", "required", "a comma-separated list of host:port",
+     "the cluster the sidecar watches"),
+    (ADMIN_PREFIX + "*", "", "see below", "admin client properties (security included), as the Java client names them"),
+)
+
+
+def keys_table() -> str:
+    """The keys as a Markdown table: the README's, and `quota-sidecar keys --markdown`."""
+    rows = [*ADMIN_KEYS_DOC, *((key.name, key.shown_default(), key.allowed, key.doc) for key in KEYS)]
+    lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{name}` | {default} | {allowed} | {doc} |" for name, default, allowed, doc in rows]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- the configuration
@@ -180,7 +143,7 @@ class QuotaConfig:
     fetch: float | None = None
     request: float | None = None
     excluded_principals: tuple[str, ...] = ()
-    sidecar_client_id: str = "quota-sidecar"  # kafka.admin.client.id: the sidecar's own clients
+    sidecar_client_id: str = SIDECAR_CLIENT_ID  # kafka.admin.client.id: the sidecar's own clients
 
 
 @dataclass(frozen=True)
@@ -223,18 +186,11 @@ class SidecarConfig:
     api_token: str = field(default="", repr=False)
     broker_id: int | None = None
     replication: ReplicationConfig = ReplicationConfig()
+    admin_client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
 
     @property
     def storage_check_enabled(self) -> bool:
         return self.check_interval > timedelta(0)
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return self.admin_properties["bootstrap.servers"]
-
-    def admin_client_kwargs(self) -> dict:
-        from .admin import client_kwargs  # admin imports kafka-python; evaluate never needs it
-        return client_kwargs(self.admin_properties)
 
     def redacted(self) -> dict:
         """Every effective setting with secrets masked: safe for logs and status."""
@@ -247,18 +203,6 @@ class SidecarConfig:
 
 
 # ---------------------------------------------------------------- loading
-
-def read_properties(path: str) -> dict[str, str]:
-    """A Java-style .properties file (comments, continuations, escapes) as a plain dict."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except OSError as error:
-        raise ConfigError(f"cannot read configuration file {path}: {error.strerror}") from None
-    props = jproperties.Properties()
-    props.load(io.BytesIO(raw), "utf-8")
-    return {key: value.data for key, value in props.items()}
-
 
 def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     """`--set key=value` pairs; a key without the prefix gets it."""
@@ -295,10 +239,11 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
 
     config = SidecarConfig(
         admin_properties=dict(admin),
+        admin_client=client_kwargs(admin),  # checks the kafka.admin.* pass-through now, not at the first poll
         storage_limit=storage_limit,
         quotas=QuotaConfig(values["produce"], values["fetch"], values["request"],
                            values["excluded.principal.name.list"],
-                           admin.get("client.id", "").strip() or QuotaConfig.sidecar_client_id),
+                           admin.get("client.id", "").strip() or SIDECAR_CLIENT_ID),
         check_interval=check_interval,
         fallback_factor=values["throttle.factor.fallback"],
         validity=values["throttle.factor.validity.duration"],
@@ -328,7 +273,6 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
     for key in ("replication.network.window", "replication.check.interval"):
         if values[key] <= timedelta(0):
             raise ConfigError(f"{PREFIX}{key}={ours[key]}: must be longer than zero")
-    config.admin_client_kwargs()  # validates the kafka.admin.* pass-through now, not at the first poll
     return config
 
 
@@ -347,7 +291,7 @@ def _per_broker_capacities(ours: Mapping[str, str]) -> _Capacities:
     for key, raw in ours.items():
         match = PER_BROKER_CAPACITY.match(key)
         if match:
-            values[int(match.group(1))] = _parse_one(PREFIX + key, raw, positive_int)
+            values[int(match.group(1))] = parse_value(PREFIX + key, raw, positive_int)
             seen.append(key)
     return _Capacities(values, seen)
 
@@ -356,15 +300,8 @@ def _parse_known(ours: Mapping[str, str], handled_elsewhere: set[str]) -> dict[s
     for key in ours:
         if key not in KEYS_BY_NAME and key not in handled_elsewhere:
             raise ConfigError(_unknown_key_message(key))
-    return {key.name: (_parse_one(PREFIX + key.name, ours[key.name], key.parse) if key.name in ours else key.default)
+    return {key.name: (parse_value(PREFIX + key.name, ours[key.name], key.parse) if key.name in ours else key.default)
             for key in KEYS}
-
-
-def _parse_one(full_key: str, raw: str, parse: Callable[[str], object]) -> object:
-    try:
-        return parse(raw)
-    except (ValueError, TypeError, isodate.ISO8601Error):
-        raise ConfigError(f"{full_key}={shown(full_key, raw)}: expected {parse.allowed}") from None
 
 
 def _unknown_key_message(key: str) -> str:
@@ -392,5 +329,5 @@ def _storage_limit(values: Mapping[str, object], required: bool) -> StorageLimit
 def _broker_id_from_file(properties: Mapping[str, str]) -> int | None:
     for key in BROKER_ID_KEYS:
         if key in properties:
-            return _parse_one(key, properties[key], non_negative_int)
+            return parse_value(key, properties[key], non_negative_int)
     return None

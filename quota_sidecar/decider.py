@@ -13,23 +13,15 @@ from typing import Callable, Mapping
 
 from . import quotas
 from .config import SidecarConfig
+from .observation import Observation, ReplicationObservation, Volume
 from .throttle_factor import FactorState, after_failure, after_incomplete, after_success
-from .volumes import Volume, by_broker, remember
+from .throttles import ReplicationDecider, ReplicationDecision
+from .volumes import by_broker, remember
 
 log = logging.getLogger(__name__)
 
 # (usable volume rows, limit params) -> (throttle factor, rows with available_ratio and violated)
 VolumeJudge = Callable[[list[dict], dict], tuple[float, list[dict]]]
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What one poll saw, or why it failed."""
-    at: datetime
-    brokers: tuple[int, ...] = ()
-    volumes: tuple[Volume, ...] = ()
-    error: str | None = None
-    replication: object | None = None  # replication observations, when that feature is on
 
 
 @dataclass(frozen=True)
@@ -43,7 +35,7 @@ class Decision:
     violations: tuple[dict, ...] = ()
     error: str | None = None
     entered_fallback: bool = False
-    replication: object | None = None
+    replication: ReplicationDecision | None = None  # when replication throttles are on
 
     @property
     def active_brokers(self) -> int:
@@ -73,10 +65,11 @@ class Decision:
 class Decider:
     """Carries the state between polls: the factor's timeline and the last volumes of every broker."""
 
-    def __init__(self, config: SidecarConfig, judge_volumes: VolumeJudge, replication=None):
+    def __init__(self, config: SidecarConfig, judge_volumes: VolumeJudge,
+                 replication: ReplicationDecider | None = None):
         self.config = config
         self.judge_volumes = judge_volumes
-        self.replication = replication  # a throttles.ReplicationDecider when replication throttles are on
+        self.replication = replication  # when replication throttles are on
         self.factor = FactorState()
         self.remembered: dict[int, tuple[Volume, ...]] = {}
         self.known_violations: tuple[dict, ...] = ()  # from the last successful poll
@@ -127,7 +120,7 @@ class Decider:
         self.last = decision
         return decision
 
-    def decide_replication(self, observation):
+    def decide_replication(self, observation: ReplicationObservation) -> ReplicationDecision:
         """The replication throttles alone, with the violations of the last successful storage poll for
         the disk guard (a failed poll, or a pass between storage polls, keeps the last known ones)."""
         return self.replication.decide(observation, self.known_violations)

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .config import SidecarConfig
-from .decider import Decider, Observation, VolumeJudge
-from .throttles import BrokerLoad, Overrides, Reassignment, RateJudge, ReplicationDecider, ReplicationObservation
-from .volumes import Volume
+from .decider import Decider, VolumeJudge
+from .observation import BrokerLoad, Observation, Overrides, Reassignment, ReplicationObservation, Volume
+from .throttles import RateJudge, ReplicationDecider
 
 
 class SnapshotError(ValueError):
@@ -85,7 +85,8 @@ def parse_time(raw: Any, where: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def evaluate(config: SidecarConfig, items: list[dict], judge: VolumeJudge, rate_judge: RateJudge | None) -> list[dict]:
+def evaluate(config: SidecarConfig, items: list[dict], judge: VolumeJudge,
+             rate_judge: RateJudge | None) -> list[dict]:
     """One decision per observation; every broker of the moves is decided, as if all sidecars ran here."""
     observations = [observation(item, index) for index, item in enumerate(items)]
     replication = ReplicationDecider(config.replication, rate_judge) if config.replication.enabled else None

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import threading
+from typing import Callable
 
 from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from waitress.server import create_server
 
-from . import status as status_view
-from .loop import utcnow
+from . import records, status as status_view
+from .loop import Snapshot, utcnow
 
 log = logging.getLogger(__name__)
 
 
-def create_app(sidecar, registry) -> Flask:
+def create_app(snapshot: Callable[[], Snapshot], store, api_token: str, registry) -> Flask:
+    """The endpoint's app: `snapshot()` is the sidecar's last pass, `store` keeps the overrides."""
     app = Flask("quota_sidecar")
 
     @app.get("/metrics")
@@ -26,24 +27,20 @@ def create_app(sidecar, registry) -> Flask:
 
     @app.get("/status")
     def status():
-        with sidecar.lock:
-            return jsonify(status_view.build(sidecar, utcnow(), mode="running"))
+        return jsonify(status_view.build(snapshot(), utcnow(), mode="running"))
 
     @app.get("/healthz")
     def healthz():
-        last = sidecar.decider.last
+        last = snapshot().decision
         return jsonify({"ok": True, "last_poll": None if last is None else last.at.isoformat()})
 
-    add_override_routes(app, sidecar.store, sidecar.config.api_token)
+    add_override_routes(app, store, api_token)
     return app
 
 
 def add_override_routes(app: Flask, store, token: str) -> None:
     """Replication throttle overrides, kept in the cluster so every sidecar applies them and they outlive
     restarts. Reading is open; setting and removing need `Authorization: Bearer <api.token>`."""
-
-    def record_key(broker_id: int | None) -> str:
-        return json.dumps(["override", "global"] if broker_id is None else ["override", "broker", broker_id])
 
     def refused():
         if not token:
@@ -54,7 +51,7 @@ def add_override_routes(app: Flask, store, token: str) -> None:
         return None
 
     def read(broker_id):
-        value = store.read_all().get(record_key(broker_id))
+        value = store.read_all().get(records.override_key(broker_id))
         return jsonify({"broker_id": broker_id, "override": value})
 
     def write(broker_id):
@@ -68,13 +65,13 @@ def add_override_routes(app: Flask, store, token: str) -> None:
         if not isinstance(autoremove, bool) or (autoremove and broker_id is not None):
             return _error(400, "autoremove: true or false, and only for the global override")
         value = {"rate": rate, "autoremove": autoremove} if broker_id is None else {"rate": rate}
-        store.put(record_key(broker_id), value)
+        store.put(records.override_key(broker_id), value)
         log.info("throttle override set: %s -> %s", "global" if broker_id is None else f"broker {broker_id}", value)
         return jsonify({"broker_id": broker_id, "override": value})
 
     def remove(broker_id):
-        existed = record_key(broker_id) in store.read_all()
-        store.delete(record_key(broker_id))
+        existed = records.override_key(broker_id) in store.read_all()
+        store.delete(records.override_key(broker_id))
         log.info("throttle override removed: %s", "global" if broker_id is None else f"broker {broker_id}")
         return jsonify({"broker_id": broker_id, "removed": existed})
 
@@ -101,7 +98,7 @@ class HttpServer:
 
     def start(self) -> "HttpServer":
         self.thread.start()
-        log.info("HTTP endpoint on http://%s:%d (/metrics, /status)", self.host, self.port)
+        log.info("HTTP endpoint on http://%s:%d (/metrics, /status, /healthz, /throttle)", self.host, self.port)
         return self
 
     def stop(self) -> None:

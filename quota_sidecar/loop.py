@@ -1,23 +1,29 @@
-"""The sidecar loop: poll the cluster, decide, write what changed; stop between passes on SIGTERM."""
+"""The sidecar loop: poll the cluster, decide, write what changed; stop between passes on SIGTERM.
+
+One thread runs the passes and owns all their state. At the end of every pass it publishes a frozen
+Snapshot, the only thing the HTTP thread (status, metrics, health) reads.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Mapping
 
-from . import ownership, quotas
+from . import ownership, quotas, records
 from .config import SidecarConfig
-from .decider import Decider, Decision, Observation
+from .decider import Decider, Decision
 from .errors import AdminError
+from .observation import Entity, Observation, ReplicationObservation
+from .replication import ReplicationRunner
+from .throttle_factor import FactorState
+from .throttles import ReplicationDecision
 
 log = logging.getLogger(__name__)
-QUOTA_RECORD = "quota"
 
 
 def utcnow() -> datetime:
@@ -26,7 +32,7 @@ def utcnow() -> datetime:
 
 @dataclass
 class Counters:
-    """Monotonic counts since start, exposed as Prometheus counters."""
+    """Counts since start (Prometheus counters), and the last pass's duration (a gauge)."""
     polls: int = 0
     poll_failures: int = 0
     pass_failures: int = 0      # a pass that raised (logged with its traceback; the loop goes on)
@@ -34,6 +40,26 @@ class Counters:
     limit_violations: int = 0   # violating volumes, summed over polls
     writes: int = 0             # client quota values written to the cluster
     last_poll_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReplicationView:
+    """The replication side of a snapshot: this sidecar's broker, what its last pass read and decided."""
+    broker_id: int
+    capacity: int | None
+    observation: ReplicationObservation | None
+    decision: ReplicationDecision | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The sidecar's state at the end of a pass: what status, metrics and /healthz show."""
+    config: SidecarConfig
+    factor: FactorState
+    decision: Decision | None
+    counters: Counters
+    quotas_in_force: Mapping[Entity, Mapping[str, float]]
+    replication: ReplicationView | None = None
 
 
 class GracefulShutdown:
@@ -53,66 +79,100 @@ class GracefulShutdown:
 
 class Sidecar:
     def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
-                 clock: Callable[[], datetime] = utcnow, replication=None):
+                 clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None):
         self.config = config
-        self.replication = replication  # a replication.ReplicationRunner when replication throttles are on
+        self.replication = replication  # when replication throttles are on
         self.admin = admin
         self.store = store
         self.decider = decider
         self.clock = clock
         self.counters = Counters()
         self.quotas_in_force: dict = {}
-        self.lock = threading.Lock()  # the HTTP thread reads what a pass writes
+        self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
+        self._published: Snapshot | None = None
+        self.publish()
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._published
+
+    def publish(self) -> None:
+        runner = self.replication
+        view = None if runner is None else ReplicationView(
+            runner.broker_id, runner.config.capacity(runner.broker_id), runner.last_observation, runner.last)
+        snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
+                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view)
+        with self._lock:
+            self._published = snapshot
 
     # -------------------------------------------------------------- one pass
 
     def run_pass(self) -> Decision:
         started = time.monotonic()
         try:
-            records = self.read_records()
+            decision = self._pass()
+        finally:
+            self.counters.last_poll_seconds = time.monotonic() - started
+            self.publish()
+        return decision
+
+    def _pass(self) -> Decision:
+        try:
+            all_records = self.read_records()
         except AdminError as error:  # nothing can be written without knowing what is ours; still decide
             log.warning("poll failed: reading the sidecars' records: %s", error)
-            records, observation = None, Observation(at=self.clock(), error=f"reading the sidecars' records: {error}")
+            all_records = None
+            observation = Observation(at=self.clock(), error=f"reading the sidecars' records: {error}")
         else:
-            observation = self.observe(records)
+            observation = self.observe(all_records)
         decision = self.decider.decide(observation)
-        with self.lock:
-            self.counters.polls += 1
-            self.counters.poll_failures += decision.error is not None
-            self.counters.fallback_applied += decision.entered_fallback
-            self.counters.limit_violations += len(decision.violations)
+        self.counters.polls += 1
+        self.counters.poll_failures += decision.error is not None
+        self.counters.fallback_applied += decision.entered_fallback
+        self.counters.limit_violations += len(decision.violations)
         if decision.entered_fallback:
             log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
                         decision.throttle_factor, decision.valid_from, decision.error)
-        if records is None:
-            self.counters.last_poll_seconds = time.monotonic() - started
+        if all_records is None:
             return decision
-        self.apply_quotas(decision.client_quotas, records)
+        self.apply_quotas(decision.client_quotas, all_records)
         if self.replication is not None and decision.replication is not None:
-            self._apply_replication(decision.replication, observation.replication, records, decision.at)
-        self.counters.last_poll_seconds = time.monotonic() - started
+            self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
         return decision
 
     def run_replication_pass(self) -> None:
         """Between storage polls: moves, network and rates only."""
         try:
-            records = self.read_records()
-            observation = self.replication.observe(records)
+            all_records = self.read_records()
+            observation = self.replication.observe(all_records)
         except AdminError as error:
             log.warning("replication poll failed: %s", error)
             return
-        self._apply_replication(self.decider.decide_replication(observation), observation, records, self.clock())
+        try:
+            self._apply_replication(self.decider.decide_replication(observation), observation, all_records,
+                                    self.clock())
+        finally:
+            self.publish()
 
-    def _apply_replication(self, decision, observation, records, now: datetime) -> None:
+    def _apply_replication(self, decision, observation, all_records, now: datetime) -> None:
         violated = {v["broker_id"] for v in self.decider.known_violations}
-        self.replication.apply(decision, observation, records, violated, now)
+        self.replication.apply(decision, observation, all_records, violated, now)
 
-    def observe(self, records: dict) -> Observation:
+    def look(self) -> Snapshot:
+        """One pass that reads and decides (Spark included) but writes nothing, for `status --direct`: on a
+        cluster where no sidecar ran, not even the sidecars' state topic is created."""
+        all_records = records.parse(self.store.read_all(create=False))
+        decision = self.decider.decide(self.observe(all_records))
+        self.quotas_in_force = self.read_quotas(decision.client_quotas, records.replaced(all_records, records.QUOTA))
+        self.publish()
+        return self.snapshot()
+
+    def observe(self, all_records: records.Records) -> Observation:
         now = self.clock()
         replication = None
         if self.replication is not None:
             try:
-                replication = self.replication.observe(records)
+                replication = self.replication.observe(all_records)
             except AdminError as error:  # replication waits for the next pass; disk protection goes on
                 log.warning("replication poll failed: %s", error)
         try:
@@ -125,37 +185,38 @@ class Sidecar:
 
     def read_records(self) -> dict[tuple, dict]:
         """Everything the sidecars keep in the cluster, read once a pass: ownership records, overrides."""
-        return {_hashable(json.loads(key)): value for key, value in self.store.read_all().items()}
+        return records.parse(self.store.read_all())
 
-    def apply_quotas(self, wanted: quotas.ClientQuotas, all_records: dict) -> None:
-        records = of_kind(all_records, QUOTA_RECORD)
-        in_force = self.read_quotas(wanted, records)
-        writes = ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), records)
-        self.write_owned(QUOTA_RECORD, writes, self._alter_quota, _quota_label)
+    def apply_quotas(self, wanted: quotas.ClientQuotas, all_records: records.Records) -> None:
+        owned = records.replaced(all_records, records.QUOTA)
+        in_force = self.read_quotas(wanted, owned)
+        writes = ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), owned)
+        self._write_quotas(writes)
         self.quotas_in_force = _after(in_force, writes)
 
-    def read_quotas(self, wanted: quotas.ClientQuotas, records) -> dict:
+    def read_quotas(self, wanted: quotas.ClientQuotas, owned) -> dict:
         """The quotas in force for every entity the sidecars want or once wrote."""
-        entities = dict.fromkeys([*wanted.entities(), *(entity for entity, _ in records)])
+        entities = dict.fromkeys([*wanted.entities(), *(entity for entity, _ in owned)])
         return self.admin.describe_user_quotas(list(entities))
 
     def cleanup(self) -> None:
         """Put back every quota the sidecars set, as it was before they first set it."""
         all_records = self.read_records()
         # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
-        records = dict(sorted(of_kind(all_records, QUOTA_RECORD).items(), key=lambda item: isinstance(item[0][0], tuple)))
-        in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in records)))
-        self.write_owned(QUOTA_RECORD, ownership.restore(quotas.flatten(in_force), records),
-                         self._alter_quota, _quota_label, force=True)
+        owned = dict(sorted(records.replaced(all_records, records.QUOTA).items(),
+                            key=lambda item: isinstance(item[0][0], tuple)))
+        in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in owned)))
+        self._write_quotas(ownership.restore(quotas.flatten(in_force), owned), force=True)
         if self.replication is not None:
             self.replication.cleanup(all_records)
 
-    def write_owned(self, kind: str, writes: list[ownership.Write], apply_one, label, force: bool = False) -> None:
+    def _write_quotas(self, writes: list[ownership.Write], force: bool = False) -> None:
         def changed(write: ownership.Write) -> None:
             self.counters.writes += 1
-            log.info("%s: %s -> %s", label(write.target), _rate(write.old), _rate(write.new))
+            log.info("%s: %s -> %s", _quota_label(write.target), _rate(write.old), _rate(write.new))
 
-        ownership.carry_out(writes, self.store, lambda target: json.dumps([kind, *target]), apply_one, changed, force)
+        ownership.carry_out(writes, self.store, lambda target: records.key(records.QUOTA, *target), self._alter_quota,
+                            changed, force)
 
     def _alter_quota(self, target, value) -> None:
         entity, key = target
@@ -173,8 +234,8 @@ class Sidecar:
             log.warning("warming up the Spark queries failed: %s", failure)
 
     def close(self) -> None:
-        if self.replication is not None and self.replication.sampler is not None:
-            self.replication.sampler.stop()
+        if self.replication is not None:
+            self.replication.close()
         self.admin.close()
         self.store.close()
 
@@ -197,20 +258,12 @@ class Sidecar:
             except Exception:  # one failed pass must not stop the protection
                 self.counters.pass_failures += 1
                 log.exception("sidecar pass failed; the next pass retries")
+                self.publish()
             now = time.monotonic()
             if full:
                 next_full = now + full_every
             if shutdown.wait(min(every, max(next_full - now, 0.0))):
                 break
-
-
-def _hashable(value):
-    return tuple(_hashable(item) for item in value) if isinstance(value, list) else value
-
-
-def of_kind(records: dict[tuple, dict], kind: str) -> dict[tuple, float | None]:
-    """target -> the value it replaced, for every target of this kind the sidecars wrote."""
-    return {key[1:]: value["replaced"] for key, value in records.items() if key[0] == kind}
 
 
 def _after(in_force: dict, writes: list[ownership.Write]) -> dict:

@@ -6,21 +6,27 @@ ActiveBrokers, ActiveLogDirs) in Prometheus style, plus the available bytes of e
 
 from __future__ import annotations
 
+from typing import Callable
+
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from .loop import Snapshot
 
 NAMESPACE = "quota_sidecar"
 
 
 class SidecarCollector:
-    def __init__(self, sidecar):
-        self.sidecar = sidecar
+    """Reads the sidecar's last published snapshot at each scrape."""
+
+    def __init__(self, snapshot: Callable[[], Snapshot]):
+        self.snapshot = snapshot
 
     def collect(self):
-        sidecar = self.sidecar
-        counters = sidecar.counters
-        decision = sidecar.decider.last
-        factor = sidecar.decider.factor
+        snapshot = self.snapshot()
+        counters = snapshot.counters
+        decision = snapshot.decision
+        factor = snapshot.factor
         yield _gauge("throttle_factor", "Throttle factor in force (1.0 = no throttle, 0.0 = producers stopped).",
                      factor.factor)
         yield _counter("fallback_applied", "Times the fallback throttle factor took over.", counters.fallback_applied)
@@ -50,10 +56,11 @@ class SidecarCollector:
                 total.add_metric(labels, volume.total_bytes)
         yield available
         yield total
-        if sidecar.replication is not None and sidecar.replication.last is not None:
-            yield _replication_rates(sidecar.replication.last)
-        if sidecar.replication is not None and sidecar.replication.last_observation is not None:
-            yield from _network_use(sidecar.replication.last_observation)
+        replication = snapshot.replication
+        if replication is not None and replication.decision is not None:
+            yield _replication_rates(replication.decision)
+        if replication is not None and replication.observation is not None:
+            yield from _network_use(replication.observation)
 
 
 def _replication_rates(decision) -> GaugeMetricFamily:
@@ -86,9 +93,10 @@ def _network_use(observation):
     yield replication
 
 
-def registry_for(sidecar) -> CollectorRegistry:
+def registry_for(snapshot: Callable[[], Snapshot]) -> CollectorRegistry:
+    """A registry of its own (never the global one) that reads `snapshot()` at each scrape."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SidecarCollector(sidecar))
+    registry.register(SidecarCollector(snapshot))
     return registry
 
 

@@ -1,4 +1,4 @@
-"""The client quotas wanted for a throttle factor, and the writes that get the cluster there.
+"""The client quotas wanted for a throttle factor (ownership.py plans the writes that get the cluster there).
 
 Kafka's dynamic quotas give each principal its own budget: the default-user entity's producer_byte_rate
 is a per-principal limit, not one budget shared by all clients of a broker as with a broker plugin.
@@ -11,17 +11,15 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .config import QuotaConfig
+from .observation import UNLIMITED as LONG_MAX, Entity
+from .properties import SIDECAR_CLIENT_ID
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 QUOTA_KEYS = (PRODUCE, FETCH, REQUEST)
-# Kafka's own "no limit" (Long.MAX_VALUE): excluded principals get it so the default never reaches them.
-UNLIMITED = float(2**63 - 1)
+# Kafka's "no limit", as a quota (a double) reads back: excluded principals get it, so the default never
+# reaches them.
+UNLIMITED = float(LONG_MAX)
 
-# A user name; None is the default user; (None, client id) is that client id of every user without a quota
-# of its own. The sidecar's own clients use SIDECAR_CLIENT_ID and get an unlimited entity of that form,
-# so the throttle it sets on the default user never stops the sidecar writing its records.
-Entity = str | None | tuple[None, str]
-SIDECAR_CLIENT_ID = "quota-sidecar"
 Quotas = Mapping[str, float]
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from . import __version__, quotas
-from .decider import Decision, iso
+from .decider import iso
+from .loop import ReplicationView, Snapshot
+from .observation import FOLLOWER, LEADER, Overrides
 
 VIOLATED, OK = "VIOLATED", "ok"
 
 
-def build(sidecar, now: datetime, mode: str) -> dict:
+def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
     """Everything a person on call wants at a glance, from the sidecar's last pass."""
-    config = sidecar.config
-    decision: Decision | None = sidecar.decider.last
-    factor = sidecar.decider.factor
+    config = snapshot.config
+    decision = snapshot.decision
+    factor = snapshot.factor
     violated = {(v["broker_id"], v["log_dir"]) for v in decision.violations} if decision else set()
     status = {
         "sidecar": {"version": __version__, "mode": mode, "broker_id": config.broker_id,
@@ -29,17 +31,46 @@ def build(sidecar, now: datetime, mode: str) -> dict:
             "last_error": decision.error if decision else None,
             "fallback_factor": config.fallback_factor,
             "validity_seconds": config.validity.total_seconds(),
-            "fallback_applied": sidecar.counters.fallback_applied,
+            "fallback_applied": snapshot.counters.fallback_applied,
         },
         "limit": config.storage_limit.describe() if config.storage_limit else "storage check disabled",
         "volumes": [_volume(volume, config.storage_limit, violated, decision.at)
                     for volume in decision.volumes] if decision else [],
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
-                            sorted(sidecar.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
+                            sorted(snapshot.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
     }
-    if sidecar.replication is not None:
-        status["replication"] = sidecar.replication.status()
+    if snapshot.replication is not None:
+        status["replication"] = _replication(snapshot.replication)
     return status
+
+
+def _replication(view: ReplicationView) -> dict:
+    observation, decision, broker = view.observation, view.decision, view.broker_id
+    rates = decision.brokers.get(broker) if decision else None
+    load = observation.broker_load.get(broker) if observation else None
+    moves = observation.reassignments if observation else ()
+    own_roles = sorted({role for m in moves for role, brokers in ((LEADER, m.sources), (FOLLOWER, m.destinations))
+                        if broker in brokers})
+    return {
+        "moves": [{"topic": m.topic, "partition": m.partition, "replicas": list(m.replicas),
+                   "adding": list(m.adding), "removing": list(m.removing)} for m in moves],
+        "brokers": [{"broker_id": broker, "role": "+".join(own_roles) or "none",
+                     "tx_bytes_per_sec": _rounded(load and load.tx_bytes_per_sec),
+                     "rx_bytes_per_sec": _rounded(load and load.rx_bytes_per_sec),
+                     "replication_tx_bytes_per_sec": _rounded(load and load.replication_tx_bytes_per_sec),
+                     "replication_rx_bytes_per_sec": _rounded(load and load.replication_rx_bytes_per_sec),
+                     "capacity": view.capacity,
+                     "leader_rate": rates.leader_rate if rates else None,
+                     "follower_rate": rates.follower_rate if rates else None,
+                     "reason": (rates.reason if rates else None) or "no throttle"}],
+        "overrides": _overrides(observation.overrides) if observation else None,
+    }
+
+
+def _overrides(overrides: Overrides) -> dict:
+    return {"global": None if overrides.global_rate is None else
+            {"rate": overrides.global_rate, "autoremove": overrides.global_autoremove},
+            "brokers": {str(b): r for b, r in sorted(overrides.broker_rates.items())}}
 
 
 def _volume(volume, limit, violated, decided_at) -> dict:
@@ -83,9 +114,23 @@ def render(status: dict) -> str:
                     [[q["entity"], *(_shown_rate(q[key]) for key in quotas.QUOTA_KEYS)]
                      for q in status["quotas_in_force"]])]
     if "replication" in status:
-        from .throttles import render_status  # only when replication throttles are on
-        lines += ["", render_status(status["replication"])]
+        lines += ["", _render_replication(status["replication"])]
     return "\n".join(lines)
+
+
+def _render_replication(replication: dict) -> str:
+    moves = replication.get("moves", [])
+    return "\n".join([
+        "replication throttles:",
+        table(["topic", "partition", "replicas", "adding", "removing"],
+              [[m["topic"], m["partition"], m["replicas"], m["adding"], m["removing"]] for m in moves]),
+        table(["broker", "role", "tx B/s", "rx B/s", "replication tx B/s", "replication rx B/s", "capacity",
+               "leader rate", "follower rate", "why"],
+              [[b["broker_id"], b["role"], b.get("tx_bytes_per_sec"), b.get("rx_bytes_per_sec"),
+                b.get("replication_tx_bytes_per_sec"), b.get("replication_rx_bytes_per_sec"),
+                b.get("capacity"), b["leader_rate"], b["follower_rate"], b["reason"]]
+               for b in replication.get("brokers", [])]),
+    ])
 
 
 def table(headers: list[str], rows: list[list]) -> str:
@@ -127,6 +172,10 @@ def _margin(value) -> str:
 
 def _human_seconds(value) -> str:
     return "-" if value is None else f"{value:.0f}s"
+
+
+def _rounded(value: float | None) -> int | None:
+    return None if value is None else round(value)
 
 
 def _seconds(delta):

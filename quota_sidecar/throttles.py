@@ -1,6 +1,7 @@
 """Replication throttles (KIP-73 + kafka-kit autothrottle): who moves what, throttled-replica lists, rates.
 
-Pure decision code. A move's sources are its current replicas (replicas minus adding) and its
+Pure decision code: the lists, the rates and their precedence, and what the runner (replication.py) writes
+and lets go of; the rate formula itself is Spark SQL (spark_jobs/replication_rates.py). A move's sources are its current replicas (replicas minus adding) and its
 destinations are the adding replicas, Kafka's own rule in kafka-reassign-partitions. Each source gets
 `partition:broker` in the topic's leader list and each destination in its follower list; each broker's
 leader (outbound) and follower (inbound) rate follows its measured network headroom.
@@ -8,53 +9,29 @@ leader (outbound) and follower (inbound) rate follows its measured network headr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Callable, Iterable, Mapping, Sequence
 
-LEADER, FOLLOWER = "leader", "follower"
-ROLES = (LEADER, FOLLOWER)
+from .config import ReplicationConfig
+from .observation import (FOLLOWER, LEADER, ROLES, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
+                          ReplicaSizes, ReplicationObservation)
+
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LIST_KEY = {LEADER: LEADER_REPLICAS, FOLLOWER: FOLLOWER_REPLICAS}
 RATE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
+# KIP-956: the remote (tiered) storage quotas of one broker.
+REMOTE_COPY = "remote.log.manager.copy.max.bytes.per.second"
+REMOTE_FETCH = "remote.log.manager.fetch.max.bytes.per.second"
 
-# Why a rate is what it is, in precedence order after the disk guard (safety first).
+# Why a rate is what it is, in precedence order: safety first, then the operators, then the rule.
 DISK_GUARD, BROKER_OVERRIDE, GLOBAL_OVERRIDE = "disk_guard", "broker_override", "global_override"
-FAIL_SAFE, COMPUTED, UNCHANGED, KEPT = "fail_safe", "computed", "unchanged", "kept"
-
-
-@dataclass(frozen=True)
-class Reassignment:
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    adding: tuple[int, ...] = ()
-    removing: tuple[int, ...] = ()
-
-    @property
-    def sources(self) -> tuple[int, ...]:
-        return tuple(b for b in self.replicas if b not in self.adding)
-
-    @property
-    def destinations(self) -> tuple[int, ...]:
-        return self.adding
-
-
-@dataclass(frozen=True)
-class Partition:
-    """One partition as the cluster's metadata shows it now."""
-    leader: int  # -1 while no leader is available
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class ReplicaSizes:
-    """Bytes of some replicas, (topic, partition, broker) -> size, read at one moment (monotonic seconds)."""
-    at: float
-    sizes: Mapping[tuple[str, int, int], int]
+# The rule's own reasons (spark_jobs/replication_rates.py spells its SQL with these).
+FAIL_SAFE, KEPT, UNCHANGED, COMPUTED = "fail_safe", "kept", "unchanged", "computed"
+RULE_REASONS = (FAIL_SAFE, KEPT, UNCHANGED, COMPUTED)
 
 
 def measured_replicas(reassignments: Iterable[Reassignment], leaders: Mapping[tuple[str, int], int],
@@ -105,38 +82,6 @@ def catching_up(partitions: Mapping[tuple[str, int], Partition], reassignments: 
         if broker in partition.replicas and broker not in partition.isr and (topic, index) not in moving:
             found.setdefault(topic, []).append((index, broker))
     return {topic: tuple(replicas) for topic, replicas in found.items()}
-
-
-@dataclass(frozen=True)
-class BrokerLoad:
-    """Network use of one broker's host in bytes/s; the replication figures are measured when known."""
-    tx_bytes_per_sec: float
-    rx_bytes_per_sec: float
-    replication_tx_bytes_per_sec: float | None = None
-    replication_rx_bytes_per_sec: float | None = None
-
-    def used(self, role: str) -> float:
-        return self.tx_bytes_per_sec if role == LEADER else self.rx_bytes_per_sec
-
-    def replication(self, role: str) -> float | None:
-        return self.replication_tx_bytes_per_sec if role == LEADER else self.replication_rx_bytes_per_sec
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """Operator rates (bytes/s) set over the admin API; kept in the cluster so every sidecar sees them."""
-    global_rate: int | None = None
-    global_autoremove: bool = False
-    broker_rates: Mapping[int, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ReplicationObservation:
-    reassignments: tuple[Reassignment, ...] = ()
-    broker_load: Mapping[int, BrokerLoad] = field(default_factory=dict)
-    applied_rates: Mapping[int, Mapping[str, int | None]] = field(default_factory=dict)
-    overrides: Overrides = Overrides()
-    catching_up: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # topic -> (p, b)
 
 
 @dataclass(frozen=True)
@@ -197,9 +142,9 @@ def roles(reassignments: Iterable[Reassignment]) -> dict[int, set[str]]:
     return found
 
 
-def rate_inputs(observation: ReplicationObservation, config, brokers: Iterable[int], failures: Mapping[int, int],
-                guarded: set[int]) -> list[dict]:
-    """One row per (broker, role) for the Spark rate aggregation (spark_jobs.replication_rates)."""
+def rate_inputs(observation: ReplicationObservation, config: ReplicationConfig, brokers: Iterable[int],
+                failures: Mapping[int, int]) -> list[dict]:
+    """One row per (broker, role) for the Spark rate rule (spark_jobs.replication_rates)."""
     rows = []
     by_broker = roles(observation.reassignments)
     for broker in sorted(brokers):
@@ -217,18 +162,18 @@ def rate_inputs(observation: ReplicationObservation, config, brokers: Iterable[i
                 "change_threshold_percent": config.change_threshold_percent,
                 "consecutive_failures": failures.get(broker, 0),
                 "failure_threshold": config.failure_threshold,
-                "disk_guard": broker in guarded,
-                "disk_guard_rate": config.disk_guard_rate,
             })
     return rows
 
 
 def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], overrides: Overrides,
-                   involved: Mapping[int, set[str]]) -> dict[int, BrokerRates]:
-    """Precedence: disk guard > broker override > global override > fail-safe > computed.
+                   involved: Mapping[int, set[str]], guarded: set[int] = frozenset(),
+                   disk_guard_rate: int = 1) -> dict[int, BrokerRates]:
+    """Precedence: disk guard > broker override > global override > the rule (fail-safe, kept, unchanged, computed).
 
-    A broker override applies to its broker in both roles even without a move (a broker catching up
-    after a restart is throttled as a follower); a global override applies to every broker in a move.
+    The disk guard slows a destination whose volume violates the limit (`guarded`) to `disk_guard_rate` as a
+    follower. A broker override applies to its broker in both roles even without a move (a broker catching
+    up after a restart is throttled as a follower); a global override applies to every broker in a move.
     """
     brokers = set(involved) | set(overrides.broker_rates)
     result = {}
@@ -236,8 +181,8 @@ def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], override
         chosen: dict[str, tuple[int | None, str | None]] = {}
         for role in ROLES:
             rate, reason = computed.get((broker, role), (None, None))
-            if reason == DISK_GUARD:
-                pass
+            if role == FOLLOWER and broker in guarded and role in involved.get(broker, ()):
+                rate, reason = disk_guard_rate, DISK_GUARD
             elif broker in overrides.broker_rates:
                 rate, reason = overrides.broker_rates[broker], BROKER_OVERRIDE
             elif role in involved.get(broker, ()) and overrides.global_rate is not None:
@@ -258,7 +203,7 @@ RateJudge = Callable[[list[dict]], list[dict]]
 class ReplicationDecider:
     """Carries the failure counts between polls; the rate arithmetic itself runs in Spark."""
 
-    def __init__(self, config, judge_rates: RateJudge, own_broker: int | None = None):
+    def __init__(self, config: ReplicationConfig, judge_rates: RateJudge, own_broker: int | None = None):
         self.config = config
         self.judge_rates = judge_rates
         self.own_broker = own_broker  # a running sidecar decides for its own broker; evaluate for all
@@ -268,8 +213,7 @@ class ReplicationDecider:
         involved = roles(observation.reassignments)
         deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
         self.failures = count_failures(self.failures, deciding, observation.broker_load)
-        guarded = {v["broker_id"] for v in violations}
-        rows = rate_inputs(observation, self.config, deciding, self.failures, guarded)
+        rows = rate_inputs(observation, self.config, deciding, self.failures)
         computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"]) for row in self.judge_rates(rows)} \
             if rows else {}
         overrides = observation.overrides
@@ -278,22 +222,78 @@ class ReplicationDecider:
             overrides = Overrides(overrides.global_rate, overrides.global_autoremove,
                                   {b: r for b, r in overrides.broker_rates.items() if b == self.own_broker})
         return ReplicationDecision(
-            brokers=with_overrides(computed, overrides, involved),
+            brokers=with_overrides(computed, overrides, involved, {v["broker_id"] for v in violations},
+                                   self.config.disk_guard_rate),
             topics=throttled_replicas(observation.reassignments, observation.catching_up),
         )
 
 
-def render_status(replication: dict) -> str:
-    from .status import table
+# ---------------------------------------------------------------- what the runner writes and lets go of
 
-    lines = ["replication throttles:"]
-    moves = replication.get("moves", [])
-    lines.append(table(["topic", "partition", "replicas", "adding", "removing"],
-                       [[m["topic"], m["partition"], m["replicas"], m["adding"], m["removing"]] for m in moves]))
-    lines.append(table(["broker", "role", "tx B/s", "rx B/s", "replication tx B/s", "replication rx B/s", "capacity",
-                        "leader rate", "follower rate", "why"],
-                       [[b["broker_id"], b["role"], b.get("tx_bytes_per_sec"), b.get("rx_bytes_per_sec"),
-                         b.get("replication_tx_bytes_per_sec"), b.get("replication_rx_bytes_per_sec"),
-                         b.get("capacity"), b["leader_rate"], b["follower_rate"], b["reason"]]
-                        for b in replication.get("brokers", [])]))
-    return "\n".join(lines)
+def wanted_broker_configs(rates: BrokerRates | None, config: ReplicationConfig,
+                          violating: bool) -> dict[str, int | None]:
+    """This broker's dynamic configs: its two rates (None: no throttle from the sidecar) and the KIP-956
+    quotas when configured; the copy quota is lifted (unlimited) while a volume of the broker violates the
+    limit, when asked, so that uploads free local disk sooner."""
+    wanted = {key: (rates.rate(role) if rates else None) for role, key in RATE_KEY.items()}
+    if config.remote_copy_rate is not None or config.remote_copy_lift_on_violation:
+        lift = config.remote_copy_lift_on_violation and violating
+        wanted[REMOTE_COPY] = UNLIMITED if lift else config.remote_copy_rate
+    if config.remote_fetch_rate is not None:
+        wanted[REMOTE_FETCH] = config.remote_fetch_rate
+    return wanted
+
+
+def config_reasons(rates: BrokerRates | None) -> dict[str, str]:
+    """Why each rate key is what it is, for the log line of a change."""
+    if rates is None:
+        return {key: "no move involves this broker" for key in RATE_KEY.values()}
+    return {LEADER_RATE: rates.leader_reason or "not a source", FOLLOWER_RATE: rates.follower_reason or "not a destination"}
+
+
+@dataclass(frozen=True)
+class ListChange:
+    """How one broker's sidecar changes one throttled-replica list of one topic."""
+    add: frozenset[str]
+    remove: frozenset[str]
+    delete_key: bool            # the last entries go with the key itself: Kafka would leave '' behind
+    recorded: frozenset[str]    # the entries the sidecar owns afterwards
+
+
+def list_change(wanted: Iterable[str], present: set[str], recorded: set[str]) -> ListChange:
+    """Add what is wanted and missing ('*' throttles every replica already); remove only what this sidecar
+    added and no longer wants, and only while it is still there: other tools' entries stay."""
+    wanted = set(wanted)
+    add = set() if "*" in present else wanted - present
+    remove = (recorded - wanted) & present
+    return ListChange(frozenset(add), frozenset(remove), bool(remove) and present | add <= remove,
+                      frozenset((recorded & wanted) | add))
+
+
+def entries_of(entries: Iterable[str], broker: int) -> set[str]:
+    """The `partition:broker` entries that name this broker: the ones its sidecar writes."""
+    return {entry for entry in entries if int(entry.split(":")[1]) == broker}
+
+
+def global_override_expired(overrides: Overrides, moving: bool, moved_under_it: bool) -> tuple[bool, bool]:
+    """(the autoremove global override goes now, moves were seen under it). It goes once the moves that ran
+    under it have finished; a broker override freezes automatic clearing, as in autothrottle."""
+    if overrides.global_rate is None or not overrides.global_autoremove or overrides.broker_rates:
+        return False, moving
+    if moving:
+        return False, True
+    return moved_under_it, False
+
+
+def foreign_cleanup_due(moving: bool, broker_override: bool, last_move_seen: datetime | None, now: datetime,
+                        after: timedelta | None) -> tuple[bool, datetime | None]:
+    """(clear the rates other tools left on this broker now, when a move was last seen). Opt-in (`after`),
+    once no move was seen for that long and no broker override is set; at most once per period."""
+    if moving:
+        return False, now
+    if after is None or broker_override:
+        return False, last_move_seen
+    last_move_seen = last_move_seen or now
+    if now - last_move_seen < after:
+        return False, last_move_seen
+    return True, now

@@ -2,44 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping
 
-from .config import StorageLimit
-
-
-@dataclass(frozen=True)
-class Volume:
-    broker_id: int
-    log_dir: str
-    total_bytes: int          # -1 when the broker did not report it
-    available_bytes: int      # -1 when the broker did not report it
-    observed_at: datetime     # timezone-aware UTC
-    error: str | None = None  # e.g. KAFKA_STORAGE_ERROR for an offline dir
-
-    @property
-    def usable(self) -> bool:
-        """Only usable volumes enter the decision; the others are shown in status."""
-        return self.error is None and self.total_bytes >= 0 and self.available_bytes >= 0
-
-    @property
-    def available_ratio(self) -> float | None:
-        if not self.usable:
-            return None
-        return self.available_bytes / self.total_bytes if self.total_bytes else 0.0
-
-    def margin(self, limit: StorageLimit) -> float | None:
-        """How far the volume is above the limit, in the limit's unit (bytes or ratio); <= 0 violates."""
-        if not self.usable:
-            return None
-        if limit.min_available_bytes is not None:
-            return self.available_bytes - limit.min_available_bytes
-        return self.available_ratio - limit.min_available_ratio
-
-    def as_row(self) -> dict:
-        return {"broker_id": self.broker_id, "log_dir": self.log_dir, "total_bytes": self.total_bytes,
-                "available_bytes": self.available_bytes, "usable": self.usable}
+from .observation import Volume
 
 
 VolumesByBroker = Mapping[int, tuple[Volume, ...]]

@@ -2,10 +2,12 @@
 
 Every input of the rule is a column of ``schemas.BROKER_ROLE_SCHEMA``. The reason is decided first and
 the rate follows from it. Spark SQL text, as in ``volume_violations``, so one transform serves classic
-and Connect DataFrames.
+and Connect DataFrames. What comes before the rule (the disk guard, the operators' overrides) is
+``quota_sidecar.throttles.with_overrides``; the reasons are spelled there and only used here.
 """
 from pyspark.sql import DataFrame, SparkSession
 
+from quota_sidecar.throttles import COMPUTED, FAIL_SAFE, KEPT, UNCHANGED
 from spark_jobs.schemas import BROKER_ROLE_SCHEMA, frame_from_rows
 
 # P': the replication traffic in the used figure; measured when we have it, else the rate in force.
@@ -25,28 +27,23 @@ _COMPUTED_RATE = f"""greatest(
 _SMALL_CHANGE = "abs(computed_rate - applied_rate) * 100 < change_threshold_percent * applied_rate"
 
 _REASON = f"""CASE
-    WHEN disk_guard AND role = 'follower' THEN 'disk_guard'
-    WHEN used_bytes_per_sec IS NULL AND consecutive_failures > failure_threshold THEN 'fail_safe'
-    WHEN used_bytes_per_sec IS NULL AND applied_rate IS NULL THEN 'fail_safe'
-    WHEN used_bytes_per_sec IS NULL THEN 'kept'
-    WHEN applied_rate > 0 AND {_SMALL_CHANGE} THEN 'unchanged'
-    ELSE 'computed'
+    WHEN used_bytes_per_sec IS NULL AND consecutive_failures > failure_threshold THEN '{FAIL_SAFE}'
+    WHEN used_bytes_per_sec IS NULL AND applied_rate IS NULL THEN '{FAIL_SAFE}'
+    WHEN used_bytes_per_sec IS NULL THEN '{KEPT}'
+    WHEN applied_rate > 0 AND {_SMALL_CHANGE} THEN '{UNCHANGED}'
+    ELSE '{COMPUTED}'
 END"""
 
-_RATE = """CAST(CASE reason
-    WHEN 'disk_guard' THEN disk_guard_rate
-    WHEN 'fail_safe' THEN min_rate
-    WHEN 'kept' THEN applied_rate
-    WHEN 'unchanged' THEN applied_rate
+_RATE = f"""CAST(CASE reason
+    WHEN '{FAIL_SAFE}' THEN min_rate
+    WHEN '{KEPT}' THEN applied_rate
+    WHEN '{UNCHANGED}' THEN applied_rate
     ELSE computed_rate
 END AS BIGINT)"""
 
 
-def transform(brokers_df: DataFrame, params: dict | None = None) -> DataFrame:
-    """Every broker role with its ``rate`` (bytes/s) and the ``reason`` for it.
-
-    ``params`` is there for the shared ``transform(df, params)`` shape; this rule reads only columns.
-    """
+def transform(brokers_df: DataFrame) -> DataFrame:
+    """Every broker role with its ``rate`` (bytes/s) and the ``reason`` for it; the rule reads only columns."""
     columns = brokers_df.columns
     return (
         brokers_df.selectExpr("*", f"{_COMPUTED_RATE} AS computed_rate")
@@ -61,7 +58,7 @@ def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) ->
     ``params`` holds settings shared by every row (e.g. ``max_percent``); a row's own value wins.
     """
     rows = [{**(params or {}), **row} for row in rows]
-    df = transform(frame_from_rows(spark, rows, BROKER_ROLE_SCHEMA), params)
+    df = transform(frame_from_rows(spark, rows, BROKER_ROLE_SCHEMA))
     # A struct array sorts by its first fields, broker_id then role; one job brings everything back.
     result = df.selectExpr("sort_array(collect_list(struct(*))) AS rows").first()
     return [row.asDict() for row in result["rows"]]

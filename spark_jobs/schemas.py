@@ -37,8 +37,6 @@ BROKER_ROLE_SCHEMA = StructType(
         StructField("change_threshold_percent", DoubleType(), nullable=False),
         StructField("consecutive_failures", IntegerType(), nullable=False),
         StructField("failure_threshold", IntegerType(), nullable=False),
-        StructField("disk_guard", BooleanType(), nullable=False),
-        StructField("disk_guard_rate", LongType(), nullable=False),
     ]
 )
 

@@ -27,11 +27,6 @@ def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
     )
 
 
-def throttle_factor(df: DataFrame) -> float:
-    """0.0 when any row of ``transform``'s output is violated, else 1.0 (also for no rows)."""
-    return df.selectExpr(f"{_FACTOR} AS factor").first()["factor"]
-
-
 def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[float, list[dict]]:
     """The throttle factor and every usable volume with its ratio and verdict, by broker and log dir."""
     df = transform(frame_from_rows(spark, volumes, VOLUME_SCHEMA), params)

@@ -332,7 +332,8 @@ class MoveLab:
         the first move ran unthrottled for that long before any sidecar could set a rate.
         """
         from quota_sidecar.config import ReplicationConfig
-        from quota_sidecar.throttles import BrokerLoad, Reassignment, ReplicationObservation, rate_inputs
+        from quota_sidecar.observation import BrokerLoad, Reassignment, ReplicationObservation
+        from quota_sidecar.throttles import rate_inputs
         from spark_jobs import replication_rates
         from spark_jobs.session import connect_session
 
@@ -342,7 +343,7 @@ class MoveLab:
         config = ReplicationConfig(capacity_default=self.settings.capacity, min_rate=100_000)
         spark = connect_session(self.connect.url)
         try:
-            replication_rates.decide(spark, rate_inputs(observation, config, (SOURCE, DESTINATION), {}, set()))
+            replication_rates.decide(spark, rate_inputs(observation, config, (SOURCE, DESTINATION), {}))
         finally:
             spark.stop()
 

@@ -14,10 +14,12 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from quota_sidecar.admin import ClusterAdmin, admin_error, client_kwargs
+from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.kafka_client import admin_error
+from quota_sidecar.properties import client_kwargs
 from quota_sidecar.cluster_store import ClusterStore
 from quota_sidecar.errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError, UnknownTopicError
-from quota_sidecar.throttles import Reassignment
+from quota_sidecar.observation import Reassignment
 
 FULL = "client.quota.callback.static.kafka.admin."
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'

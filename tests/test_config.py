@@ -1,6 +1,7 @@
 """Configuration: every accepted form and every rejected case of the README's key table."""
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -159,7 +160,8 @@ def test_unreadable_file_is_one_line(tmp_path):
         cfg.load(str(tmp_path / "missing.properties"))
 
 
-def test_readme_documents_every_key():
-    readme = (__import__("pathlib").Path(__file__).parents[1] / "README.md").read_text()
+def test_readme_table_is_the_one_the_keys_describe():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert cfg.keys_table() in readme, "the README's key table is stale: paste the output of `quota-sidecar keys`"
     missing = [key.name for key in cfg.KEYS if f"`{key.name}`" not in readme]
     assert not missing, f"keys missing from the README's table: {missing}"

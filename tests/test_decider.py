@@ -5,9 +5,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from quota_sidecar import config as cfg
-from quota_sidecar.decider import Decider, Observation
-from quota_sidecar.spark_decisions import volume_judge
-from quota_sidecar.volumes import Volume
+from quota_sidecar.decider import Decider
+from quota_sidecar.observation import Observation, Volume
+from quota_sidecar.judges import on_spark
+from spark_jobs import volume_violations
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 P = cfg.PREFIX
@@ -32,7 +33,7 @@ def failed(seconds, why="DescribeLogDirs timed out"):
 
 @pytest.fixture(scope="module")
 def judge():
-    return volume_judge(config())
+    return on_spark("", volume_violations.decide)
 
 
 def test_violation_throttles_producers_to_one_byte(judge):

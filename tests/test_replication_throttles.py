@@ -40,8 +40,9 @@ from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cluster_store import ClusterStore
 from quota_sidecar.errors import RetryableAdminError
 from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
-from quota_sidecar.replication import REMOTE_COPY, REMOTE_FETCH, UNLIMITED_RATE
-from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from quota_sidecar.observation import UNLIMITED
+from quota_sidecar.throttles import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, REMOTE_COPY,
+                                     REMOTE_FETCH, RULE_REASONS)
 from spark_jobs.connect_server import ConnectServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
@@ -54,7 +55,6 @@ RATE_KEYS = (LEADER_RATE, FOLLOWER_RATE)
 # wherever in that range this host's network use puts them. Either way a 3 MiB partition takes a minute.
 CAPACITY, MIN_RATE = 40_000, 10_000
 MAX_RATE = CAPACITY * 90 // 100
-RATE_REASONS = {"computed", "unchanged", "fail_safe", "kept"}
 MOVE_BYTES = 3 << 20
 # A throttled fetch brings at most this much of a partition before the quota is checked again (KIP-73
 # is optimistic; Kafka's default is 1 MiB): a throttled move advances in small steps.
@@ -455,7 +455,7 @@ def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_co
         remote = (REMOTE_COPY, REMOTE_FETCH)
         quotas = {REMOTE_COPY: 5000000, REMOTE_FETCH: 6000000}
         eventually(lambda: _equal([broker_configs(admin, b, remote) for b in (1, 2, 3)],
-                                  [quotas, {REMOTE_COPY: UNLIMITED_RATE, REMOTE_FETCH: 6000000}, quotas]))
+                                  [quotas, {REMOTE_COPY: UNLIMITED, REMOTE_FETCH: 6000000}, quotas]))
 
         with broker_down(cluster, 1):  # the source: nothing moves before broker 2's side is throttled
             admin.alter_reassignments({(moved, 0): [2]})
@@ -523,7 +523,7 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
                                 3: ("follower", FOLLOWER_RATE)}.items():
         assert_throttled(admin, broker, key)
         row = eventually(lambda: _status_shows(admin, fleet[broker], broker, role))
-        assert row["reason"] in RATE_REASONS, row
+        assert row["reason"] in RULE_REASONS, row
     scraped = eventually(lambda: _metrics_show_rate(admin, fleet[3], 3, "follower"))
     assert scraped["quota_sidecar_throttle_factor"] == 1.0
     assert {labels["broker_id"] for labels, _ in scraped["quota_sidecar_volume_available_bytes"]} == {"1", "2", "3"}

@@ -57,8 +57,7 @@ def test_volume_decision_is_the_same_over_connect(sessions, volumes, params, fac
 def test_replication_decision_is_the_same_over_connect(sessions):
     embedded, connect = sessions
     settings = {"capacity_bytes": 100 * MB, "max_percent": 80.0, "min_rate": 10 * MB,
-                "change_threshold_percent": 0.0, "consecutive_failures": 0, "failure_threshold": 1,
-                "disk_guard": False, "disk_guard_rate": 1}  # fmt: skip
+                "change_threshold_percent": 0.0, "consecutive_failures": 0, "failure_threshold": 1}
     rows = [
         {"broker_id": 1, "role": "leader", "used_bytes_per_sec": 80e6, "applied_rate": 70 * MB},
         {"broker_id": 1, "role": "follower", "applied_rate": 50 * MB, "consecutive_failures": 2},

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from quota_sidecar.throttles import RULE_REASONS
 from spark_jobs import replication_rates, volume_violations
 from spark_jobs.schemas import BROKER_ROLE_SCHEMA, VOLUME_SCHEMA, frame_from_rows
 from spark_jobs.session import SparkStartError, get_session, stop_sessions
@@ -72,13 +73,6 @@ FACTOR_CASES = {
 
 @pytest.mark.parametrize("rows, factor", FACTOR_CASES.values(), ids=FACTOR_CASES.keys())
 def test_throttle_factor(spark, rows, factor):
-    df = volume_violations.transform(frame_from_rows(spark, rows, VOLUME_SCHEMA), BYTES_LIMIT)
-
-    assert volume_violations.throttle_factor(df) == factor
-
-
-@pytest.mark.parametrize("rows, factor", FACTOR_CASES.values(), ids=FACTOR_CASES.keys())
-def test_decide_factor_matches_throttle_factor(spark, rows, factor):
     assert volume_violations.decide(spark, rows, BYTES_LIMIT)[0] == factor
 
 
@@ -160,8 +154,6 @@ def broker_role(role="leader", **values):
         "change_threshold_percent": 0.0,
         "consecutive_failures": 0,
         "failure_threshold": 1,
-        "disk_guard": False,
-        "disk_guard_rate": 1,
     }
     return {**row, **values}
 
@@ -192,13 +184,11 @@ REPLICATION_RULES = {
     "failed read, failures > threshold: fail safe": (
         broker_role(applied_rate=50 * MB, consecutive_failures=2, failure_threshold=1), 10 * MB, "fail_safe"),
     "failed read, no P: fail safe": (broker_role(consecutive_failures=0), 10 * MB, "fail_safe"),
-    "disk guard on follower": (
-        broker_role("follower", used_bytes_per_sec=70e6, disk_guard=True), 1, "disk_guard"),
-    "disk guard beats a failed read": (
-        broker_role("follower", applied_rate=50 * MB, consecutive_failures=5, disk_guard=True), 1, "disk_guard"),
-    "disk guard ignored on leader": (
-        broker_role("leader", used_bytes_per_sec=70e6, applied_rate=0, disk_guard=True), 24 * MB, "computed"),
-}  # fmt: skip
+}
+
+
+def test_the_rule_gives_exactly_the_reasons_throttles_spells():
+    assert {reason for _, _, reason in REPLICATION_RULES.values()} == set(RULE_REASONS)
 
 
 @pytest.mark.parametrize("row, rate, reason", REPLICATION_RULES.values(), ids=REPLICATION_RULES.keys())

@@ -1,9 +1,17 @@
 """Throttled-replica lists, roles and override precedence (pure parts of the replication throttles)."""
 
-from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, FOLLOWER, GLOBAL_OVERRIDE,
-                                     LEADER, BrokerLoad, BrokerRates, Overrides, Partition, Reassignment,
-                                     ReplicaSizes, catching_up, count_failures, growth_rate, measured_replicas,
-                                     roles, throttled_replicas, with_overrides)
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from quota_sidecar.config import ReplicationConfig
+from quota_sidecar.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
+                                       ReplicaSizes)
+from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
+                                     KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
+                                     catching_up, count_failures, entries_of, foreign_cleanup_due,
+                                     global_override_expired, growth_rate, list_change, measured_replicas, roles,
+                                     throttled_replicas, wanted_broker_configs, with_overrides)
 
 MOVE = Reassignment("t", 0, replicas=(3, 1, 2), adding=(3,), removing=(1,))
 
@@ -34,15 +42,30 @@ def test_failures_count_consecutive_missing_reads_and_reset():
 
 
 def test_precedence_disk_guard_then_broker_then_global_then_fail_safe_then_computed():
-    computed = {(1, LEADER): (24, COMPUTED), (2, LEADER): (10, FAIL_SAFE), (3, FOLLOWER): (1, DISK_GUARD),
+    computed = {(1, LEADER): (24, COMPUTED), (2, LEADER): (10, FAIL_SAFE), (3, FOLLOWER): (40, COMPUTED),
                 (4, FOLLOWER): (90, COMPUTED)}
     involved = {1: {LEADER}, 2: {LEADER}, 3: {FOLLOWER}, 4: {FOLLOWER}}
-    rates = with_overrides(computed, Overrides(global_rate=500, broker_rates={1: 50, 3: 70, 9: 60}), involved)
+    overrides = Overrides(global_rate=500, broker_rates={1: 50, 3: 70, 9: 60})
+    rates = with_overrides(computed, overrides, involved, guarded={3}, disk_guard_rate=1)
     assert rates[1] == BrokerRates(50, 50, BROKER_OVERRIDE, BROKER_OVERRIDE)
     assert rates[2] == BrokerRates(500, None, GLOBAL_OVERRIDE, None)
     assert rates[3] == BrokerRates(70, 1, BROKER_OVERRIDE, DISK_GUARD)
     assert rates[9] == BrokerRates(60, 60, BROKER_OVERRIDE, BROKER_OVERRIDE)  # no move: a broker catching up
     assert with_overrides(computed, Overrides(), involved)[2] == BrokerRates(10, None, FAIL_SAFE, None)
+
+
+@pytest.mark.parametrize("computed_reason", [COMPUTED, FAIL_SAFE, KEPT, UNCHANGED])
+def test_disk_guard_slows_a_destination_whatever_the_rule_says(computed_reason):
+    computed = {(3, FOLLOWER): (50_000_000, computed_reason)}
+    rates = with_overrides(computed, Overrides(), {3: {FOLLOWER}}, guarded={3}, disk_guard_rate=7)
+    assert rates[3] == BrokerRates(None, 7, None, DISK_GUARD)
+
+
+def test_disk_guard_leaves_a_source_and_an_unguarded_destination_alone():
+    computed = {(3, LEADER): (24, COMPUTED), (4, FOLLOWER): (90, COMPUTED)}
+    rates = with_overrides(computed, Overrides(), {3: {LEADER}, 4: {FOLLOWER}}, guarded={3}, disk_guard_rate=1)
+    assert rates[3] == BrokerRates(24, None, COMPUTED, None)
+    assert rates[4] == BrokerRates(None, 90, None, COMPUTED)
 
 
 def test_reason_names_roles_only_when_they_differ():
@@ -83,3 +106,78 @@ def test_catching_up_is_the_brokers_out_of_sync_replicas_outside_moves():
                   ("u", 0): Partition(1, (1, 3), (1,)), ("v", 0): Partition(1, (1, 2), (1,))}
     moving = [Reassignment("u", 0, (1, 3), (3,))]
     assert catching_up(partitions, moving, 3) == {"t": ((0, 3),)}
+
+
+# ---------------------------------------------------------------- what the runner writes and lets go of
+
+def replication_config(**values) -> ReplicationConfig:
+    return ReplicationConfig(capacity_default=100, **values)
+
+
+def test_wanted_broker_configs_are_the_rates_and_none_without_a_move():
+    rates = BrokerRates(24, None, COMPUTED, None)
+    assert wanted_broker_configs(rates, replication_config(), violating=False) == {LEADER_RATE: 24, FOLLOWER_RATE: None}
+    assert wanted_broker_configs(None, replication_config(), violating=True) == {LEADER_RATE: None, FOLLOWER_RATE: None}
+
+
+@pytest.mark.parametrize("settings, violating, copy, fetch", [
+    ({"remote_copy_rate": 5, "remote_fetch_rate": 6}, False, 5, 6),
+    ({"remote_copy_rate": 5, "remote_copy_lift_on_violation": True}, False, 5, "absent"),
+    ({"remote_copy_rate": 5, "remote_copy_lift_on_violation": True}, True, UNLIMITED, "absent"),
+    ({"remote_copy_lift_on_violation": True}, False, None, "absent"),  # lift alone: nothing set until it lifts
+    ({"remote_copy_rate": 5}, True, 5, "absent"),  # no lift unless asked
+    ({}, True, "absent", "absent"),
+])
+def test_remote_storage_quotas_and_their_lift_on_violation(settings, violating, copy, fetch):
+    wanted = wanted_broker_configs(None, replication_config(**settings), violating)
+    assert wanted.get(REMOTE_COPY, "absent") == copy and wanted.get(REMOTE_FETCH, "absent") == fetch
+
+
+@pytest.mark.parametrize("wanted, present, recorded, add, remove, delete_key, after", [
+    ({"0:1"}, set(), set(), {"0:1"}, set(), False, {"0:1"}),
+    ({"0:1"}, {"0:1"}, set(), set(), set(), False, set()),  # an entry someone else set serves, and stays theirs
+    ({"0:1"}, {"*"}, set(), set(), set(), False, set()),  # '*' throttles every replica already
+    (set(), {"0:1", "9:9"}, {"0:1"}, set(), {"0:1"}, False, set()),  # another tool's entry stays
+    (set(), {"0:1"}, {"0:1"}, set(), {"0:1"}, True, set()),  # the last entry goes with the key
+    (set(), set(), {"0:1"}, set(), set(), False, set()),  # already gone: only the record goes
+    ({"1:1"}, {"0:1"}, {"0:1"}, {"1:1"}, {"0:1"}, False, {"1:1"}),
+])
+def test_list_change_adds_what_is_missing_and_removes_only_what_the_sidecar_added(
+        wanted, present, recorded, add, remove, delete_key, after):
+    assert list_change(wanted, present, recorded) == ListChange(frozenset(add), frozenset(remove), delete_key,
+                                                                frozenset(after))
+
+
+def test_a_sidecar_writes_only_the_entries_of_its_own_broker():
+    assert entries_of(["0:1", "1:12", "2:1", "3:2"], 1) == {"0:1", "2:1"}
+
+
+AUTOREMOVE = Overrides(global_rate=10, global_autoremove=True)
+
+
+@pytest.mark.parametrize("overrides, moving, moved_before, expired, moved_after", [
+    (AUTOREMOVE, True, False, False, True),
+    (AUTOREMOVE, False, True, True, False),  # the moves it ran under are done
+    (AUTOREMOVE, False, False, False, False),  # set while nothing moved: waits for a move to end
+    (Overrides(global_rate=10), False, True, False, False),  # not autoremove
+    (Overrides(10, True, {1: 5}), False, True, False, False),  # a broker override freezes clearing
+])
+def test_an_autoremove_global_override_goes_once_its_moves_are_done(overrides, moving, moved_before, expired,
+                                                                    moved_after):
+    assert global_override_expired(overrides, moving, moved_before) == (expired, moved_after)
+
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("moving, override, last_seen, now, after, due, seen_after", [
+    (True, False, None, T0, timedelta(minutes=5), False, T0),
+    (False, False, None, T0, None, False, None),  # opt-in
+    (False, False, None, T0, timedelta(minutes=5), False, T0),  # the period starts now
+    (False, False, T0, T0 + timedelta(minutes=4), timedelta(minutes=5), False, T0),
+    (False, False, T0, T0 + timedelta(minutes=5), timedelta(minutes=5), True, T0 + timedelta(minutes=5)),
+    (False, True, T0, T0 + timedelta(minutes=9), timedelta(minutes=5), False, T0),  # a broker override holds it
+])
+def test_foreign_cleanup_is_due_once_no_move_was_seen_for_the_period(moving, override, last_seen, now, after,
+                                                                    due, seen_after):
+    assert foreign_cleanup_due(moving, override, last_seen, now, after) == (due, seen_after)

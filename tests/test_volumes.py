@@ -3,7 +3,8 @@
 from datetime import datetime, timedelta, timezone
 
 from quota_sidecar.config import StorageLimit
-from quota_sidecar.volumes import Volume, by_broker, remember
+from quota_sidecar.observation import Volume
+from quota_sidecar.volumes import by_broker, remember
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)

@@ -1,0 +1,66 @@
+"""The records the sidecars keep in the cluster (cluster_store.py): their kinds, keys and how they read.
+
+A key is a JSON list, the record's kind first, then what it is about:
+
+- `["quota", entity, key]` -> `{"replaced": value}`: a client quota the sidecars set, and what it replaced;
+- `["config", broker, key]` -> `{"replaced": value}`: a dynamic config of one broker its sidecar set;
+- `["entries", broker, topic, role]` -> `{"entries": [...]}`: the throttled-replica entries a broker's sidecar added;
+- `["override", "global"]` -> `{"rate", "autoremove"}` and `["override", "broker", id]` -> `{"rate"}`: operators'
+  replication throttle overrides.
+
+Every sidecar reads them all once a pass (`parse`), so a restarted sidecar knows what is its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from .observation import Overrides
+
+QUOTA, CONFIG, ENTRIES, OVERRIDE = "quota", "config", "entries", "override"
+Records = Mapping[tuple, dict]
+
+
+def key(kind: str, *about) -> str:
+    """The store key of a record; an entity such as (None, client id) becomes a JSON list."""
+    return json.dumps([kind, *about])
+
+
+def override_key(broker_id: int | None) -> str:
+    """The global override's key (None), or one broker's."""
+    return key(OVERRIDE, "global") if broker_id is None else key(OVERRIDE, "broker", broker_id)
+
+
+def parse(stored: Mapping[str, dict]) -> dict[tuple, dict]:
+    """The store's key -> value map with each key read back as a tuple (lists inside become tuples too)."""
+    return {_hashable(json.loads(raw)): value for raw, value in stored.items()}
+
+
+def replaced(records: Records, kind: str) -> dict[tuple, float | None]:
+    """target -> the value it replaced, for every target of this kind (quota or config) the sidecars wrote."""
+    return {record[1:]: value["replaced"] for record, value in records.items() if record[0] == kind}
+
+
+def owned_configs(records: Records, broker: int) -> dict[str, float | None]:
+    """config key -> the value it replaced, for every config of this broker its sidecar set."""
+    return {target[1]: value for target, value in replaced(records, CONFIG).items() if target[0] == broker}
+
+
+def owned_entries(records: Records, broker: int) -> dict[tuple[str, str], set[str]]:
+    """(topic, role) -> the throttled-replica entries this broker's sidecar added."""
+    return {record[2:]: set(value["entries"]) for record, value in records.items()
+            if record[0] == ENTRIES and record[1] == broker}
+
+
+def overrides(records: Records) -> Overrides:
+    global_record = records.get((OVERRIDE, "global"))
+    brokers = {record[2]: value["rate"] for record, value in records.items()
+               if record[0] == OVERRIDE and record[1] == "broker"}
+    return Overrides(global_rate=global_record["rate"] if global_record else None,
+                     global_autoremove=bool(global_record and global_record.get("autoremove")),
+                     broker_rates=brokers)
+
+
+def _hashable(value):
+    return tuple(_hashable(item) for item in value) if isinstance(value, list) else value

@@ -1,0 +1,42 @@
+"""Plain data the unit tests build on: a configuration, and what the sidecar publishes after a pass (a
+Snapshot), so that status, metrics and the HTTP endpoint are tested on a known state."""
+
+from datetime import datetime, timezone
+
+from quota_sidecar import config as cfg, quotas
+from quota_sidecar.decider import Decision
+from quota_sidecar.loop import Counters, ReplicationView, Snapshot
+from quota_sidecar.observation import BrokerLoad, Overrides, Reassignment, ReplicationObservation, Volume
+from quota_sidecar.throttle_factor import COMPUTED, FactorState
+from quota_sidecar.throttles import BrokerRates, ReplicationDecision
+
+AT = datetime(2026, 11, 23, 8, 0, tzinfo=timezone.utc)
+MiB = 1 << 20
+
+
+def sidecar_config(**keys) -> cfg.SidecarConfig:
+    return cfg.from_properties({f"{cfg.PREFIX}{key}": str(value) for key, value in {
+        "kafka.admin.bootstrap.servers": "127.0.0.1:9092",
+        "storage.per.volume.limit.min.available.bytes": 24 * MiB, "produce": 1_000_000, "broker.id": 3,
+        **keys}.items()})
+
+
+def snapshot(replication: bool = False, **changes) -> Snapshot:
+    """A Snapshot after a pass that found broker 3's volume violating; `changes` replace its fields."""
+    config = sidecar_config(**({"replication.capacity.bytes.per.second": 40_000_000} if replication else {}))
+    volumes = (Volume(1, "/data/a", 100 * MiB, 80 * MiB, AT), Volume(3, "/data/b", 64 * MiB, 20 * MiB, AT),
+               Volume(2, "/data/c", -1, -1, AT, "KAFKA_STORAGE_ERROR"))
+    violation = {"broker_id": 3, "log_dir": "/data/b", "total_bytes": 64 * MiB, "available_bytes": 20 * MiB,
+                 "available_ratio": 20 / 64}
+    decision = Decision(AT, 0.0, COMPUTED, AT, quotas.wanted(config.quotas, 0.0), volumes, (violation,))
+    view = None
+    if replication:
+        move = Reassignment("t", 0, (3, 1, 2), adding=(3,), removing=(1,))
+        observation = ReplicationObservation((move,), {3: BrokerLoad(1_000.4, 2_000.6, None, 1_500.2)},
+                                             {3: {"leader_rate": None, "follower_rate": 9}}, Overrides(7, True))
+        rates = ReplicationDecision({3: BrokerRates(None, 1, None, "disk_guard")}, {})
+        view = ReplicationView(3, 40_000_000, observation, rates)
+    made = Snapshot(config, FactorState(0.0, COMPUTED, 0.0, AT, AT), decision,
+                    Counters(polls=4, poll_failures=1, limit_violations=2, writes=3, last_poll_seconds=0.25),
+                    {None: {quotas.PRODUCE: 1.0}, (None, "quota-sidecar"): {quotas.PRODUCE: quotas.UNLIMITED}}, view)
+    return Snapshot(**{**made.__dict__, **changes})

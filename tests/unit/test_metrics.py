@@ -1,0 +1,44 @@
+"""/metrics: what a scrape reads from the published snapshot, through a registry of its own."""
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from quota_sidecar.metrics import registry_for
+
+
+def scrape(snapshot) -> dict[tuple[str, tuple], float]:
+    text = generate_latest(registry_for(lambda: snapshot)).decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_factor_counters_and_volumes(a_snapshot):
+    samples = scrape(a_snapshot())
+
+    assert samples[("quota_sidecar_throttle_factor", ())] == 0.0
+    assert samples[("quota_sidecar_polls_total", ())] == 4
+    assert samples[("quota_sidecar_poll_failures_total", ())] == 1
+    assert samples[("quota_sidecar_limit_violated_total", ())] == 2
+    assert samples[("quota_sidecar_writes_total", ())] == 3
+    assert samples[("quota_sidecar_poll_duration_seconds", ())] == 0.25
+    assert samples[("quota_sidecar_active_log_dirs", ())] == 2
+    assert samples[("quota_sidecar_volume_available_bytes", (("broker_id", "3"), ("log_dir", "/data/b")))] == 20 << 20
+    assert not [key for key in samples if key[0] == "quota_sidecar_volume_available_bytes" and ("broker_id", "2") in key[1]]
+
+
+def test_replication_rates_with_their_reason_and_the_measured_network(a_snapshot):
+    samples = scrape(a_snapshot(replication=True))
+
+    rate = ("quota_sidecar_replication_throttle_rate_bytes",
+            (("broker_id", "3"), ("reason", "disk_guard"), ("role", "follower")))
+    assert samples[rate] == 1
+    assert samples[("quota_sidecar_network_bytes_per_second", (("broker_id", "3"), ("direction", "rx")))] == 2000.6
+    measured = ("quota_sidecar_replication_measured_bytes_per_second", (("broker_id", "3"), ("direction", "rx")))
+    assert samples[measured] == 1500.2
+
+
+def test_before_the_first_pass_only_the_counters_are_there(a_snapshot):
+    samples = scrape(a_snapshot(decision=None))
+
+    assert samples[("quota_sidecar_polls_total", ())] == 4
+    assert not [key for key in samples if key[0].startswith("quota_sidecar_volume")]
