@@ -6,9 +6,10 @@ CONFORMANCE ?= ../shared/conformance
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
-.PHONY: setup kafka test unit conformance demo bench clean
+.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean
 
-setup: $(VENV)/.installed kafka
+setup: venv kafka
+venv: $(VENV)/.installed
 
 $(VENV)/.installed: setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -22,13 +23,27 @@ build/kafka.classpath: pom.xml
 	mkdir -p build
 	mvn -q -B dependency:build-classpath -Dmdep.outputFile=$@
 
-test: setup
+# Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
+test: setup imports
 	$(BIN)/pytest
 	@if [ -d "$(CONFORMANCE)" ]; then $(MAKE) --no-print-directory conformance; \
 	 else echo "conformance cases not found at $(CONFORMANCE): skipped"; fi
 
-unit: setup
-	$(BIN)/pytest -m 'not integration'
+# Seconds, no JVM: pure decisions, configuration, the loop, status, metrics and HTTP without a cluster.
+unit: venv imports
+	$(BIN)/pytest tests/unit
+
+# The Spark rules in one embedded session, and the same through a local Spark Connect server.
+spark: venv
+	$(BIN)/pytest tests/spark
+
+# Real Kafka clusters (and, as root, brokers in network namespaces), real sidecar processes.
+integration: setup
+	$(BIN)/pytest tests/integration
+
+# The one-way house: fails on an import that goes up a layer, or a circle (setup.cfg [importlinter]).
+imports: venv
+	$(BIN)/lint-imports
 
 conformance: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases

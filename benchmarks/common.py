@@ -13,26 +13,25 @@ import os
 import platform
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before anything imports pyspark
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the lab (tests/harness) is not installed with the sidecar
 
 from kafka import KafkaAdminClient  # noqa: E402
 
-from quota_sidecar.config import PREFIX  # noqa: E402
-from quota_sidecar.flood import Flood  # noqa: E402
-from quota_sidecar.local_cluster import DEFAULT_CLASSPATH_FILE, free_loopback_ports  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
+from harness.flood import Flood  # noqa: E402
+from harness.local_cluster import DEFAULT_CLASSPATH_FILE  # noqa: E402
+from harness.sidecar_process import SidecarProcess  # noqa: E402
+from quota_sidecar.properties import PREFIX  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
 DOC = REPO / "docs" / "benchmarks.md"
@@ -229,15 +228,15 @@ class DiskSampler(Periodic):
 
 
 def flood_producer(bootstrap: str, topic: str) -> Flood:
-    """16 KiB records in requests of up to 64 KiB, at most 64 of them waiting (quota_sidecar.flood)."""
+    """16 KiB records in requests of up to 64 KiB, at most 64 of them waiting (harness.flood)."""
     return Flood({"bootstrap_servers": bootstrap}, topic, record_bytes=16 * KiB, max_unacked=64,
                  batch_size=64 * KiB, linger_ms=5)
 
 
 def connect_server():
-    """A local Spark Connect server (spark_jobs.connect_server) to use in a with block; it starts on entry and
+    """A local Spark Connect server (harness.connect_server) to use in a with block; it starts on entry and
     its work dir goes when it stops."""
-    from spark_jobs.connect_server import ConnectServer
+    from harness.connect_server import ConnectServer
 
     return ConnectServer()
 
@@ -251,107 +250,23 @@ def sidecar_properties(bootstrap: str, **keys) -> dict[str, str]:
             **{PREFIX + key: str(value) for key, value in keys.items()}}
 
 
-@dataclass
-class LogLine:
-    at: float  # time.monotonic() of the moment the sidecar logged it (from its own timestamp)
-    text: str
-
-
-@dataclass
-class SidecarProcess:
-    """`quota-sidecar run --config FILE`, its log lines kept with the time.monotonic() they were written at."""
-    properties: dict[str, str]
-    work_dir: Path
-    name: str = "sidecar"
-    lines: list[LogLine] = field(default_factory=list)
-    process: subprocess.Popen | None = None
-
-    def __post_init__(self):
-        self.port = free_loopback_ports(1)[0]
-        self.properties = {**self.properties, PREFIX + "http.port": str(self.port)}
-
-    def __enter__(self) -> SidecarProcess:
-        config = self.work_dir / f"{self.name}.properties"
-        config.write_text("".join(f"{key}={value}\n" for key, value in self.properties.items()))
-        command = [str(Path(sys.executable).with_name("quota-sidecar")), "run", "--config", str(config)]
-        self.started_at = time.monotonic()
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
-        threading.Thread(target=self._read_log, name=f"{self.name}-log", daemon=True).start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
-
-    def stop(self, timeout: float = 60.0) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        problems = [line.text for line in self.lines if re.search(r" (WARNING|ERROR|CRITICAL) ", line.text)]
-        if problems:  # shown, not judged: a benchmark's figures stand on their own
-            print(f"  {self.name} logged {len(problems)} warning(s)/error(s), the first ones:",
+@contextlib.contextmanager
+def sidecar_running(properties: dict[str, str], work_dir: Path, name: str = "sidecar"):
+    """`quota-sidecar run` (harness.sidecar_process) for a with block; its warnings and errors shown after."""
+    sidecar = SidecarProcess(name, work_dir, properties)
+    try:
+        yield sidecar.start()
+    finally:
+        sidecar.stop(timeout=60)
+        if problems := sidecar.problems():  # shown, not judged: a benchmark's figures stand on their own
+            print(f"  {name} logged {len(problems)} warning(s)/error(s), the first ones:",
                   *problems[:5], sep="\n    ", flush=True)
-
-    def _read_log(self) -> None:
-        # The log's wall-clock timestamps (ms) turned into this machine's monotonic clock.
-        offset = time.time() - time.monotonic()
-        for text in self.process.stderr:
-            match = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ", text)
-            at = (datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(match.group(2)) / 1000
-                  - offset) if match else time.monotonic()
-            self.lines.append(LogLine(at, text.rstrip()))
-
-    def first_line(self, pattern: str, after: float = 0.0) -> LogLine | None:
-        return next((line for line in list(self.lines) if line.at >= after and re.search(pattern, line.text)), None)
-
-    def wait_for_line(self, pattern: str, timeout: float, after: float = 0.0) -> LogLine:
-        deadline = time.monotonic() + timeout
-        while (line := self.first_line(pattern, after)) is None:
-            self.check_running()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name}: no log line matching {pattern!r} within {timeout:.0f}s; "
-                                   f"last lines:\n" + "\n".join(line.text for line in self.lines[-15:]))
-            time.sleep(0.05)
-        return line
-
-    def check_running(self) -> None:
-        if self.process.poll() is not None:
-            raise RuntimeError(f"{self.name} exited with code {self.process.returncode}; last lines:\n"
-                               + "\n".join(line.text for line in self.lines[-15:]))
-
-    def metrics(self) -> dict[str, float]:
-        """Its /metrics, unlabelled samples only: {name: value}."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as response:
-            text = response.read().decode()
-        return {name: float(value) for name, value in re.findall(r"^(\w+) (\S+)$", text, re.MULTILINE)}
-
-    def polls(self) -> int:
-        try:
-            return int(self.metrics().get("quota_sidecar_polls_total", 0))
-        except OSError:  # not serving yet
-            return 0
-
-    def watch_passes(self, every: float = 0.2) -> PassWatch:
-        return PassWatch(self, every)
-
-    def wait_for_polls(self, count: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while self.polls() < count:
-            self.check_running()
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name}: fewer than {count} polls within {timeout:.0f}s")
-            time.sleep(0.25)
 
 
 class PassWatch(Periodic):
     """Scrapes a running sidecar's /metrics every `every` seconds: the wall time of each pass it made."""
 
-    def __init__(self, sidecar: SidecarProcess, every: float):
+    def __init__(self, sidecar: SidecarProcess, every: float = 0.2):
         super().__init__(every)
         self.sidecar = sidecar
         self.durations: dict[int, float] = {}  # pass number -> its wall time

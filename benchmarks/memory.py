@@ -6,7 +6,7 @@ and after 20 polls:
 
 - embedded: the Python process plus everything it started (the JVM of the local Spark, via spark-submit);
 - shared: the Python process alone (a Spark Connect client starts no JVM; children are counted anyway),
-  and, separately, the local Spark Connect server's RSS (spark_jobs.connect_server: local[1], 512 MiB
+  and, separately, the local Spark Connect server's RSS (harness.connect_server: local[1], 512 MiB
   driver), which all sidecars share.
 
     .venv/bin/python benchmarks/memory.py [--sidecars 3] [--polls 20]
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import psutil
 
-from common import (MiB, LoadWatch, Result, SidecarProcess, Stats, cell, connect_server, print_result, provenance,
+from common import (MiB, LoadWatch, Result, Stats, cell, connect_server, print_result, provenance, sidecar_running,
                     sidecar_properties, table, this_command, uptime)
-from quota_sidecar.local_cluster import LocalKafkaCluster
+from harness.local_cluster import LocalKafkaCluster
 
 TITLE = "Memory"  # its subsection of "## Disk protection" in docs/benchmarks.md
 
@@ -44,7 +44,7 @@ def sidecars(cluster: LocalKafkaCluster, work_dir: Path, mode: str, count: int, 
         keys["spark.url"] = spark_url
     properties = sidecar_properties(cluster.bootstrap_servers, **keys)
     with contextlib.ExitStack() as stack:
-        running = [stack.enter_context(SidecarProcess(properties, work_dir, name=f"{mode}-{index}"))
+        running = [stack.enter_context(sidecar_running(properties, work_dir, name=f"{mode}-{index}"))
                    for index in range(count)]
         results = []
         for sidecar in running:

@@ -3,11 +3,11 @@
     sudo .venv/bin/python benchmarks/move_time.py [--rounds 2] [--move-mib 128] [--json]
 
 Three brokers, each in a network namespace of its own behind a rate-limited link, with clients on the
-source broker whose reads alternate between a peak and a quiet level (tests/move_lab.py and
-tests/netns.py; needs root for `ip netns`, veth and `tc ... tbf`). Each round moves one partition
+source broker whose reads alternate between a peak and a quiet level (tests/harness/move_lab.py and
+tests/harness/netns.py; needs root for `ip netns`, veth and `tc ... tbf`). Each round moves one partition
 under the sidecars, one per broker inside its namespace, then another under a static throttle set the
 way kafka-reassign-partitions --throttle sets it, at (capacity - client peak) x max%: what leaves the
-clients the sidecar's headroom at their peak (tests/test_network_throttle.py says why that is the fair
+clients the sidecar's headroom at their peak (tests/integration/test_network_throttle.py says why that is the fair
 static rate). Figures per move: duration, average
 throttle and replication rate while a throttle was in force (Kafka's replication-quota tests want the
 rate between 0.5x and 1.1x the throttle), the bytes moved before the sidecars' first rates, and the
@@ -24,15 +24,12 @@ import shlex
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))  # the lab lives beside the test that uses it
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from common import LoadWatch  # noqa: E402
-from move_lab import LabSettings, LoadProfile, MoveLab  # noqa: E402
-from netns import unavailable_reason  # noqa: E402
+from harness.move_lab import LabSettings, LoadProfile, MoveLab  # noqa: E402
+from harness.netns import unavailable_reason  # noqa: E402
 
 MB = 1_000_000
 

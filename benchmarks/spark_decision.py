@@ -7,7 +7,7 @@ Each measurement runs in a fresh Python process (`--child URL`), as a sidecar do
   decide() on 3 volumes;
 - warm: decide() on 3, 30 and 300 volumes, taking turns, after 3 unmeasured rounds.
 
-The Spark Connect server is a local one (spark_jobs.connect_server, local[1], 512 MiB driver) started
+The Spark Connect server is a local one (harness.connect_server, local[1], 512 MiB driver) started
 once for all Connect runs; its own start-up time is reported too.
 
     .venv/bin/python benchmarks/spark_decision.py [--runs 3] [--decisions 20]
@@ -98,7 +98,7 @@ def run(runs: int = 3, decisions: int = 20) -> Result:
         f"a fresh Python process, {runs} processes per mode. **Cold start**: import of `spark_jobs` (pyspark) + "
         "`get_session()` + the first `decide()` on 3 volumes. **Warm**: per decision, "
         f"{decisions} per size and process (the sizes taking turns) after {WARM_UP} unmeasured rounds, pooled "
-        "over the processes, median (min–max). The Connect server is local (`spark_jobs.connect_server`, "
+        "over the processes, median (min–max). The Connect server is local (`harness.connect_server`, "
         "`local[1]`, 512 MiB driver), started once and shared by the Connect runs: the first Connect process "
         "after its start pays the server's own warm-up (its first queries), the later ones do not.",
         table(["Spark", "cold start", "of which get_session()", "of which first decide()",

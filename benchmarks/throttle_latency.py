@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (KiB, MiB, DiskSampler, Flood, LoadWatch, Result, SidecarProcess, Stats, cell, create_topics,
+from common import (KiB, MiB, DiskSampler, Flood, LoadWatch, PassWatch, Result, SidecarProcess, Stats, cell, create_topics,
                     delete_topics, flood_producer, free_bytes, print_result, provenance, sidecar_properties, table,
-                    this_command, uptime)
+                    sidecar_running, this_command, uptime)
 from quota_sidecar.config import duration
-from quota_sidecar.local_cluster import LocalKafkaCluster
+from harness.local_cluster import LocalKafkaCluster
 
 TITLE = "Throttle latency"  # its subsection of "## Disk protection" in docs/benchmarks.md
 
@@ -102,10 +102,10 @@ def measure(interval: str, runs: int, cluster: LocalKafkaCluster, work_dir: Path
     seconds = duration(interval).total_seconds()
     properties = sidecar_properties(cluster.bootstrap_servers, **{
         "storage.check.interval": interval, "storage.per.volume.limit.min.available.bytes": LIMIT})
-    with SidecarProcess(properties, work_dir, name=f"sidecar-{interval}") as sidecar:
+    with sidecar_running(properties, work_dir, name=f"sidecar-{interval}") as sidecar:
         sidecar.wait_for_polls(2, timeout=300)  # the first pass starts embedded Spark: slow
         results = []
-        with sidecar.watch_passes() as passes:
+        with PassWatch(sidecar) as passes:
             for run in range(runs):
                 # Each run begins right after the previous one saw the throttle lift, i.e. right after a
                 # pass: without a delay every crossing would fall at the same point of the sidecar's cycle.

@@ -14,7 +14,6 @@ quotas they set.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -22,19 +21,21 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from kafka import KafkaAdminClient
 
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.errors import AdminError
-from quota_sidecar.flood import Flood
-from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable, free_loopback_ports
-from quota_sidecar.properties import SIDECAR_CLIENT_ID
-from quota_sidecar.quotas import entity_label
-from spark_jobs.connect_server import ConnectServer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the lab: tests/harness, not installed
+
+from harness.connect_server import ConnectServer  # noqa: E402
+from harness.flood import Flood  # noqa: E402
+from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable  # noqa: E402
+from harness.sidecar_process import EXECUTABLE, SidecarError, SidecarFleet  # noqa: E402
+from harness.waiting import WaitTimeout, eventually  # noqa: E402
+from quota_sidecar.admin import ClusterAdmin  # noqa: E402
+from quota_sidecar.errors import AdminError  # noqa: E402
+from quota_sidecar.properties import PREFIX, SIDECAR_CLIENT_ID  # noqa: E402
+from quota_sidecar.quotas import entity_label  # noqa: E402
 
 MiB = 1 << 20
 SMALL_BROKER = 3
@@ -77,7 +78,7 @@ def main() -> int:
     except SmallFilesystemUnavailable as error:
         print(f"\nThe demo needs a small filesystem for broker {SMALL_BROKER}'s log dir: {error}")
         return 1
-    except DemoError as error:
+    except (DemoError, SidecarError, WaitTimeout) as error:
         print(f"\nDEMO FAILED: {error}")
         return 1
     except KeyboardInterrupt:
@@ -159,35 +160,23 @@ def show_df(path: str) -> None:
 
 
 class SidecarProcesses:
-    """`quota-sidecar run --cleanup`, one process per broker, each with its own properties file and log."""
+    """`quota-sidecar run --cleanup`, one process per broker (harness.sidecar_process), each with its own log."""
 
     def __init__(self, cluster: LocalKafkaCluster, spark_url: str, demo_dir: Path):
         self.cluster = cluster
-        self.spark_url = spark_url
-        self.demo_dir = demo_dir
-        self.ports = dict(zip(cluster.broker_ids, free_loopback_ports(len(cluster.broker_ids))))
-        self.processes: dict[int, subprocess.Popen] = {}
-
-    @property
-    def url(self) -> str:
-        """Sidecar 1's HTTP endpoint: the one the demo asks."""
-        return f"http://127.0.0.1:{self.ports[1]}"
+        self.fleet = SidecarFleet(cluster.broker_ids, demo_dir, lambda broker_id: {
+            "node.id": broker_id,
+            PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
+            PREFIX + "spark.url": spark_url,
+            PREFIX + "storage.check.interval": "PT2S",
+            PREFIX + "storage.per.volume.limit.min.available.bytes": MIN_AVAILABLE_BYTES,
+            PREFIX + "produce": PRODUCE_BYTES_PER_SECOND,
+        })
+        self.asked = self.fleet[1]  # the sidecar the demo asks, as an operator would ask the one beside a broker
 
     def __enter__(self) -> SidecarProcesses:
-        command = str(Path(sys.executable).with_name("quota-sidecar"))
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-        try:
-            for broker_id in self.cluster.broker_ids:
-                config = self.write_config(broker_id)
-                with open(self.log_path(broker_id), "wb") as log:
-                    # A session of its own: Ctrl-C reaches only the demo, which stops the sidecars in order.
-                    self.processes[broker_id] = subprocess.Popen(
-                        [command, "run", "--config", str(config), "--cleanup"], stdin=subprocess.DEVNULL,
-                        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        except BaseException:
-            self.stop()  # __exit__ does not run when __enter__ fails
-            raise
-        say(f"sidecars started for brokers {self.cluster.broker_ids}, HTTP ports {list(self.ports.values())}")
+        self.fleet.start(cleanup=True, ready_timeout=None)
+        say(f"sidecars started for brokers {self.cluster.broker_ids}, HTTP ports {[s.port for s in self.fleet]}")
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> None:
@@ -213,80 +202,38 @@ class SidecarProcesses:
             return None
         return {entity_label(entity): keys for entity, keys in in_force.items() if keys}
 
-    def config_path(self, broker_id: int) -> Path:
-        return self.demo_dir / f"sidecar-{broker_id}.properties"
-
-    def log_path(self, broker_id: int) -> Path:
-        return self.demo_dir / f"sidecar-{broker_id}.log"
-
-    def write_config(self, broker_id: int) -> Path:
-        prefix = "client.quota.callback.static."
-        properties = {
-            "node.id": broker_id,
-            prefix + "kafka.admin.bootstrap.servers": self.cluster.bootstrap_servers,
-            prefix + "spark.url": self.spark_url,
-            prefix + "http.port": self.ports[broker_id],
-            prefix + "storage.check.interval": "PT2S",
-            prefix + "storage.per.volume.limit.min.available.bytes": MIN_AVAILABLE_BYTES,
-            prefix + "produce": PRODUCE_BYTES_PER_SECOND,
-        }
-        path = self.config_path(broker_id)
-        path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
-        return path
-
     def wait_until_ready(self) -> None:
         """Until every sidecar made its first poll and sidecar 1 reports the unthrottled quota in force."""
-        deadline = time.monotonic() + SIDECARS_READY_TIMEOUT
-        while not (all(self.polled(broker_id) for broker_id in self.processes)
-                   and producer_quota(self.status()) == PRODUCE_BYTES_PER_SECOND):
-            self.check_running()
-            if time.monotonic() > deadline:
-                raise DemoError(f"the sidecars did not all poll within {SIDECARS_READY_TIMEOUT:.0f}s")
-            time.sleep(1)
+        for sidecar in self.fleet:
+            sidecar.wait_ready(SIDECARS_READY_TIMEOUT)
+        eventually(lambda: producer_quota(self.status()) == PRODUCE_BYTES_PER_SECOND, SIDECARS_READY_TIMEOUT,
+                   "the unthrottled quota in sidecar 1's status")
         say(f"every sidecar polls every 2 s; the default user may produce {PRODUCE_BYTES_PER_SECOND:,} B/s "
             f"per broker until a volume has <= {MIN_AVAILABLE_BYTES // MiB} MiB free")
 
-    def polled(self, broker_id: int) -> bool:
-        health = get_json(f"http://127.0.0.1:{self.ports[broker_id]}/healthz")
-        return health is not None and health["last_poll"] is not None
-
-    def check_running(self) -> None:
-        for broker_id, process in self.processes.items():
-            if process.poll() is not None:
-                raise DemoError(f"sidecar {broker_id} exited with code {process.returncode}")
-
     def status(self) -> dict | None:
         """Sidecar 1's /status as JSON; None when it does not answer."""
-        return get_json(self.url + "/status")
+        return self.asked.get("/status")
 
     def status_table(self) -> str:
         """What `quota-sidecar status` shows a person for sidecar 1."""
         # --config as well: `status --url` alone refuses to run without a bootstrap.servers.
-        command = [str(Path(sys.executable).with_name("quota-sidecar")), "status",
-                   "--config", str(self.config_path(1)), "--url", self.url]
+        command = [str(EXECUTABLE), "status", "--config", str(self.asked.config_path), "--url", self.asked.url]
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
         return (result.stdout + result.stderr).rstrip()
 
     def stop(self) -> None:
         """SIGTERM to all at once (each finishes its pass, then --cleanup); SIGKILL at the deadline."""
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        deadline = time.monotonic() + SIDECAR_STOP_TIMEOUT
-        for broker_id, process in self.processes.items():
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                say(f"sidecar {broker_id} did not stop within {SIDECAR_STOP_TIMEOUT:.0f}s: killing it")
-                process.kill()
-                process.wait()
-        codes = {broker_id: process.returncode for broker_id, process in self.processes.items()}
+        try:
+            codes = self.fleet.stop(timeout=SIDECAR_STOP_TIMEOUT)
+        except SidecarError as error:
+            say(f"WARNING: {str(error).splitlines()[0]}: it was killed")
+            return
         say(f"sidecars stopped (exit codes {codes})")
 
     def print_log_tails(self, lines: int = 20) -> None:
-        for broker_id in self.processes:
-            tail = self.log_path(broker_id).read_text(errors="replace").splitlines()[-lines:]
-            print(f"--- last lines of sidecar {broker_id}'s log ---", *tail, sep="\n")
+        for sidecar in self.fleet:
+            print(f"--- last lines of {sidecar.name}'s log ---", sidecar.log_tail(lines), sep="\n")
 
 
 def producer_quota(status: dict | None) -> float | None:
@@ -304,14 +251,6 @@ def throttle_factor(status: dict | None) -> float | None:
 def factor_text(status: dict | None) -> str:
     factor = throttle_factor(status)
     return "?" if factor is None else f"{factor:.1f}"
-
-
-def get_json(url: str) -> dict | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return json.load(response)
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return None  # not up yet, or busy: the callers ask again
 
 
 # ---------------------------------------------------------------- the topic, the producer, the disk

@@ -9,7 +9,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from quota_sidecar.local_cluster import LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.local_cluster import LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +161,7 @@ def test_a_namespace_for_an_unknown_broker_is_refused():
 
 @pytest.mark.netns
 def test_a_broker_in_a_network_namespace_serves_on_its_address(make_kafka_cluster, unique_name):
-    from netns import TestNetwork, unavailable_reason
+    from harness.netns import TestNetwork, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

@@ -20,9 +20,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -36,20 +34,21 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness import waiting
+from harness.connect_server import ConnectServer
+from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess, http
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cluster_store import ClusterStore
 from quota_sidecar.errors import RetryableAdminError
-from quota_sidecar.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
 from quota_sidecar.observation import UNLIMITED
 from quota_sidecar.throttles import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, REMOTE_COPY,
                                      REMOTE_FETCH, RULE_REASONS)
-from spark_jobs.connect_server import ConnectServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 
 PREFIX = "client.quota.callback.static."
 TOKEN = "replication-test-token"
-SIDECAR = Path(sys.executable).with_name("quota-sidecar")
 RATE_KEYS = (LEADER_RATE, FOLLOWER_RATE)
 # The module's sidecars: rates between the floor and 90 % (the default max percent) of the capacity,
 # wherever in that range this host's network use puts them. Either way a 3 MiB partition takes a minute.
@@ -59,114 +58,18 @@ MOVE_BYTES = 3 << 20
 # A throttled fetch brings at most this much of a partition before the quota is checked again (KIP-73
 # is optimistic; Kafka's default is 1 MiB): a throttled move advances in small steps.
 BROKER_PROPERTIES = {"replica.fetch.max.bytes": str(64 << 10)}
-SIDECAR_START = 240  # s: a sidecar imports pyspark and connects to Spark before its first pass
 REACTION = 150  # s: a few passes of every sidecar, on 2 cores shared with other clusters
 
 
 # ---------------------------------------------------------------- sidecar processes
 
 
-class Sidecar:
-    """One `quota-sidecar run` process: its properties file, its log and its HTTP port (kept across restarts)."""
-
-    def __init__(self, name: str, work_dir: Path, properties: dict[str, str]):
-        self.name = name
-        self.port = _free_port()
-        self.config_path = work_dir / f"{name}.properties"
-        self.log_path = work_dir / f"{name}.log"
-        self.config_path.write_text("".join(f"{key}={value}\n" for key, value in
-                                            {**properties, PREFIX + "http.port": str(self.port)}.items()))
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, cleanup: bool = True) -> "Sidecar":
-        command = [str(SIDECAR), "run", "--config", str(self.config_path)] + (["--cleanup"] if cleanup else [])
-        with open(self.log_path, "a") as log:
-            log.write(f"---- {' '.join(command)}\n")
-            log.flush()
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=_env())
-        return self
-
-    def wait_ready(self, timeout: float = SIDECAR_START) -> "Sidecar":
-        """Until the process answers /healthz with a poll done."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise AssertionError(f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                if http("GET", self.url + "/healthz")[1]["last_poll"]:
-                    return self
-            except OSError:
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} made no poll within {timeout:.0f}s:\n{self.log_tail()}")
-            time.sleep(0.5)
-
-    def send(self, sig: int) -> None:
-        """Send one signal (a second SIGTERM could reach Python after it put the default handler back)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-
-    def stop(self, sig: int | None = signal.SIGTERM, timeout: float = 120) -> int | None:
-        """Send `sig` (None: it was sent already), wait, and return the exit code (negative: the signal)."""
-        if sig is not None:
-            self.send(sig)
-        process, self.process = self.process, None
-        if process is None:
-            return None
-        try:
-            return process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            raise AssertionError(f"{self.name} did not stop within {timeout:.0f}s:\n{self.log_tail()}") from None
-
-    def status(self) -> dict:
-        """The sidecar's /status, which `quota-sidecar status --json` prints."""
-        code, answer = http("GET", self.url + "/status")
-        assert code == 200, answer
-        return answer
-
-    def log_tail(self, lines: int = 150) -> str:
-        try:
-            return "".join(self.log_path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
-
-    def report_section(self) -> tuple[str, str]:
-        return f"{self.name} log ({self.log_path})", self.log_tail()
-
-
-class Fleet:
-    """One sidecar per broker of a cluster, all with the same settings."""
-
-    def __init__(self, cluster: LocalKafkaCluster, spark_url: str, work_dir: Path, report, **settings: str):
-        self.sidecars = {broker: Sidecar(f"sidecar-{broker}", work_dir,
-                                         sidecar_properties(cluster, broker, spark_url, settings))
-                         for broker in cluster.broker_ids}
-        report.sources += self.sidecars.values()
-
-    def __getitem__(self, broker: int) -> Sidecar:
-        return self.sidecars[broker]
-
-    def start(self, brokers=None, cleanup: bool = True) -> "Fleet":
-        chosen = [self.sidecars[b] for b in (brokers or self.sidecars)]
-        for sidecar in chosen:
-            sidecar.start(cleanup)
-        for sidecar in chosen:
-            sidecar.wait_ready()
-        return self
-
-    def stop(self, brokers=None) -> dict[int, int | None]:
-        """SIGTERM to each at once, then their exit codes."""
-        chosen = {b: self.sidecars[b] for b in (brokers or self.sidecars)}
-        for sidecar in chosen.values():
-            sidecar.send(signal.SIGTERM)
-        return {broker: sidecar.stop(None) for broker, sidecar in chosen.items()}
+def fleet_of(cluster: LocalKafkaCluster, spark_url: str, work_dir: Path, report, **settings: str) -> SidecarFleet:
+    """One sidecar per broker, all with the same settings, their logs in a failed test's report."""
+    fleet = SidecarFleet(cluster.broker_ids, work_dir,
+                         lambda broker: sidecar_properties(cluster, broker, spark_url, settings))
+    report.sources += list(fleet)
+    return fleet
 
 
 def sidecar_properties(cluster: LocalKafkaCluster, broker: int, spark_url: str, settings: dict) -> dict[str, str]:
@@ -186,52 +89,18 @@ def sidecar_properties(cluster: LocalKafkaCluster, broker: int, spark_url: str, 
 
 
 def cli(*args: str, token: str | None = None) -> subprocess.CompletedProcess:
-    env = _env()
-    env.pop("QUOTA_SIDECAR_API_TOKEN", None)
+    env = {key: value for key, value in os.environ.items() if key != "QUOTA_SIDECAR_API_TOKEN"}
     if token is not None:
         env["QUOTA_SIDECAR_API_TOKEN"] = token
-    return subprocess.run([str(SIDECAR), *args], capture_output=True, text=True, env=env, timeout=120)
-
-
-def http(method: str, url: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict | str]:
-    """(status, the JSON answer, or the text of one that is not JSON)."""
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-    request = urllib.request.Request(url, method=method, headers=headers,
-                                     data=None if body is None else json.dumps(body).encode())
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            code, text = response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        code, text = error.code, error.read().decode()
-    try:
-        return code, json.loads(text)
-    except ValueError:
-        return code, text
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return subprocess.run([str(EXECUTABLE), *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 # ---------------------------------------------------------------- what the cluster holds
 
 
 def eventually(check, timeout: float = REACTION):
-    """Run check() until it passes; after `timeout` seconds its last failure is the test's."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except (AssertionError, RetryableAdminError) as failure:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"still failing after {timeout:.0f}s: {failure}") from failure
-        time.sleep(0.5)
+    """check()'s result once it stops failing; after `timeout` seconds its last failure is the test's."""
+    return waiting.eventually(lambda: [check()], timeout, retry_on=(AssertionError, RetryableAdminError))[0]
 
 
 def lists(admin: ClusterAdmin, topic: str) -> dict[str, set[str]]:
@@ -263,7 +132,7 @@ def assert_throttled(admin: ClusterAdmin, broker: int, key: str) -> None:
     assert list(rates) == [key] and MIN_RATE <= rates[key] <= MAX_RATE, (broker, rates)
 
 
-def own_status(sidecar: Sidecar) -> dict:
+def own_status(sidecar: SidecarProcess) -> dict:
     """The status row of the sidecar's own broker."""
     (row,) = sidecar.status()["replication"]["brokers"]
     return row
@@ -377,7 +246,7 @@ def cluster(report):
 
 @pytest.fixture(scope="module")
 def fleet(cluster, spark_url, work_dir, report):
-    fleet = Fleet(cluster, spark_url, work_dir, report).start()
+    fleet = fleet_of(cluster, spark_url, work_dir, report).start()
     yield fleet
     assert fleet.stop() == {1: 0, 2: 0, 3: 0}, "a sidecar failed its clean-up at the end of the module"
 
@@ -405,7 +274,7 @@ def settled(fleet, admin, store):
     for sidecar in fleet.sidecars.values():
         if sidecar.process is None or sidecar.process.poll() is not None:
             sidecar.stop()
-            sidecar.start().wait_ready()
+            sidecar.start(cleanup=True).wait_ready()
     try:
         eventually(lambda: _equal(sidecar_records(store), {}))  # at once, unless the test failed
     finally:  # rates a failed test set as an operator
@@ -443,7 +312,7 @@ def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_co
     assert small.available_bytes < limit, f"the filler did not fill broker 2's volume: {small}"
     admin.incremental_alter_configs("broker", 1, {REMOTE_FETCH: ("SET", "1234567")})  # an operator's
     (work_dir / unique_name).mkdir()
-    fleet = Fleet(cluster, spark_url, work_dir / unique_name, report,
+    fleet = fleet_of(cluster, spark_url, work_dir / unique_name, report,
                   storage_per_volume_limit_min_available_bytes=str(limit),
                   replication_capacity_bytes_per_second="10000000",
                   replication_min_rate_bytes_per_second="2000000",
@@ -679,11 +548,11 @@ def test_opt_in_clears_rates_other_tools_left_once_no_move_was_seen_for_a_while(
     time.sleep(5)  # several passes of the fleet's sidecar 2, which must not touch them
     assert broker_configs(admin, 2) == leftovers
 
-    sweeper = Sidecar("sidecar-2-clearing-foreign-rates", work_dir, sidecar_properties(
+    sweeper = SidecarProcess("sidecar-2-clearing-foreign-rates", work_dir, sidecar_properties(
         cluster, 2, spark_url, {"replication_cleanup_foreign_after": "PT3S"}))
     report.sources.append(sweeper)
     try:
-        sweeper.start().wait_ready()
+        sweeper.start(cleanup=True).wait_ready()
         eventually(lambda: _equal(broker_configs(admin, 2), {}))
     finally:
         assert sweeper.stop() == 0
@@ -702,14 +571,14 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
     assert http("GET", fleet[2].url + "/throttle/2") == (200, {"broker_id": 2, "override": None})
 
     # A sidecar without api.token: the disk protection alone, checked once a minute.
-    no_token = Sidecar("sidecar-without-token", work_dir, {
+    no_token = SidecarProcess("sidecar-without-token", work_dir, {
         PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
         PREFIX + "storage.check.interval": "PT0S",
         PREFIX + "spark.url": spark_url,
     })
     report.sources.append(no_token)
     try:
-        no_token.start().wait_ready()
+        no_token.start(cleanup=True).wait_ready()
         status, answer = http("PUT", no_token.url + "/throttle", body, token=TOKEN)
         assert status == 403 and "api.token" in answer["error"], answer
         done = cli("throttle", "set", "5000000", "--url", no_token.url, token=TOKEN)
@@ -733,7 +602,7 @@ def _rate_at_least(admin: ClusterAdmin, broker: int, key: str, floor: int) -> in
     return rate
 
 
-def _metrics_show_rate(admin: ClusterAdmin, sidecar: Sidecar, broker: int, role: str) -> dict:
+def _metrics_show_rate(admin: ClusterAdmin, sidecar: SidecarProcess, broker: int, role: str) -> dict:
     """The sidecar's /metrics give the rate in force on its broker for the role; all of /metrics by name."""
     with urllib.request.urlopen(sidecar.url + "/metrics", timeout=30) as response:
         families = text_string_to_metric_families(response.read().decode())
@@ -748,7 +617,7 @@ def _metrics_show_rate(admin: ClusterAdmin, sidecar: Sidecar, broker: int, role:
     return found
 
 
-def _status_shows(admin: ClusterAdmin, sidecar: Sidecar, broker: int, role: str) -> dict:
+def _status_shows(admin: ClusterAdmin, sidecar: SidecarProcess, broker: int, role: str) -> dict:
     """The sidecar's status names the role and the rate in force on its broker (which may move)."""
     rates = broker_configs(admin, broker)
     row = own_status(sidecar)

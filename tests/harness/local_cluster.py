@@ -1,4 +1,6 @@
-"""A real local Kafka cluster for the tests, the demo and the benchmarks.
+"""A real local Kafka cluster for the tests, the demo and the benchmarks (the lab: not installed).
+
+Longer than our 400-line mark: one cluster's nodes, files, processes and clean-up belong together.
 
 Every node is one `kafka.Kafka` JVM in KRaft combined mode (broker and controller), started from the
 jars `pom.xml` resolves (`make kafka` writes their classpath to build/kafka.classpath). The nodes form
@@ -40,10 +42,12 @@ from typing import Mapping, Sequence
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 
+from harness.ports import free_loopback_ports
+
 log = logging.getLogger(__name__)
 
 DEFAULT_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
-DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parent.parent / "build" / "kafka.classpath"
+DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parents[2] / "build" / "kafka.classpath"
 
 # Light and quick to start on a 2-core machine: a small serial-GC heap, and only the C1 compiler,
 # which roughly halves the CPU a broker burns while warming up.
@@ -474,22 +478,6 @@ def _read_classpath(classpath_file: Path) -> str:
         return classpath_file.read_text().strip()
     except FileNotFoundError:
         raise LocalClusterError(f"no Kafka classpath at {classpath_file}: run `make kafka` first") from None
-
-
-def free_loopback_ports(count: int) -> list[int]:
-    """Ports the kernel finds free, all held at once so they differ, released just before the brokers bind.
-
-    Linux hands out odd ports for bind(0) and even ones for outgoing connections, so a connection
-    opened in between rarely takes one of them.
-    """
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _listens(address: str) -> bool:

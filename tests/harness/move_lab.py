@@ -1,8 +1,8 @@
 """A partition move on a cluster whose brokers sit behind rate-limited links, with clients running.
 
-Shared by tests/test_network_throttle.py and benchmarks/move_time.py. One `MoveLab` is:
+Shared by tests/integration/test_network_throttle.py and benchmarks/move_time.py. One `MoveLab` is:
 
-- a `TestNetwork` (tests/netns.py): brokers 1, 2, 3 each in a network namespace of their own, every
+- a `TestNetwork` (netns.py): brokers 1, 2, 3 each in a network namespace of their own, every
   link limited to `capacity` bytes/s in each direction;
 - a LocalKafkaCluster whose brokers run in those namespaces;
 - a Spark Connect server here, reached by the sidecars through a relay on the bridge address (inside a
@@ -18,11 +18,13 @@ Shared by tests/test_network_throttle.py and benchmarks/move_time.py. One `MoveL
 What a move measures (`MoveResult`): its duration, the destination replica's growth while a throttle
 was in force against the throttle in force (the smaller of the source's leader rate and the
 destination's follower rate, as read back from the brokers), and the client's throughput.
+
+Longer than our 400-line mark: set-up, load, moves and their measures share one lab's state and
+are read together; split, each part would only make sense beside the others.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import signal
@@ -31,8 +33,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -41,9 +41,12 @@ import psutil
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 
-from netns import TcpRelay, TestNetwork
+from harness.netns import TcpRelay, TestNetwork
+from harness.sidecar_process import SidecarError, SidecarProcess
+from harness.waiting import WaitTimeout, eventually
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.errors import AdminError
+from quota_sidecar.properties import PREFIX
 from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 log = logging.getLogger(__name__)
@@ -153,7 +156,7 @@ class MoveResult:
 
 class ClientLoad:
     """The producer (Kafka's ProducerPerformance at a fixed record rate) and the two readers
-    (tests/client_load.py), each a process of its own, so that none competes for this process's GIL
+    (tests/harness/client_load.py), each a process of its own, so that none competes for this process's GIL
     with the measurements. `origin` is the start of a peak phase; `wait_for_phase()` waits for the next
     start of a peak or of a quiet phase.
     """
@@ -233,7 +236,7 @@ def producer_performance(bootstrap_servers: str, topic: str, records: int, throu
                          log_file: Path) -> subprocess.Popen:
     """Kafka's own producer benchmark on a JVM: it computes the record batches' CRC-32C natively,
     where kafka-python does it in pure Python at a few MB/s."""
-    from quota_sidecar.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
+    from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
 
     with open(log_file, "ab") as output:
         return subprocess.Popen(
@@ -263,7 +266,7 @@ class MoveLab:
         self.relay: TcpRelay | None = None
         self.admin: ClusterAdmin | None = None
         self.load: ClientLoad | None = None
-        self.sidecars: dict[int, subprocess.Popen] = {}
+        self.sidecars: dict[int, SidecarProcess] = {}
         self.load_topic = "client-load"
         self.move_topics = {name: f"move-{name}" for name in settings.moves}
         self.client_peak_tx: float | None = None  # the source's sent bytes/s at the client's peak
@@ -283,7 +286,7 @@ class MoveLab:
         self.stop()
 
     def start(self) -> None:
-        from spark_jobs.connect_server import ConnectServer
+        from harness.connect_server import ConnectServer
 
         self.network.create()
         self.connect = ConnectServer()
@@ -293,7 +296,7 @@ class MoveLab:
                      # Two segments a second per link at most; fewer files than 1 MiB segments.
                      "broker_properties": {"log.segment.bytes": str(16 << 20)}}
         if self._make_cluster is None:
-            from quota_sidecar.local_cluster import LocalKafkaCluster
+            from harness.local_cluster import LocalKafkaCluster
             self.cluster = LocalKafkaCluster(**arguments).start()
         else:
             self.cluster = self._make_cluster(**arguments)
@@ -377,7 +380,7 @@ class MoveLab:
 
     # -- the sidecars ----------------------------------------------------------------------------
 
-    def sidecar_command(self, broker: int) -> list[str]:
+    def sidecar_properties(self, broker: int) -> dict[str, object]:
         settings = self.settings
         values = {
             "kafka.admin.bootstrap.servers": self.cluster.bootstrap_servers,
@@ -386,7 +389,6 @@ class MoveLab:
             "storage.per.volume.limit.min.available.bytes": 1,  # disk protection on, never in the way here
             "spark.url": f"sc://{self.network.bridge_ip}:{self.connect.port}",
             "http.host": self.network.ip(broker),  # reachable from here, for /status
-            "http.port": SIDECAR_HTTP_PORT,
             "replication.capacity.bytes.per.second": settings.sidecar_capacity or settings.capacity,
             "replication.max.tx.percent": settings.max_percent,
             "replication.max.rx.percent": settings.max_percent,
@@ -394,63 +396,40 @@ class MoveLab:
             "replication.network.interface": self.network.inside_interface(broker),
             "replication.network.window": f"PT{settings.network_window_seconds}S",
         }
-        executable = Path(sys.executable).parent / "quota-sidecar"
-        return self.network.in_namespace(broker, [str(executable), "run",
-                                                  *(f"--set={key}={value}" for key, value in values.items())])
+        return {PREFIX + key: value for key, value in values.items()}
 
     def start_sidecars(self, wait: bool = True) -> None:
         """One sidecar per broker, inside the broker's namespace; with wait, wait_for_sidecars() too."""
         for broker in BROKERS:
-            with open(self.sidecar_log(broker), "ab") as output:
-                self.sidecars[broker] = subprocess.Popen(
-                    self.sidecar_command(broker), stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True)
+            self.sidecars[broker] = SidecarProcess(
+                f"sidecar-{broker}", self.work_dir, self.sidecar_properties(broker), host=self.network.ip(broker),
+                port=SIDECAR_HTTP_PORT, command_prefix=self.network.in_namespace(broker, [])).start()
         if wait:
             self.wait_for_sidecars()
 
     def wait_for_sidecars(self, timeout: float = 180.0) -> None:
         """Until each sidecar has polled and had a full network window (its sampler starts with the process)."""
         deadline = time.monotonic() + timeout
-        for broker in BROKERS:
-            _until(lambda: self._sidecar_polled(broker), deadline - time.monotonic(),
-                   f"sidecar {broker}'s first poll (log: {self.sidecar_log(broker)})")
+        for sidecar in self.sidecars.values():
+            sidecar.wait_ready(deadline - time.monotonic())
         time.sleep(self.settings.network_window_seconds)
-
-    def _sidecar_polled(self, broker: int) -> bool:
-        process = self.sidecars[broker]
-        if process.poll() is not None:
-            raise RuntimeError(f"sidecar {broker} exited with {process.returncode}:\n{_tail(self.sidecar_log(broker))}")
-        health = self.sidecar_get(broker, "/healthz")
-        return bool(health and health["last_poll"])
 
     def sidecar_get(self, broker: int, path: str) -> dict | None:
         """A sidecar's JSON answer on its HTTP endpoint (/healthz, /status), None when it gives none."""
-        url = f"http://{self.network.ip(broker)}:{SIDECAR_HTTP_PORT}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return json.load(response)
-        except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
-            return None
-
-    def sidecar_log(self, broker: int) -> Path:
-        return self.work_dir / f"sidecar-{broker}.log"
+        return self.sidecars[broker].get(path)
 
     def stop_sidecars(self, timeout: float = 30.0) -> None:
-        for process in self.sidecars.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)  # `ip netns exec` exec'd the sidecar: this is its pid
-        for broker, process in self.sidecars.items():
+        """SIGTERM to each (`ip netns exec` exec'd the sidecar: the process is the sidecar), then wait."""
+        for sidecar in self.sidecars.values():
+            sidecar.send(signal.SIGTERM)
+        for broker, sidecar in self.sidecars.items():
             try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log.warning("sidecar %d did not stop within %.0fs: killing it", broker, timeout)
-                process.kill()
-                process.wait()
-        self.sidecars = {}
+                sidecar.stop(None, timeout)
+            except SidecarError:
+                log.warning("sidecar %d did not stop within %.0fs: it was killed", broker, timeout)
 
     def logs(self) -> str:
-        return "\n".join(f"==> {self.sidecar_log(broker)} <==\n{_tail(self.sidecar_log(broker))}"
-                         for broker in BROKERS if self.sidecar_log(broker).exists())
+        return "\n".join(f"==> {sidecar.log_path} <==\n{sidecar.log_tail(80)}" for sidecar in self.sidecars.values())
 
     # -- the client's peak, and the static rate that leaves the same headroom -------------------
 
@@ -509,7 +488,7 @@ class MoveLab:
 
     def run_adaptive(self, move: str = "adaptive") -> MoveResult:
         """Only the move: the running sidecars see it, list its replicas and set the rates."""
-        if not self.sidecars:
+        if not any(sidecar.process for sidecar in self.sidecars.values()):
             raise RuntimeError("start_sidecars() first")
         passes = _PassWatch(self).start()
         try:
@@ -521,7 +500,7 @@ class MoveLab:
         try:  # the sidecars take their rates away once no move involves their broker
             _until(lambda: self._rates() == (None, None), 60, "the sidecars removing their rates")
             result.rates_removed_after = round(time.monotonic() - done, 1)
-        except TimeoutError:
+        except WaitTimeout:
             log.warning("the sidecars did not remove their rates within 60s of the move's end; see %s", self.work_dir)
         return result
 
@@ -657,20 +636,6 @@ def _in_thread(function: Callable[[], object]) -> Callable[[], None]:
 
 
 def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if condition():
-                return
-        except (AdminError, KafkaError):
-            pass  # retried until the deadline
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout:.0f}s for {what}")
-        time.sleep(0.5)
+    eventually(condition, timeout, what, retry_on=(AdminError, KafkaError))  # the cluster may not answer yet
 
 
-def _tail(path: Path, lines: int = 80) -> str:
-    try:
-        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
-    except OSError:
-        return ""

@@ -8,8 +8,8 @@ import psutil
 import pytest
 
 from spark_jobs import replication_rates, volume_violations
-from spark_jobs.connect_server import ConnectServer, ConnectServerError
-from spark_jobs.session import SparkStartError, get_session, stop_sessions
+from harness.connect_server import ConnectServer, ConnectServerError
+from spark_jobs.session import SparkStartError, discard, get_session
 
 pytestmark = pytest.mark.spark_connect
 
@@ -26,9 +26,12 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def sessions(server):
-    yield get_session(), get_session(server.url)
-    stop_sessions()  # before the server stops, so the Connect session is released on it
+def sessions(spark, server):
+    """The shared embedded session and one on the server; only the latter is stopped here."""
+    connect = get_session(server.url)
+    yield spark, connect
+    connect.stop()  # before the server stops, so the session is released on it
+    discard(server.url)
 
 
 def volume(total, available, broker_id=1, log_dir="/data"):

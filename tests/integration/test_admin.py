@@ -1,155 +1,26 @@
-"""admin.py and cluster_store.py: the client property mapping (unit) and every call against a real cluster."""
+"""admin.py and cluster_store.py: every call against a real cluster."""
 
 from __future__ import annotations
 
 import logging
 import socket
 import threading
-import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 
-import kafka.errors as Errors
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
+from harness.waiting import equal
 from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.kafka_client import admin_error
-from quota_sidecar.properties import client_kwargs
 from quota_sidecar.cluster_store import ClusterStore
-from quota_sidecar.errors import AdminError, ConfigError, PermanentAdminError, RetryableAdminError, UnknownTopicError
+from quota_sidecar.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError
 from quota_sidecar.observation import Reassignment
+from quota_sidecar.properties import client_kwargs
 
-FULL = "client.quota.callback.static.kafka.admin."
+pytestmark = pytest.mark.integration
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'
-SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="bob" password="bob-secret";'
-BOOTSTRAP = {"bootstrap.servers": "127.0.0.1:9092"}
-SASL = {**BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
-SSL = {**BOOTSTRAP, "security.protocol": "SSL"}
-
-
-# ---------------------------------------------------------------- client_kwargs (unit)
-
-@pytest.mark.parametrize("props, expected", [
-    (BOOTSTRAP, {"bootstrap_servers": ["127.0.0.1:9092"], "security_protocol": "PLAINTEXT"}),
-    ({"bootstrap.servers": " a:1, b:2 ,"}, {"bootstrap_servers": ["a:1", "b:2"]}),
-    ({**BOOTSTRAP, "client.id": "sidecar-1"}, {"client_id": "sidecar-1"}),
-    ({**BOOTSTRAP, "request.timeout.ms": "5000"}, {"request_timeout_ms": 5000}),
-    ({**BOOTSTRAP, "retry.backoff.ms": "0"}, {"retry_backoff_ms": 0}),
-    ({**BOOTSTRAP, "reconnect.backoff.ms": "20"}, {"reconnect_backoff_ms": 20}),
-    ({**BOOTSTRAP, "reconnect.backoff.max.ms": "2000"}, {"reconnect_backoff_max_ms": 2000}),
-    ({**BOOTSTRAP, "metadata.max.age.ms": "60000"}, {"metadata_max_age_ms": 60000}),
-    ({**BOOTSTRAP, "connections.max.idle.ms": "300000"}, {"connections_max_idle_ms": 300000}),
-    ({**BOOTSTRAP, "receive.buffer.bytes": "-1"}, {"receive_buffer_bytes": None}),
-    ({**BOOTSTRAP, "send.buffer.bytes": "131072"}, {"send_buffer_bytes": 131072}),
-    ({**BOOTSTRAP, "security.protocol": "ssl"}, {"security_protocol": "SSL"}),
-    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/etc/ca.pem"}, {"ssl_cafile": "/etc/ca.pem"}),
-    ({**SSL, "ssl.keystore.type": "PEM", "ssl.keystore.location": "/etc/me.pem", "ssl.key.password": "k"},
-     {"ssl_certfile": "/etc/me.pem", "ssl_password": "k"}),
-    ({**SSL, "ssl.endpoint.identification.algorithm": ""}, {"ssl_check_hostname": False}),
-    ({**SSL, "ssl.endpoint.identification.algorithm": "https"}, {"ssl_check_hostname": True}),
-    ({**SSL, "ssl.cafile": "/ca.pem", "ssl.certfile": "/c.pem", "ssl.keyfile": "/k.pem", "ssl.crlfile": "/crl.pem"},
-     {"ssl_cafile": "/ca.pem", "ssl_certfile": "/c.pem", "ssl_keyfile": "/k.pem", "ssl_crlfile": "/crl.pem"}),
-    ({**SASL, "sasl.jaas.config": PLAIN_JAAS},
-     {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
-      "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}),
-    ({**SASL, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": SCRAM_JAAS},
-     {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
-      "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"}),
-    ({**SASL, "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": SCRAM_JAAS}, {"sasl_mechanism": "SCRAM-SHA-256"}),
-    # unquoted values, an escaped quote, a line break: as Java's JAAS parser reads them
-    ({**SASL, "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required\n'
-                                  '  username=alice password="p\\"w";'},
-     {"sasl_plain_username": "alice", "sasl_plain_password": 'p"w'}),
-], ids=lambda value: None)
-def test_client_kwargs_accepts(props, expected):
-    kwargs = client_kwargs(props)
-    assert {key: kwargs[key] for key in expected} == expected
-
-
-@pytest.mark.parametrize("props, message", [
-    ({}, "bootstrap.servers is missing: expected a comma-separated list of host:port"),
-    ({"bootstrap.servers": " , "}, "bootstrap.servers=' , ': expected a comma-separated list"),
-    ({**BOOTSTRAP, "retries": "5"}, "retries='5': expected one of the keys kafka-python's admin client honours"),
-    ({**BOOTSTRAP, "default.api.timeout.ms": "1"}, "default.api.timeout.ms='1': expected one of the keys"),
-    ({**BOOTSTRAP, "security.protocol": "TLS"}, "security.protocol='TLS': expected PLAINTEXT or SSL or SASL_PLAINTEXT"),
-    ({**BOOTSTRAP, "request.timeout.ms": "0"}, "request.timeout.ms='0': expected a whole number > 0"),
-    ({**BOOTSTRAP, "request.timeout.ms": "soon"}, "request.timeout.ms='soon': expected a whole number > 0"),
-    ({**BOOTSTRAP, "retry.backoff.ms": "-5"}, "retry.backoff.ms='-5': expected a whole number >= 0"),
-    ({**BOOTSTRAP, "send.buffer.bytes": "0"}, "send.buffer.bytes='0': expected a whole number > 0, or -1"),
-    ({**BOOTSTRAP, "client.id": " "}, "client.id=' ': expected a non-empty value"),
-    ({**SSL, "ssl.endpoint.identification.algorithm": "ldap"},
-     "ssl.endpoint.identification.algorithm='ldap': expected https (check the broker's host name) or empty"),
-    ({**SSL, "ssl.truststore.type": "JKS", "ssl.truststore.location": "/ts.jks"},
-     "ssl.truststore.type='JKS': expected PEM (kafka-python reads PEM files only"),
-    ({**SSL, "ssl.truststore.location": "/ts.jks"},
-     "ssl.truststore.location='/ts.jks': expected a PEM file, with ssl.truststore.type=PEM (the Java default is JKS)"),
-    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/a.pem", "ssl.cafile": "/b.pem"},
-     "ssl.truststore.location='/a.pem': expected either ssl.truststore.location or ssl.cafile, not both"),
-    ({**BOOTSTRAP, "ssl.cafile": "/ca.pem"}, "ssl.cafile='/ca.pem': expected no ssl.* keys with security.protocol=PLAINTEXT"),
-    ({**SSL, "sasl.mechanism": "PLAIN"}, "sasl.mechanism='PLAIN': expected no sasl.* keys with security.protocol=SSL"),
-    ({**SASL, "sasl.mechanism": "GSSAPI", "sasl.jaas.config": PLAIN_JAAS},
-     "sasl.mechanism='GSSAPI': expected PLAIN or SCRAM-SHA-256 or SCRAM-SHA-512 with SASL_PLAINTEXT"),
-    ({**BOOTSTRAP, "security.protocol": "SASL_SSL", "sasl.jaas.config": PLAIN_JAAS},
-     "sasl.mechanism is missing: expected PLAIN or SCRAM-SHA-256 or SCRAM-SHA-512 with SASL_SSL"),
-    (SASL, "sasl.jaas.config is missing: expected org.apache.kafka.common.security.plain.PlainLoginModule required"),
-    ({**SASL, "sasl.jaas.config": SCRAM_JAAS}, "sasl.jaas.config=******: expected org.apache.kafka.common.security.plain"),
-    ({**SASL, "sasl.jaas.config": PLAIN_JAAS.replace(";", ' tokenauth="true";')}, "sasl.jaas.config=******: expected"),
-    ({**SASL, "sasl.jaas.config": PLAIN_JAAS.replace(' password="alice-secret"', "")}, "sasl.jaas.config=******: expected"),
-    ({**SASL, "sasl.jaas.config": PLAIN_JAAS.rstrip(";")}, "sasl.jaas.config=******: expected"),
-    ({**BOOTSTRAP, "ssl.key.password": "hunter2"}, "ssl.key.password=******: expected no ssl.* keys"),
-], ids=lambda value: None)
-def test_client_kwargs_rejects(props, message):
-    with pytest.raises(ConfigError) as raised:
-        client_kwargs(props)
-    text = str(raised.value)
-    assert text.startswith(FULL) and message in text
-    assert "\n" not in text
-    for secret in ("alice-secret", "bob-secret", "hunter2"):
-        assert secret not in text
-
-
-@pytest.mark.parametrize("error, kind", [
-    (Errors.KafkaTimeoutError("bootstrap"), RetryableAdminError),
-    (Errors.NodeNotReadyError(3), RetryableAdminError),
-    (Errors.KafkaConnectionError("reset"), RetryableAdminError),
-    (Errors.RequestTimedOutError(), RetryableAdminError),
-    (Errors.NotControllerError(), RetryableAdminError),
-    (Errors.BrokerNotAvailableError(), RetryableAdminError),
-    (Errors.UnknownBrokerIdError(7), RetryableAdminError),
-    (ConnectionRefusedError(111, "refused"), RetryableAdminError),
-    (Errors.ClusterAuthorizationFailedError(), PermanentAdminError),
-    (Errors.SaslAuthenticationFailedError(), PermanentAdminError),
-    (Errors.UnsupportedVersionError(), PermanentAdminError),
-    (Errors.InvalidRequestError(), PermanentAdminError),
-    (Errors.InvalidConfigurationError(), PermanentAdminError),
-    (Errors.UnknownTopicOrPartitionError(), UnknownTopicError),
-])
-def test_admin_error_kinds(error, kind):
-    mapped = admin_error(error, "DescribeLogDirs to broker 3")
-    assert type(mapped) is kind
-    assert str(mapped).startswith("DescribeLogDirs to broker 3 failed: ")
-
-
-def test_repr_and_arguments_need_no_connection():
-    admin = ClusterAdmin(client_kwargs({**SASL, "sasl.jaas.config": PLAIN_JAAS}))
-    assert "alice-secret" not in repr(admin)
-    with pytest.raises(ValueError, match="resource_type 'group'"):
-        admin.describe_configs("group", ["g"])
-    with pytest.raises(ValueError, match="AlterConfigOp"):
-        admin.incremental_alter_configs("topic", "t", {"retention.ms": ("REPLACE", "1")})
-    admin.close()
-
-
-# ---------------------------------------------------------------- against the cluster
-
-def eventually(read, expected, timeout: float = 15.0):
-    """Brokers apply metadata records a moment after the controller: a read may briefly lag a write."""
-    deadline = time.monotonic() + timeout
-    while (found := read()) != expected and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert found == expected
 
 
 @pytest.fixture(scope="module")
@@ -162,12 +33,10 @@ def kafka_io_threads() -> list[threading.Thread]:
     return [thread for thread in threading.enumerate() if thread.name.startswith("kafka-io")]
 
 
-@pytest.mark.integration
 def test_live_broker_ids(admin, kafka_cluster):
     assert admin.live_broker_ids() == sorted(kafka_cluster.cluster.broker_ids)
 
 
-@pytest.mark.integration
 def test_describe_volumes_reports_every_dir_of_every_broker(admin, kafka_cluster):
     cluster = kafka_cluster.cluster
     now = datetime.now(timezone.utc)
@@ -183,13 +52,11 @@ def test_describe_volumes_reports_every_dir_of_every_broker(admin, kafka_cluster
         assert 0 < small.total_bytes < min(volume.total_bytes for volume in volumes if volume != small)
 
 
-@pytest.mark.integration
 def test_a_broker_not_in_the_cluster_fails_the_poll(admin):
     with pytest.raises(RetryableAdminError, match="DescribeLogDirs to broker 999 failed"):
         admin.describe_volumes([*admin.live_broker_ids(), 999], datetime.now(timezone.utc))
 
 
-@pytest.mark.integration
 def test_a_stopped_broker_fails_the_poll(make_kafka_cluster):
     cluster = make_kafka_cluster(brokers=2)
     with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}, retry_deadline=1) as admin:
@@ -200,11 +67,10 @@ def test_a_stopped_broker_fails_the_poll(make_kafka_cluster):
             admin.describe_volumes(brokers, datetime.now(timezone.utc))
         assert admin.live_broker_ids() == [1]
         cluster.start_broker(2)
-        eventually(admin.live_broker_ids, [1, 2])
+        equal(admin.live_broker_ids, [1, 2])
         assert {volume.broker_id for volume in admin.describe_volumes([1, 2], datetime.now(timezone.utc))} == {1, 2}
 
 
-@pytest.mark.integration
 def test_an_unreachable_cluster_is_retryable_and_leaks_no_thread():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -217,7 +83,6 @@ def test_an_unreachable_cluster_is_retryable_and_leaks_no_thread():
     assert len(kafka_io_threads()) == threads_before
 
 
-@pytest.mark.integration
 def test_user_quotas_round_trip(admin, unique_name):
     alice, bob = f"{unique_name}-alice", f"{unique_name}-bob"
     default_before = admin.describe_user_quotas([None])[None]
@@ -225,27 +90,26 @@ def test_user_quotas_round_trip(admin, unique_name):
     try:
         admin.alter_user_quotas({None: {"request_percentage": 42.0},
                                  alice: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0}})
-        eventually(lambda: admin.describe_user_quotas([None, alice, bob]), {
+        equal(lambda: admin.describe_user_quotas([None, alice, bob]), {
             None: {**others_on_default, "request_percentage": 42.0},
             alice: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
             bob: {},
         })
         admin.alter_user_quotas({None: {"request_percentage": None}, alice: {"producer_byte_rate": None}})
-        eventually(lambda: admin.describe_user_quotas([None, alice]),
+        equal(lambda: admin.describe_user_quotas([None, alice]),
                    {None: others_on_default, alice: {"consumer_byte_rate": 2048.0}})
     finally:
         admin.alter_user_quotas({None: {"request_percentage": default_before.get("request_percentage")},
                                  alice: {"producer_byte_rate": None, "consumer_byte_rate": None}})
-    eventually(lambda: admin.describe_user_quotas([alice]), {alice: {}})
+    equal(lambda: admin.describe_user_quotas([alice]), {alice: {}})
 
 
-@pytest.mark.integration
 def test_user_quotas_are_the_user_only_entity(admin, kafka_cluster, unique_name):
     """A quota on (user, client-id) is not the user's own quota: the match is strict."""
     carol, servers = unique_name, kafka_cluster.bootstrap_servers
     set_user_client_quota(servers, carol, "app", 5.0)
     try:
-        eventually(lambda: quota_entities_naming(servers, carol), [[("user", carol), ("client-id", "app")]])
+        equal(lambda: quota_entities_naming(servers, carol), [[("user", carol), ("client-id", "app")]])
         assert admin.describe_user_quotas([carol]) == {carol: {}}
     finally:
         set_user_client_quota(servers, carol, "app", None)
@@ -277,35 +141,32 @@ def send_raw(bootstrap_servers: str, request):
         client.close()
 
 
-@pytest.mark.integration
 def test_an_invalid_quota_is_a_permanent_error_naming_the_user(admin, unique_name):
     dave = unique_name
     with pytest.raises(PermanentAdminError, match=f"AlterClientQuotas for user '{dave}' failed: .*bogus_rate"):
         admin.alter_user_quotas({dave: {"bogus_rate": 1.0}})
 
 
-@pytest.mark.integration
 def test_topic_configs_append_and_subtract_keep_other_entries(admin, unique_name):
     topic = unique_name
     assert admin.create_topic(topic, partitions=2, replication_factor=1)
     assert admin.create_topic(topic, partitions=2, replication_factor=1) is False
     key = "leader.replication.throttled.replicas"
-    eventually(lambda: admin.describe_configs("topic", [topic]), {topic: {}})  # defaults are not "set"
+    equal(lambda: admin.describe_configs("topic", [topic]), {topic: {}})  # defaults are not "set"
     admin.incremental_alter_configs("topic", topic, {key: ("SET", "1:101")})  # someone else's entry
     admin.incremental_alter_configs("topic", topic, {key: ("APPEND", "0:1,0:2"), "retention.ms": ("SET", "600000")})
-    eventually(lambda: items(admin.describe_configs("topic", [topic], [key])[topic].get(key)), {"1:101", "0:1", "0:2"})
+    equal(lambda: items(admin.describe_configs("topic", [topic], [key])[topic].get(key)), {"1:101", "0:1", "0:2"})
     assert admin.describe_configs("topic", [topic])[topic]["retention.ms"] == "600000"
     admin.incremental_alter_configs("topic", topic, {key: ("SUBTRACT", "0:1,0:2"), "retention.ms": ("DELETE", None)})
-    eventually(lambda: admin.describe_configs("topic", [topic]), {topic: {key: "1:101"}})
+    equal(lambda: admin.describe_configs("topic", [topic]), {topic: {key: "1:101"}})
     admin.incremental_alter_configs("topic", topic, {key: ("DELETE", None)})
-    eventually(lambda: admin.describe_configs("topic", [topic]), {topic: {}})
+    equal(lambda: admin.describe_configs("topic", [topic]), {topic: {}})
 
 
 def items(value: str | None) -> set[str]:
     return set(value.split(",")) if value else set()
 
 
-@pytest.mark.integration
 def test_a_missing_topic_is_a_typed_permanent_error(admin):
     with pytest.raises(UnknownTopicError, match="no-such-topic") as raised:
         admin.describe_configs("topic", ["no-such-topic"])
@@ -313,19 +174,17 @@ def test_a_missing_topic_is_a_typed_permanent_error(admin):
     assert admin.describe_partitions(["no-such-topic"]) == {}
 
 
-@pytest.mark.integration
 def test_broker_configs_round_trip(admin):
     broker = admin.live_broker_ids()[0]
     key = "follower.replication.throttled.rate"
     with broker_configs_restored(admin, broker, [key]):
         admin.incremental_alter_configs("broker", broker, {key: ("SET", "12345")})
-        eventually(lambda: admin.describe_configs("broker", [broker], [key]), {str(broker): {key: "12345"}})
+        equal(lambda: admin.describe_configs("broker", [broker], [key]), {str(broker): {key: "12345"}})
         assert key not in admin.describe_configs("broker", [""])[""]  # not a default of all brokers
         admin.incremental_alter_configs("broker", broker, {key: ("DELETE", None)})
-        eventually(lambda: admin.describe_configs("broker", [broker], [key]), {str(broker): {}})
+        equal(lambda: admin.describe_configs("broker", [broker], [key]), {str(broker): {}})
 
 
-@pytest.mark.integration
 def test_an_invalid_config_is_a_permanent_error(admin):
     broker = admin.live_broker_ids()[0]
     with pytest.raises(PermanentAdminError, match=f"IncrementalAlterConfigs of broker '{broker}' failed"):
@@ -342,7 +201,6 @@ def broker_configs_restored(admin, broker, keys):
             key: ("SET", before[key]) if key in before else ("DELETE", None) for key in keys})
 
 
-@pytest.mark.integration
 def test_a_throttled_reassignment_is_listed_until_cancelled(admin, kafka_cluster, unique_name):
     topic = unique_name
     admin.create_topic(topic, partitions=1, replication_factor=1)
@@ -363,7 +221,7 @@ def test_a_throttled_reassignment_is_listed_until_cancelled(admin, kafka_cluster
             "follower.replication.throttled.replicas": ("SET", f"0:{destination}")})
         admin.alter_reassignments({(topic, 0): [source, destination]})
         moving = Reassignment(topic, 0, replicas=(source, destination), adding=(destination,), removing=())
-        eventually(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [moving])
+        equal(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [moving])
         assert admin.describe_replica_sizes(destination, {topic: [0]}).get((topic, 0), 0) < 3_000_000
         # The destination fetches, out of sync, from the leader: what the runner measures and throttles.
         partition = admin.describe_partitions([topic, "no-such-topic"])[(topic, 0)]
@@ -371,7 +229,7 @@ def test_a_throttled_reassignment_is_listed_until_cancelled(admin, kafka_cluster
         assert (topic, 0) in admin.describe_partitions(None)
 
         admin.alter_reassignments({(topic, 0): None})
-        eventually(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [])
+        equal(lambda: [r for r in admin.list_reassignments() if r.topic == topic], [])
         admin.alter_reassignments({(topic, 0): None})  # cancelling what no longer moves is fine
     admin.incremental_alter_configs("topic", topic, {"leader.replication.throttled.replicas": ("DELETE", None),
                                                      "follower.replication.throttled.replicas": ("DELETE", None)})
@@ -388,7 +246,6 @@ def produce(bootstrap_servers: str, topic: str, megabytes: int) -> None:
         producer.close()
 
 
-@pytest.mark.integration
 def test_sasl_plain(kafka_cluster, caplog):
     assert kafka_cluster.users["alice"] == "alice-secret"  # as in PLAIN_JAAS
     props = {"bootstrap.servers": kafka_cluster.sasl_bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
@@ -410,7 +267,6 @@ def test_sasl_plain(kafka_cluster, caplog):
     assert "alice-secret" not in logged and "not-alices-password" not in logged  # ...its request dumps are not
 
 
-@pytest.mark.integration
 def test_cluster_store_records_are_shared_and_survive(admin, kafka_cluster, unique_name):
     topic = unique_name
     config = client_kwargs({"bootstrap.servers": kafka_cluster.bootstrap_servers})

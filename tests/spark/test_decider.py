@@ -32,7 +32,7 @@ def failed(seconds, why="DescribeLogDirs timed out"):
 
 
 @pytest.fixture(scope="module")
-def judge():
+def judge(spark):  # the shared embedded session, which on_spark("") finds
     return on_spark("", volume_violations.decide)
 
 

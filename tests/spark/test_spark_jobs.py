@@ -10,16 +10,10 @@ import pytest
 from quota_sidecar.throttles import RULE_REASONS
 from spark_jobs import replication_rates, volume_violations
 from spark_jobs.schemas import BROKER_ROLE_SCHEMA, VOLUME_SCHEMA, frame_from_rows
-from spark_jobs.session import SparkStartError, get_session, stop_sessions
+from spark_jobs.session import SparkStartError, get_session
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MB = 1_000_000
-
-
-@pytest.fixture(scope="session")
-def spark():
-    yield get_session()
-    stop_sessions()
 
 
 def volume(total, available, usable=True, broker_id=1, log_dir="/data"):

@@ -10,12 +10,13 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
+from harness.waiting import eventually
 from quota_sidecar import config as cfg
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cli import build_sidecar
 from quota_sidecar.errors import RetryableAdminError
 from quota_sidecar.quotas import PRODUCE, UNLIMITED
-from spark_jobs.connect_server import ConnectServer
+from harness.connect_server import ConnectServer
 
 pytestmark = pytest.mark.integration
 P = cfg.PREFIX
@@ -46,14 +47,14 @@ def producer_rate_becomes(admin, expected: float | None, entity=None, timeout: f
              f"producer_byte_rate of {entity or 'the default user'} to become {expected}")
 
 
-def wait_for(condition, timeout: float, what: str, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+def wait_for(condition, timeout: float, what: str, every: float = 0.5, passes: PassLoop | None = None):
+    """condition()'s first truthy value; a failed pass of `passes` ends the wait at once."""
+    def check():
+        if passes is not None:
+            passes.check()
+        return condition()
+
+    return eventually(check, timeout, what, every=every, retry_on=())
 
 
 def create_topic(bootstrap: str, name: str, replica: int) -> None:
@@ -90,33 +91,30 @@ def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_reco
                          **{"storage.per.volume.limit.min.available.bytes": 16 * MiB})
     sidecars.append(sidecar)
     sidecar.run_pass()
-    stop_loop = threading.Event()
-    loop = threading.Thread(target=run_loop, args=(sidecar, stop_loop), daemon=True)
-    loop.start()
-    flood = Flood(cluster.bootstrap_servers, topic, watch_dir=small_dir)
-    try:
-        flood.start()
-        wait_for(lambda: sidecar.decider.factor.factor == 0.0, 240, "the throttle to engage")
-        producer_rate_becomes(sidecar.admin, 1.0)
-        acked_when_throttled = flood.acked_bytes
-        time.sleep(6)
-        lowest_free = min(flood.free_samples)
-        stalled = flood.acked_bytes - acked_when_throttled
-    finally:
-        flood.stop()
-    assert os.statvfs(small_dir).f_bavail > 0 and lowest_free > 2 * MiB, "the small filesystem filled up"
-    assert stalled < 4 * MiB, f"the producer went on at full speed: {stalled} bytes in 6 s after the throttle"
-    assert not [v for v in sidecar.decider.last.volumes if v.error], "a log dir went offline"
-    acked = set(flood.acked)
-    assert acked, "nothing was acknowledged"
-    missing = acked - read_back(cluster.bootstrap_servers, topic)
-    assert not missing, f"{len(missing)} acknowledged records were lost"
+    with PassLoop(sidecar) as passes:
+        flood = Flood(cluster.bootstrap_servers, topic, watch_dir=small_dir)
+        try:
+            flood.start()
+            wait_for(lambda: sidecar.decider.factor.factor == 0.0, 240, "the throttle to engage", passes=passes)
+            producer_rate_becomes(sidecar.admin, 1.0)
+            acked_when_throttled = flood.acked_bytes
+            time.sleep(6)
+            lowest_free = min(flood.free_samples)
+            stalled = flood.acked_bytes - acked_when_throttled
+        finally:
+            flood.stop()
+        assert os.statvfs(small_dir).f_bavail > 0 and lowest_free > 2 * MiB, "the small filesystem filled up"
+        assert stalled < 4 * MiB, f"the producer went on at full speed: {stalled} bytes in 6 s after the throttle"
+        assert not [v for v in sidecar.decider.last.volumes if v.error], "a log dir went offline"
+        acked = set(flood.acked)
+        assert acked, "nothing was acknowledged"
+        missing = acked - read_back(cluster.bootstrap_servers, topic)
+        assert not missing, f"{len(missing)} acknowledged records were lost"
 
-    delete_topic(cluster.bootstrap_servers, topic)
-    wait_for(lambda: sidecar.decider.factor.factor == 1.0, 90, "the throttle to lift once space is free")
-    producer_rate_becomes(sidecar.admin, 4 * MiB)
-    stop_loop.set()
-    loop.join(30)
+        delete_topic(cluster.bootstrap_servers, topic)
+        wait_for(lambda: sidecar.decider.factor.factor == 1.0, 90, "the throttle to lift once space is free",
+                 passes=passes)
+        producer_rate_becomes(sidecar.admin, 4 * MiB)
 
 
 def test_stopped_broker_counts_until_validity_then_the_fallback_applies(make_kafka_cluster, sidecars):
@@ -217,13 +215,38 @@ def test_embedded_and_shared_spark_decide_alike(kafka_cluster, sidecars):
 # ---------------------------------------------------------------- helpers
 
 
-def run_loop(sidecar, stop: threading.Event) -> None:
-    while not stop.is_set():
-        try:
-            sidecar.run_pass()
-        except Exception:  # the loop itself logs and goes on, as `run` does
-            pass
-        stop.wait(1.0)
+class PassFailed(RuntimeError):
+    pass
+
+
+class PassLoop:
+    """The sidecar's passes, one a second in a thread as `run` makes them; the first that raises is kept."""
+
+    def __init__(self, sidecar):
+        self.sidecar, self.failure = sidecar, None
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="sidecar-passes", daemon=True)
+
+    def __enter__(self) -> PassLoop:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stopped.set()
+        self.thread.join(30)
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                self.sidecar.run_pass()
+            except Exception as error:  # kept for check(): the test fails now, not at its timeout
+                self.failure = error
+                return
+            self.stopped.wait(1.0)
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise PassFailed(f"a pass of the sidecar failed: {self.failure!r}") from self.failure
 
 
 # Bounded waits: a throttled batch expires instead of keeping close() (and the test) waiting.

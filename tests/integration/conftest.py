@@ -1,0 +1,101 @@
+"""Integration tests: a real local Kafka cluster (tests/harness/local_cluster.py), real sidecars.
+
+`kafka_cluster` is one cluster for the whole session, shared by tests that each work in their own
+topics and principals (`unique_name`); `make_kafka_cluster` starts clusters of a test's own, for
+tests that stop brokers or otherwise disturb the cluster.
+"""
+
+import re
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
+
+SMALL_DIR_BROKER_ID = 3
+SMALL_DIR_BYTES = 64 << 20
+
+# Clusters running now, whose broker logs go into the report of a failed integration test.
+_running_clusters: list[LocalKafkaCluster] = []
+
+
+@dataclass(frozen=True)
+class SessionKafka:
+    """The session's cluster: brokers 1 to 3, broker 1 with two log dirs, broker 3 with one on a small filesystem."""
+
+    cluster: LocalKafkaCluster
+    bootstrap_servers: str
+    sasl_bootstrap_servers: str
+    users: dict[str, str]
+    small_dir_broker_id: int
+    small_dir_bytes: int
+    small_dir: str | None  # None when no small filesystem could be mounted
+    small_dir_unavailable_reason: str | None
+
+    def require_small_dir(self) -> str:
+        """The small log dir's path; skips the test when there is none."""
+        if self.small_dir is None:
+            pytest.skip(self.small_dir_unavailable_reason)
+        return self.small_dir
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster():
+    small_dir, reason = None, None
+    try:
+        cluster = LocalKafkaCluster(
+            brokers=3, log_dirs={1: 2}, small_log_dirs={(SMALL_DIR_BROKER_ID, 0): SMALL_DIR_BYTES}
+        ).start()
+        small_dir = cluster.log_dirs(SMALL_DIR_BROKER_ID)[0]
+    except SmallFilesystemUnavailable as unavailable:
+        reason = str(unavailable)
+        cluster = LocalKafkaCluster(brokers=3, log_dirs={1: 2}).start()
+    _running_clusters.append(cluster)
+    yield SessionKafka(
+        cluster=cluster,
+        bootstrap_servers=cluster.bootstrap_servers,
+        sasl_bootstrap_servers=cluster.sasl_bootstrap_servers,
+        users=dict(cluster.users),
+        small_dir_broker_id=SMALL_DIR_BROKER_ID,
+        small_dir_bytes=SMALL_DIR_BYTES,
+        small_dir=small_dir,
+        small_dir_unavailable_reason=reason,
+    )
+    _running_clusters.remove(cluster)
+    cluster.stop()
+
+
+@pytest.fixture
+def make_kafka_cluster():
+    """make_kafka_cluster(**LocalKafkaCluster arguments) -> a started cluster, stopped after the test."""
+    made = []
+
+    def make(**arguments) -> LocalKafkaCluster:
+        cluster = LocalKafkaCluster(**arguments)
+        made.append(cluster)
+        cluster.start()
+        _running_clusters.append(cluster)
+        return cluster
+
+    yield make
+    for cluster in made:
+        if cluster in _running_clusters:
+            _running_clusters.remove(cluster)
+        cluster.stop()
+
+
+@pytest.fixture
+def unique_name(request) -> str:
+    """A prefix no other test uses, for topics and principals: the test's name and a random suffix."""
+    test_name = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:40]
+    return f"{test_name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        for cluster in _running_clusters:
+            report.sections.append((f"Kafka broker logs ({cluster.base_dir})", cluster.dump_logs()))
+    return report
