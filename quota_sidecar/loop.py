@@ -163,7 +163,7 @@ class Sidecar:
         cluster where no sidecar ran, not even the sidecars' state topic is created."""
         all_records = records.parse(self.store.read_all(create=False))
         decision = self.decider.decide(self.observe(all_records))
-        self.quotas_in_force = self.read_quotas(decision.client_quotas, records.replaced(all_records, records.QUOTA))
+        self.quotas_in_force = self.read_quotas(decision.client_quotas, records.owned(all_records, records.QUOTA))
         self.publish()
         return self.snapshot()
 
@@ -188,9 +188,17 @@ class Sidecar:
         return records.parse(self.store.read_all())
 
     def apply_quotas(self, wanted: quotas.ClientQuotas, all_records: records.Records) -> None:
-        owned = records.replaced(all_records, records.QUOTA)
-        in_force = self.read_quotas(wanted, owned)
-        writes = ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), owned)
+        def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
+            owned = records.owned(all_records, records.QUOTA)
+            in_force = self.read_quotas(wanted, owned)
+            return in_force, ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), owned)
+
+        in_force, writes = planned(all_records)
+        if any(write.left_alone for write in writes):
+            # Another sidecar may have written since this pass read the records, or the broker answering may
+            # lag the last write: a second look before leaving a quota to someone else.
+            time.sleep(ownership.SECOND_LOOK_SECONDS)
+            in_force, writes = planned(self.read_records())
         self._write_quotas(writes)
         self.quotas_in_force = _after(in_force, writes)
 
@@ -200,18 +208,28 @@ class Sidecar:
         return self.admin.describe_user_quotas(list(entities))
 
     def cleanup(self) -> None:
-        """Put back every quota the sidecars set, as it was before they first set it."""
-        all_records = self.read_records()
-        # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
-        owned = dict(sorted(records.replaced(all_records, records.QUOTA).items(),
-                            key=lambda item: isinstance(item[0][0], tuple)))
-        in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in owned)))
-        self._write_quotas(ownership.restore(quotas.flatten(in_force), owned), force=True)
+        """Hand back every quota the sidecars set: the value it replaced, unless someone changed it since."""
+        def planned() -> tuple[records.Records, list[ownership.Write]]:
+            all_records = self.read_records()
+            # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
+            owned = dict(sorted(records.owned(all_records, records.QUOTA).items(),
+                                key=lambda item: isinstance(item[0][0], tuple)))
+            in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in owned)))
+            return all_records, ownership.restore(quotas.flatten(in_force), owned)
+
+        all_records, writes = planned()
+        if any(write.left_alone for write in writes):  # the last pass's write may not read back yet
+            time.sleep(ownership.SECOND_LOOK_SECONDS)
+            all_records, writes = planned()
+        self._write_quotas(writes, force=True)
         if self.replication is not None:
             self.replication.cleanup(all_records)
 
     def _write_quotas(self, writes: list[ownership.Write], force: bool = False) -> None:
         def changed(write: ownership.Write) -> None:
+            if write.left_alone:
+                log.info("%s: %s", _quota_label(write.target), ownership.left_alone_reason(write, _rate))
+                return
             self.counters.writes += 1
             log.info("%s: %s -> %s", _quota_label(write.target), _rate(write.old), _rate(write.new))
 

@@ -1,8 +1,14 @@
-"""Writes that change only what the sidecar owns, and put back what it replaced.
+"""Writes that change only what the sidecar owns, and hand back what it replaced, unless someone else changed it.
 
 A target is anything the sidecar sets on the cluster: a client quota key of one entity, a dynamic config
-key of one broker. `records` (kept in the cluster, see cluster_store) maps each target the sidecars wrote
-to the value it replaced, so clean-up restores the cluster even after a restart.
+key of one broker. The records (kept in the cluster, see cluster_store) say, for each target the sidecars
+wrote, the value it replaced and the value they last wrote (`records.Owned`), so clean-up restores the
+cluster even after a restart.
+
+Other tools and people write the same targets (`kafka-reassign-partitions --verify` removes every
+throttle rate, an operator raises a quota by hand). A value in force that is no longer what the sidecars
+wrote was changed by someone else: the sidecars leave it alone from then on, and when they let go of the
+target they forget it instead of putting back what they once replaced.
 """
 
 from __future__ import annotations
@@ -11,7 +17,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Hashable, Mapping
 
+from .records import Owned
+
 Target = Hashable
+# Before leaving a target to someone else, the writer reads again after this long: a broker answering a
+# describe may lag the sidecars' last write by a moment, and another sidecar may have written since.
+SECOND_LOOK_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -20,53 +31,85 @@ class Write:
     old: float | None
     new: float | None          # None removes the value
     replaced: float | None     # what was there before the sidecar first wrote this target
-    forget: bool = False       # the target is back to what the sidecar found: drop its record
+    forget: bool = False       # the sidecar lets go of the target: drop its record
+    left_alone: bool = False   # someone changed the value since the sidecar wrote `written`: nothing is written
+    written: float | None = None  # with left_alone: the value the sidecar had written
 
     @property
     def changes(self) -> bool:
-        return not same(self.old, self.new)
+        return not self.left_alone and not same(self.old, self.new)
+
+    def record(self) -> Owned:
+        """What the record keeps once this write is done (for a write that does not forget)."""
+        if self.left_alone:
+            return Owned(self.replaced, self.written, yielded=True)
+        return Owned(self.replaced, self.new)
 
 
 def plan(wanted: Mapping[Target, float | None], in_force: Mapping[Target, float | None],
-         records: Mapping[Target, float | None]) -> list[Write]:
+         owned: Mapping[Target, Owned]) -> list[Write]:
     """The writes that turn `in_force` into `wanted`, and nothing else.
 
     A target wanted as None ("nothing from the sidecar") is only touched when a record says the sidecar
-    set it: it goes back to the value it replaced.
+    set it: it goes back to the value it replaced. A target someone changed after the sidecar's write is
+    left alone, and forgotten once the sidecar lets go of it.
     """
     writes = []
     for target, new in wanted.items():
-        old = in_force.get(target)
-        if new is not None and not same(old, new):
-            writes.append(Write(target, old, new, records.get(target, old)))
-        elif new is None and target in records:
-            writes.append(Write(target, old, records[target], records[target], forget=True))
+        old, mine = in_force.get(target), owned.get(target)
+        if mine is not None and (mine.yielded or changed_by_others(mine, old)):
+            if new is None:
+                writes.append(_leave(target, old, mine, forget=True))
+            elif not mine.yielded:
+                writes.append(_leave(target, old, mine))
+        elif new is not None and not same(old, new):
+            writes.append(Write(target, old, new, old if mine is None else mine.replaced))
+        elif new is None and mine is not None:
+            writes.append(Write(target, old, mine.replaced, mine.replaced, forget=True))
     return writes
 
 
-def restore(in_force: Mapping[Target, float | None], records: Mapping[Target, float | None]) -> list[Write]:
-    """Clean-up, in the order of `records`: every target the sidecars set goes back to the value it replaced."""
-    return [Write(target, in_force.get(target), original, original, forget=True)
-            for target, original in records.items()]
+def restore(in_force: Mapping[Target, float | None], owned: Mapping[Target, Owned]) -> list[Write]:
+    """Clean-up, in the order of `owned`: every target the sidecars set goes back to the value it replaced,
+    except those someone changed since (only forgotten)."""
+    return plan(dict.fromkeys(owned), in_force, owned)
+
+
+def changed_by_others(mine: Owned, in_force: float | None) -> bool:
+    """The value in force is not the one the sidecars last wrote (unknowable for an old record: trusted)."""
+    return mine.written_known and not same(in_force, mine.written)
+
+
+def _leave(target: Target, old: float | None, mine: Owned, forget: bool = False) -> Write:
+    return Write(target, old, old, mine.replaced, forget=forget, left_alone=True, written=mine.written)
 
 
 def carry_out(writes: list[Write], store, record_key: Callable[[Target], str],
               apply_one: Callable[[Target, float | None], None], on_change: Callable[[Write], None],
               force: bool = False) -> None:
-    """Apply `writes`, keeping the records in `store` true. `force` writes even what reads back as done:
-    clean-up must not trust a read that may lag the write before it."""
+    """Apply `writes`, keeping the records in `store` true; on_change(write) for each value changed or left
+    alone. `force` writes even what reads back as done: clean-up must not trust a read that may lag the
+    write before it."""
     for write in writes:
         key = record_key(write.target)
         if not write.forget:
             # Recorded before the write: a crash in between still leaves the target known as ours. Also
             # when a record was read at the start of the pass: another sidecar's clean-up may have
             # deleted it since; the value written is the same.
-            store.put(key, {"replaced": write.replaced})
-        if write.changes or force:
+            store.put(key, write.record().stored())
+        if write.changes or (force and not write.left_alone):
             apply_one(write.target, write.new)
+        if write.changes or write.left_alone:
             on_change(write)
         if write.forget:
             store.delete(key)
+
+
+def left_alone_reason(write: Write, shown: Callable[[float | None], str]) -> str:
+    """One line's end for a target left alone: what is in force, what the sidecar had written."""
+    then = "forgotten" if write.forget else "left alone until the sidecar lets go of it"
+    return (f"{shown(write.old)} in force, changed by someone else since the sidecar wrote "
+            f"{shown(write.written)}: {then}")
 
 
 def same(a: float | None, b: float | None) -> bool:

@@ -2,8 +2,9 @@
 
 A key is a JSON list, the record's kind first, then what it is about:
 
-- `["quota", entity, key]` -> `{"replaced": value}`: a client quota the sidecars set, and what it replaced;
-- `["config", broker, key]` -> `{"replaced": value}`: a dynamic config of one broker its sidecar set;
+- `["quota", entity, key]` -> `{"replaced", "written"[, "yielded"]}`: a client quota the sidecars set, the
+  value it replaced and the value they last wrote (`Owned`);
+- `["config", broker, key]` -> the same for a dynamic config of one broker its sidecar set;
 - `["entries", broker, topic, role]` -> `{"entries": [...]}`: the throttled-replica entries a broker's sidecar added;
 - `["override", "global"]` -> `{"rate", "autoremove"}` and `["override", "broker", id]` -> `{"rate"}`: operators'
   replication throttle overrides.
@@ -14,6 +15,7 @@ Every sidecar reads them all once a pass (`parse`), so a restarted sidecar knows
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Mapping
 
 from .observation import Overrides
@@ -37,14 +39,31 @@ def parse(stored: Mapping[str, dict]) -> dict[tuple, dict]:
     return {_hashable(json.loads(raw)): value for raw, value in stored.items()}
 
 
-def replaced(records: Records, kind: str) -> dict[tuple, float | None]:
-    """target -> the value it replaced, for every target of this kind (quota or config) the sidecars wrote."""
-    return {record[1:]: value["replaced"] for record, value in records.items() if record[0] == kind}
+@dataclass(frozen=True)
+class Owned:
+    """What the sidecars know of a target they wrote (a quota key of an entity, a config key of a broker)."""
+
+    replaced: float | None  # the value in force before they first wrote it: what a hand-back puts back
+    written: float | None = None  # the value they last wrote
+    written_known: bool = True  # False for a record of a version that kept only `replaced`
+    yielded: bool = False  # someone changed the value after their write: they leave it alone
+
+    def stored(self) -> dict:
+        return {"replaced": self.replaced, "written": self.written, **({"yielded": True} if self.yielded else {})}
+
+    @classmethod
+    def read(cls, value: dict) -> Owned:
+        return cls(value["replaced"], value.get("written"), "written" in value, bool(value.get("yielded")))
 
 
-def owned_configs(records: Records, broker: int) -> dict[str, float | None]:
-    """config key -> the value it replaced, for every config of this broker its sidecar set."""
-    return {target[1]: value for target, value in replaced(records, CONFIG).items() if target[0] == broker}
+def owned(records: Records, kind: str) -> dict[tuple, Owned]:
+    """target -> what the sidecars know of it, for every target of this kind (quota or config) they wrote."""
+    return {record[1:]: Owned.read(value) for record, value in records.items() if record[0] == kind}
+
+
+def owned_configs(records: Records, broker: int) -> dict[str, Owned]:
+    """config key -> what its sidecar knows of it, for every config of this broker its sidecar set."""
+    return {target[1]: value for target, value in owned(records, CONFIG).items() if target[0] == broker}
 
 
 def owned_entries(records: Records, broker: int) -> dict[tuple[str, str], set[str]]:

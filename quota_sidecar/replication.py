@@ -156,10 +156,19 @@ class ReplicationRunner:
 
     def _apply_broker_configs(self, wanted: dict[str, int | None], all_records: records.Records,
                               why: dict[str, str]) -> None:
-        owned = records.owned_configs(all_records, self.broker_id)
-        in_force = self._broker_configs(set(wanted) | set(owned))
-        writes = ownership.plan({**{key: None for key in owned}, **wanted}, in_force, owned)
-        self._write_configs(writes, why)
+        def planned(all_records: records.Records) -> list[ownership.Write]:
+            owned = records.owned_configs(all_records, self.broker_id)
+            in_force = self._broker_configs(set(wanted) | set(owned))
+            return ownership.plan({**{key: None for key in owned}, **wanted}, in_force, owned)
+
+        self._write_configs(self._second_look(planned, all_records), why)
+
+    def _second_look(self, planned, all_records: records.Records) -> list[ownership.Write]:
+        writes = planned(all_records)
+        if any(write.left_alone for write in writes):  # the broker may not show our last write yet
+            time.sleep(ownership.SECOND_LOOK_SECONDS)
+            writes = planned(records.parse(self.store.read_all()))
+        return writes
 
     def _write_configs(self, writes: list[ownership.Write], why: dict[str, str], force: bool = False) -> None:
         def set_config(key: str, value: float | None) -> None:
@@ -167,6 +176,9 @@ class ReplicationRunner:
             self.admin.incremental_alter_configs("broker", self.broker_id, {key: op})
 
         def changed(write: ownership.Write) -> None:
+            if write.left_alone:
+                log.info("broker %d %s: %s", self.broker_id, write.target, ownership.left_alone_reason(write, _shown))
+                return
             log.info("broker %d %s: %s -> %s (%s)", self.broker_id, write.target, _shown(write.old),
                      _shown(write.new), why.get(write.target, "configured"))
 
@@ -188,11 +200,14 @@ class ReplicationRunner:
     # -------------------------------------------------------------- clean-up
 
     def cleanup(self, all_records: records.Records) -> None:
-        """Remove every entry and rate this broker's sidecar set; put back what they replaced."""
+        """Remove every entry and rate this broker's sidecar set; hand back what they replaced (ownership.py)."""
         self._apply_lists(ReplicationDecision(brokers={}, topics={}), all_records)
-        owned = records.owned_configs(all_records, self.broker_id)
-        in_force = self._broker_configs(set(owned))
-        self._write_configs(ownership.restore(in_force, owned), {}, force=True)
+
+        def planned(all_records: records.Records) -> list[ownership.Write]:
+            owned = records.owned_configs(all_records, self.broker_id)
+            return ownership.restore(self._broker_configs(set(owned)), owned)
+
+        self._write_configs(self._second_look(planned, all_records), {}, force=True)
 
     def close(self) -> None:
         if self.sampler is not None:

@@ -139,6 +139,30 @@ def test_stopped_broker_counts_until_validity_then_the_fallback_applies(make_kaf
     producer_rate_becomes(sidecar.admin, 1.0)
 
 
+def test_a_quota_an_operator_changed_during_a_throttle_is_not_overwritten_at_the_lift(kafka_cluster, sidecars,
+                                                                                    caplog):
+    throttling = sidecar_on(kafka_cluster.bootstrap_servers, produce=4 * MiB,
+                            **{"storage.per.volume.limit.min.available.ratio": 0.9999})  # every volume violates
+    sidecars.append(throttling)
+    assert throttling.run_pass().throttle_factor == 0.0
+    producer_rate_becomes(throttling.admin, 1.0)
+    throttling.admin.alter_user_quotas({None: {PRODUCE: 2000.0}})  # an operator lets producers through by hand
+    producer_rate_becomes(throttling.admin, 2000.0)
+    lifting = sidecar_on(kafka_cluster.bootstrap_servers, produce=4 * MiB,
+                         **{"storage.per.volume.limit.min.available.bytes": 0})
+    sidecars.append(lifting)
+    try:
+        with caplog.at_level("INFO", logger="quota_sidecar.loop"):
+            assert lifting.run_pass().throttle_factor == 1.0
+            assert lifting.run_pass().throttle_factor == 1.0
+        assert lifting.admin.describe_user_quotas([None])[None][PRODUCE] == 2000.0, "the lift overwrote it"
+        assert [r.message for r in caplog.records if "changed by someone else" in r.message] == [
+            "quota <default user> producer_byte_rate: 2000 in force, changed by someone else since the sidecar "
+            "wrote 1: left alone until the sidecar lets go of it"]
+    finally:
+        lifting.admin.alter_user_quotas({None: {PRODUCE: None}})
+
+
 class FaultInjectingAdmin:
     """Fault injection: DescribeLogDirs fails while `failing` is set; everything else is the real admin.
     A real cluster cannot be made to time out on one request on demand."""

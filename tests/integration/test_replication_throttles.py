@@ -36,6 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness import waiting
 from harness.connect_server import ConnectServer
+from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
 from harness.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess, http
 from quota_sidecar.admin import ClusterAdmin
@@ -401,7 +402,7 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
     assert records[("entries", 1, topic, "leader")] == {"entries": ["0:1", "1:1"]}
     assert records[("entries", 2, topic, "leader")] == {"entries": ["0:2"]}, "1:2 is the operator's"
     assert records[("entries", 3, topic, "follower")] == {"entries": ["0:3", "1:3"]}
-    assert records[("config", 3, FOLLOWER_RATE)] == {"replaced": 777777}
+    assert records[("config", 3, FOLLOWER_RATE)]["replaced"] == 777777
 
     done = cli("throttle", "set", "50000000", "--autoremove", "--url", fleet[2].url, token=TOKEN)
     assert done.returncode == 0, done.stderr
@@ -411,6 +412,35 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
     eventually(lambda: _equal(sidecar_records(store), {}))
     eventually(lambda: _equal(http("GET", fleet[1].url + "/throttle")[1]["override"], None))  # autoremove
     admin.incremental_alter_configs("broker", 3, {FOLLOWER_RATE: ("DELETE", None)})
+
+
+def test_after_kafka_reassign_partitions_verify_no_throttle_comes_back(settled, cluster, admin, store, unique_name):
+    """Kafka's own tool: `--execute --throttle 1000000`, the sidecars set their rates over it, and `--verify`
+    after the move removes every throttle. Sidecars 1 and 2 see the end of the move only after that (paused
+    meanwhile): they must not write back the 1 MB/s they had replaced."""
+    fleet, topic, initial = settled, unique_name, 1_000_000
+    create_topic(cluster, topic, {0: [1]})
+    produce(cluster, topic, [0], size=256 << 10)  # a few seconds at the sidecars' rates
+    move = {(topic, 0): [2]}
+    with broker_down(cluster, 2):
+        done = reassign_partitions(cluster.bootstrap_servers, move, "--execute", "--throttle", str(initial))
+        assert done.returncode == 0, done.stdout + done.stderr
+        eventually(lambda: assert_throttled(admin, 1, LEADER_RATE))  # the sidecar's rate, not the tool's
+    eventually(lambda: assert_throttled(admin, 2, FOLLOWER_RATE))
+    eventually(lambda: _equal(sidecar_records(store)[("config", 2, FOLLOWER_RATE)]["replaced"], initial))
+    for broker in (1, 2):
+        fleet[broker].send(signal.SIGSTOP)
+    try:
+        eventually(lambda: _equal(moving(admin, topic), []))
+        verified = reassign_partitions(cluster.bootstrap_servers, move, "--verify")
+        assert verified.returncode == 0 and "Clearing broker-level throttles" in verified.stdout, verified.stdout
+        eventually(lambda: _equal([broker_configs(admin, b) for b in (1, 2)], [{}, {}]))
+    finally:
+        for broker in (1, 2):
+            fleet[broker].send(signal.SIGCONT)
+    eventually(lambda: _equal({r for r in sidecar_records(store) if r[0] == "config"}, set()))  # let go
+    assert [broker_configs(admin, b) for b in (1, 2)] == [{}, {}], "a throttle came back after --verify"
+    assert fleet[2].first_line(f"{FOLLOWER_RATE}: none in force, changed by someone else"), fleet[2].log_tail(30)
 
 
 def test_what_a_sidecar_wrote_is_removed_after_a_restart_a_crash_or_a_cleanup_mid_move(

@@ -6,6 +6,7 @@ from quota_sidecar import ownership, quotas
 from quota_sidecar.config import QuotaConfig
 from quota_sidecar.ownership import Write
 from quota_sidecar.quotas import FETCH, PRODUCE, REQUEST, UNLIMITED
+from quota_sidecar.records import Owned
 
 
 @pytest.mark.parametrize("produce, factor, expected", [
@@ -44,7 +45,8 @@ def plan(wanted, in_force, records):
 def test_nothing_is_written_when_the_cluster_already_agrees():
     wanted = quotas.wanted(QuotaConfig(produce=100, excluded_principals=("alice",)), 1.0)
     in_force = {None: {PRODUCE: 100.0}, "alice": {PRODUCE: UNLIMITED}, (None, "quota-sidecar"): {PRODUCE: UNLIMITED}}
-    records = {(None, PRODUCE): None, ("alice", PRODUCE): None, ((None, "quota-sidecar"), PRODUCE): None}
+    records = {(None, PRODUCE): Owned(None, 100.0), ("alice", PRODUCE): Owned(None, UNLIMITED),
+               ((None, "quota-sidecar"), PRODUCE): Owned(None, UNLIMITED)}
     assert plan(wanted, in_force, records) == []
 
 
@@ -52,7 +54,8 @@ def test_a_change_records_the_value_it_replaced_first():
     first = plan(quotas.wanted(QuotaConfig(produce=100), 0.0), {None: {PRODUCE: 5000.0}}, {})
     assert first == [Write(((None, "quota-sidecar"), PRODUCE), None, UNLIMITED, None),
                      Write((None, PRODUCE), 5000.0, 1.0, 5000.0)]
-    again = plan(quotas.wanted(QuotaConfig(produce=100), 1.0), {None: {PRODUCE: 1.0}}, {(None, PRODUCE): 5000.0})
+    again = plan(quotas.wanted(QuotaConfig(produce=100), 1.0), {None: {PRODUCE: 1.0}},
+                 {(None, PRODUCE): Owned(5000.0, 1.0)})
     assert again[1:] == [Write((None, PRODUCE), 1.0, 100.0, 5000.0)]
 
 
@@ -64,18 +67,18 @@ def test_a_quota_the_sidecar_did_not_set_is_never_removed():
 
 def test_a_quota_the_sidecar_set_goes_back_to_what_it_replaced():
     wanted = quotas.wanted(QuotaConfig(), 1.0)
-    writes = plan(wanted, {None: {PRODUCE: 1.0}}, {(None, PRODUCE): None})
+    writes = plan(wanted, {None: {PRODUCE: 1.0}}, {(None, PRODUCE): Owned(None, 1.0)})
     assert writes[1:] == [Write((None, PRODUCE), 1.0, None, None, forget=True)] and writes[1].changes
 
 
 def test_restore_returns_every_recorded_target():
     in_force = quotas.flatten({None: {PRODUCE: 1.0}, "alice": {PRODUCE: UNLIMITED}})
-    records = {(None, PRODUCE): 300.0, ("alice", PRODUCE): None}
+    records = {(None, PRODUCE): Owned(300.0, 1.0), ("alice", PRODUCE): Owned(None, UNLIMITED)}
     assert ownership.restore(in_force, records) == [
         Write((None, PRODUCE), 1.0, 300.0, 300.0, forget=True),
         Write(("alice", PRODUCE), UNLIMITED, None, None, forget=True)]
 
 
 def test_a_restored_target_already_back_is_only_forgotten():
-    [write] = ownership.restore({}, {(None, FETCH): None})
+    [write] = ownership.restore({}, {(None, FETCH): Owned(None, None)})
     assert write.forget and not write.changes

@@ -1,0 +1,31 @@
+"""Kafka's own command-line tools, from the classpath `make kafka` resolves: real clients, not ours."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+
+from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
+
+REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+
+
+def run_tool(main_class: str, *arguments: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """One tool run to its end, its output kept (stdout and stderr apart)."""
+    command = ["java", *DEFAULT_JVM_OPTIONS, "-cp", DEFAULT_CLASSPATH_FILE.read_text().strip(), main_class,
+               *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def reassign_partitions(bootstrap_servers: str, targets: dict[tuple[str, int], list[int]],
+                        *arguments: str) -> subprocess.CompletedProcess:
+    """`kafka-reassign-partitions --bootstrap-server … --reassignment-json-file F <arguments>` for `targets`
+    ((topic, partition) -> replicas), e.g. ("--execute", "--throttle", "1000000") or ("--verify",)."""
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": replicas}
+                                         for (topic, partition), replicas in targets.items()]}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="reassignment-") as plan_file:
+        json.dump(plan, plan_file)
+        plan_file.flush()
+        return run_tool(REASSIGN_PARTITIONS, "--bootstrap-server", bootstrap_servers,
+                        "--reassignment-json-file", plan_file.name, *arguments)

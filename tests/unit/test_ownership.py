@@ -1,0 +1,78 @@
+"""Hand-backs that respect other tools: a value someone changed after the sidecar's write is theirs."""
+
+from quota_sidecar import ownership
+from quota_sidecar.ownership import Write
+from quota_sidecar.records import Owned
+
+RATE = "follower.replication.throttled.rate"
+INITIAL, SIDECAR_RATE = 1_000_000.0, 5_000_000.0  # kafka-reassign-partitions --throttle, then the sidecar's
+
+
+def test_let_go_puts_back_what_was_replaced_while_the_sidecars_value_is_in_force():
+    [write] = ownership.plan({RATE: None}, {RATE: SIDECAR_RATE}, {RATE: Owned(INITIAL, SIDECAR_RATE)})
+    assert write == Write(RATE, SIDECAR_RATE, INITIAL, INITIAL, forget=True) and write.changes
+
+
+def test_a_value_removed_by_another_tool_is_not_written_back_at_the_hand_back():
+    # kafka-reassign-partitions --verify removed every throttle after the move: the initial rate stays gone.
+    [write] = ownership.plan({RATE: None}, {}, {RATE: Owned(INITIAL, SIDECAR_RATE)})
+    assert write.forget and write.left_alone and not write.changes
+
+
+def test_a_value_changed_by_an_operator_is_not_overwritten_at_the_hand_back():
+    [write] = ownership.restore({RATE: 2_000_000.0}, {RATE: Owned(INITIAL, SIDECAR_RATE)})
+    assert (write.forget, write.left_alone, write.new) == (True, True, 2_000_000.0)
+
+
+def test_while_still_wanted_a_changed_value_is_left_alone_and_the_record_says_so():
+    [write] = ownership.plan({RATE: 6_000_000.0}, {RATE: 2_000_000.0}, {RATE: Owned(INITIAL, SIDECAR_RATE)})
+    assert write.left_alone and not write.forget and not write.changes
+    assert write.record() == Owned(INITIAL, SIDECAR_RATE, yielded=True)
+
+
+def test_a_target_left_to_someone_else_is_not_written_again_then_forgotten_at_let_go():
+    yielded = {RATE: Owned(INITIAL, SIDECAR_RATE, yielded=True)}
+    assert ownership.plan({RATE: 6_000_000.0}, {}, yielded) == []
+    [write] = ownership.plan({RATE: None}, {}, yielded)
+    assert write.forget and not write.changes
+
+
+def test_a_record_that_does_not_know_what_was_written_is_handed_back_as_before():
+    old_record = Owned(INITIAL, None, written_known=False)
+    [write] = ownership.plan({RATE: None}, {RATE: SIDECAR_RATE}, {RATE: old_record})
+    assert (write.new, write.forget, write.changes) == (INITIAL, True, True)
+
+
+def test_a_new_write_records_the_value_written():
+    [write] = ownership.plan({RATE: SIDECAR_RATE}, {RATE: INITIAL}, {})
+    assert write.record() == Owned(INITIAL, SIDECAR_RATE)
+
+
+class RecordingStore:
+    def __init__(self):
+        self.records, self.log = {}, []
+
+    def put(self, key, value):
+        self.records[key] = value
+        self.log.append(("put", key))
+
+    def delete(self, key):
+        self.records.pop(key, None)
+        self.log.append(("delete", key))
+
+
+def test_carry_out_never_writes_a_value_left_alone_even_when_forced():
+    store, applied, told = RecordingStore(), [], []
+    writes = [*ownership.restore({RATE: 2_000_000.0}, {RATE: Owned(INITIAL, SIDECAR_RATE)}),
+              *ownership.plan({"other": 3.0}, {"other": 2.0}, {"other": Owned(1.0, 4.0)})]
+    ownership.carry_out(writes, store, str, lambda target, value: applied.append((target, value)), told.append,
+                        force=True)
+    assert applied == []
+    assert store.records == {"other": {"replaced": 1.0, "written": 4.0, "yielded": True}}
+    assert [w.target for w in told] == [RATE, "other"]
+
+
+def test_the_reason_says_what_is_in_force_and_what_the_sidecar_wrote():
+    [write] = ownership.plan({RATE: None}, {RATE: 2.0}, {RATE: Owned(1.0, 3.0)})
+    assert ownership.left_alone_reason(write, lambda v: "none" if v is None else f"{v:.0f}") == (
+        "2 in force, changed by someone else since the sidecar wrote 3: forgotten")
