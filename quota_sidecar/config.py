@@ -18,12 +18,13 @@ import isodate
 
 from .errors import ConfigError
 from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, boolean, client_kwargs, duration, is_secret,
-                         non_negative_int, non_negative_percent, parse_value, percent, port, positive_int,
+                         non_negative_int, non_negative_percent, parse_value, path_list, percent, port, positive_int,
                          positive_number, principal_list, ratio, read_properties, text)
 
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
 # Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
 BROKER_ID_KEYS = ("node.id", "broker.id")
+LOG_DIR_KEYS = ("log.dirs", "log.dir")  # Kafka reads log.dirs first
 
 
 # ---------------------------------------------------------------- the keys
@@ -59,6 +60,12 @@ KEYS: tuple[Key, ...] = (
         "throttle when a volume's available/total <= this (total 0 counts as 0)", "unset"),
     Key("storage.check.interval", duration, timedelta(minutes=1),
         "time between polls; PT0S disables the storage check (no limit needed then)"),
+    Key("storage.local.log.dirs", path_list, (), "this broker's log dirs as the sidecar sees them (a read-only "
+        "mount in a pod), watched with statvfs", "log.dirs (or log.dir) of the file"),
+    Key("storage.local.watch.interval", duration, timedelta(milliseconds=100),
+        "how often the local log dirs are sampled; PT0S turns the local watch off", "PT0.1S"),
+    Key("storage.local.trigger.horizon", duration, None, "start a pass at once when a local volume would reach "
+        "the limit within this, at its current fill rate", "3 x the last pass's duration"),
     Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
     Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
         "how long a factor stays valid while polls fail"),
@@ -138,6 +145,18 @@ class StorageLimit:
 
 
 @dataclass(frozen=True)
+class LocalWatchConfig:
+    """This broker's log dirs, sampled locally between passes (off without dirs or with a zero interval)."""
+    log_dirs: tuple[str, ...] = ()
+    interval: timedelta = timedelta(milliseconds=100)
+    horizon: timedelta | None = None  # None: a few times the last pass's duration
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.log_dirs) and self.interval > timedelta(0)
+
+
+@dataclass(frozen=True)
 class QuotaConfig:
     produce: float | None = None
     fetch: float | None = None
@@ -178,6 +197,7 @@ class SidecarConfig:
     storage_limit: StorageLimit | None
     quotas: QuotaConfig = QuotaConfig()
     check_interval: timedelta = timedelta(minutes=1)
+    local_watch: LocalWatchConfig = LocalWatchConfig()
     fallback_factor: float = 1.0
     validity: timedelta = timedelta(minutes=5)
     spark_url: str = ""
@@ -212,7 +232,7 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: expected key=value")
-        result[key if key.startswith(PREFIX) or key in BROKER_ID_KEYS else PREFIX + key] = value
+        result[key if key.startswith(PREFIX) or key in BROKER_ID_KEYS + LOG_DIR_KEYS else PREFIX + key] = value
     return result
 
 
@@ -245,6 +265,8 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
                            values["excluded.principal.name.list"],
                            admin.get("client.id", "").strip() or SIDECAR_CLIENT_ID),
         check_interval=check_interval,
+        local_watch=LocalWatchConfig(values["storage.local.log.dirs"] or _log_dirs_from_file(properties),
+                                     values["storage.local.watch.interval"], values["storage.local.trigger.horizon"]),
         fallback_factor=values["throttle.factor.fallback"],
         validity=values["throttle.factor.validity.duration"],
         spark_url=values["spark.url"],
@@ -324,6 +346,13 @@ def _storage_limit(values: Mapping[str, object], required: bool) -> StorageLimit
                               f"({PREFIX}storage.check.interval > PT0S)")
         return None
     return StorageLimit(min_bytes, min_ratio)
+
+
+def _log_dirs_from_file(properties: Mapping[str, str]) -> tuple[str, ...]:
+    for key in LOG_DIR_KEYS:
+        if key in properties:
+            return parse_value(key, properties[key], path_list)
+    return ()
 
 
 def _broker_id_from_file(properties: Mapping[str, str]) -> int | None:

@@ -76,6 +76,17 @@ def duration(raw: str) -> timedelta:
 duration.allowed = "an ISO-8601 duration such as PT30S, PT5M or P1D (no months or years, not negative)"
 
 
+def path_list(raw: str) -> tuple[str, ...]:
+    """Comma-separated absolute paths, as Kafka's log.dirs."""
+    paths = tuple(item.strip() for item in raw.split(",") if item.strip())
+    if not all(path.startswith("/") for path in paths):
+        raise ValueError
+    return paths
+
+
+path_list.allowed = "comma-separated absolute paths"
+
+
 def boolean(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered not in ("true", "false"):

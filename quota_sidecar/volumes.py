@@ -1,10 +1,13 @@
-"""Volume records (proposal 047) and the memory of the last volumes of every broker."""
+"""Volume records (proposal 047), the memory of the last volumes of every broker, and when a local volume
+needs a pass now (the local watch)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
+from .config import StorageLimit
 from .observation import Volume
 
 
@@ -33,3 +36,76 @@ def by_broker(brokers: Iterable[int], volumes: Iterable[Volume]) -> dict[int, tu
 
 def _newest(volumes: tuple[Volume, ...]) -> datetime:
     return max(volume.observed_at for volume in volumes)
+
+
+# ---------------------------------------------------------------- the local watch (local_watch.py)
+
+# The fill rate that triggers a pass is measured over this much of the newest local samples: long enough
+# to smooth a producer's batches, short enough to see a flood begin within a second.
+TRIGGER_WINDOW_SECONDS = 1.0
+HORIZON_PASSES = 3  # by default a pass starts when the limit is this many last-pass durations away
+
+
+@dataclass(frozen=True)
+class LocalSample:
+    """One statvfs reading of a local log dir, the way Kafka measures it (usable and total space)."""
+    log_dir: str
+    at: float  # monotonic seconds
+    total_bytes: int
+    available_bytes: int
+
+
+def limit_bytes(limit: StorageLimit, total_bytes: int) -> float:
+    if limit.min_available_bytes is not None:
+        return float(limit.min_available_bytes)
+    return limit.min_available_ratio * total_bytes
+
+
+def fill_rate(samples: Sequence[LocalSample]) -> float | None:
+    """Bytes/s by which available space shrinks: the least-squares slope over the samples, negated; None
+    with fewer than two distinct times."""
+    if len(samples) < 2:
+        return None
+    n = len(samples)
+    mean_t = sum(s.at for s in samples) / n
+    mean_a = sum(s.available_bytes for s in samples) / n
+    spread = sum((s.at - mean_t) ** 2 for s in samples)
+    if spread == 0:
+        return None
+    return -sum((s.at - mean_t) * (s.available_bytes - mean_a) for s in samples) / spread
+
+
+def seconds_to_limit(samples: Sequence[LocalSample], limit: StorageLimit) -> float | None:
+    """0 at or below the limit now; the time to it at the current fill rate; None when not filling."""
+    newest = samples[-1]
+    margin = newest.available_bytes - limit_bytes(limit, newest.total_bytes)
+    if margin <= 0:
+        return 0.0
+    recent = [s for s in samples if newest.at - s.at <= TRIGGER_WINDOW_SECONDS]
+    rate = fill_rate(recent)
+    return margin / rate if rate is not None and rate > 0 else None
+
+
+def in_danger(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit, horizon: float) -> list[str]:
+    """The local dirs at the limit, or that would reach it within `horizon` seconds."""
+    return [log_dir for log_dir, samples in history.items()
+            if samples and (left := seconds_to_limit(samples, limit)) is not None and left <= horizon]
+
+
+def default_horizon(last_pass_seconds: float | None, interval: float) -> float:
+    """A few passes' worth, so the throttle lands before the crossing; never less than one watch interval."""
+    return max(HORIZON_PASSES * (last_pass_seconds or 1.0), interval)
+
+
+def foreign_dirs(latest: Mapping[str, LocalSample], reported: Iterable[Volume]) -> dict[str, str]:
+    """Local dirs whose filesystem is not the one the broker reports for the same path (another host, a
+    mount of something else): dir -> why. A dir the broker does not report is not judged."""
+    by_dir = {volume.log_dir: volume for volume in reported if volume.usable}
+    return {log_dir: f"its filesystem holds {sample.total_bytes} bytes, the broker reports "
+                     f"{by_dir[log_dir].total_bytes} for {log_dir}"
+            for log_dir, sample in latest.items()
+            if log_dir in by_dir and not _same_size(sample.total_bytes, by_dir[log_dir].total_bytes)}
+
+
+def _same_size(a: int, b: int) -> bool:
+    return abs(a - b) <= 0.01 * max(a, b)  # filesystems report the same size; allow rounding by block

@@ -1,0 +1,100 @@
+"""This broker's own log dirs, sampled with statvfs between passes: a flood is seen within a watch interval.
+
+A pass (DescribeLogDirs of every broker, the Spark decision, the writes) takes a fraction of a second;
+the check interval is a minute by default, and a producer can fill a disk in less. The watch reads the
+log dirs of the sidecar's own broker every `storage.local.watch.interval` (a statvfs call costs
+microseconds) and wakes the loop when one is at the limit or would reach it within the trigger horizon
+(volumes.in_danger). In a pod, the dirs are the broker's data volume mounted read-only into the sidecar.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from typing import Callable, Mapping
+
+from .config import LocalWatchConfig, StorageLimit
+from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, in_danger
+
+log = logging.getLogger(__name__)
+
+
+def statvfs_sample(log_dir: str, at: float) -> LocalSample:
+    """What Kafka reports for a log dir (File.getTotalSpace, File.getUsableSpace), read locally."""
+    found = os.statvfs(log_dir)
+    return LocalSample(log_dir, at, found.f_blocks * found.f_frsize, found.f_bavail * found.f_frsize)
+
+
+class LocalWatch:
+    """Samples the dirs in a daemon thread; `wake()` is called each time a dir is in the danger zone."""
+
+    def __init__(self, config: LocalWatchConfig, limit: StorageLimit, wake: Callable[[], None],
+                 horizon: Callable[[], float], read: Callable[[str, float], LocalSample] = statvfs_sample,
+                 clock: Callable[[], float] = time.monotonic):
+        self.limit, self.wake, self.horizon, self.read, self.clock = limit, wake, horizon, read, clock
+        self.interval = config.interval.total_seconds()
+        self.dirs = list(config.log_dirs)
+        self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
+        self.danger: list[str] = []
+        self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="local-watch", daemon=True)
+
+    def start(self) -> LocalWatch:
+        log.info("watching the local log dirs %s every %.2gs", ", ".join(self.dirs), self.interval)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def history(self) -> dict[str, list[LocalSample]]:
+        """The samples of the last trigger window, per watched dir."""
+        with self._lock:
+            return {log_dir: list(samples) for log_dir, samples in self._history.items() if samples}
+
+    def exclude(self, reasons: Mapping[str, str]) -> None:
+        """Stop watching dirs that turn out not to be the broker's (volumes.foreign_dirs)."""
+        with self._lock:
+            for log_dir, why in reasons.items():
+                if log_dir not in self.unreadable:
+                    log.warning("not watching %s locally: %s; passes keep their interval", log_dir, why)
+                    self.unreadable[log_dir] = why
+                    self._history.pop(log_dir, None)
+
+    def sample(self) -> list[str]:
+        """One round: read every dir, keep the window, and return the dirs in the danger zone."""
+        now = self.clock()
+        with self._lock:
+            for log_dir in list(self._history):
+                try:
+                    found = self.read(log_dir, now)
+                except OSError as error:
+                    if log_dir not in self.unreadable:
+                        why = f"cannot read it: {error.strerror or error}"
+                        log.warning("not watching %s locally: %s; passes keep their interval", log_dir, why)
+                        self.unreadable[log_dir] = why
+                    continue
+                if self.unreadable.pop(log_dir, None) is not None:
+                    log.info("watching %s locally again", log_dir)
+                samples = self._history[log_dir]
+                samples.append(found)
+                while samples and now - samples[0].at > TRIGGER_WINDOW_SECONDS:
+                    samples.popleft()
+            self.danger = in_danger(self._history, self.limit, self.horizon())
+            return list(self.danger)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if self.sample():
+                    self.wake()
+            except Exception:  # the watch only speeds passes up; the loop goes on without it
+                log.exception("the local watch failed; passes keep their interval")
+                return

@@ -1,0 +1,111 @@
+"""The local watch: when a local log dir needs a pass now, read with the real statvfs of this machine."""
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from quota_sidecar import config as cfg
+from quota_sidecar.config import LocalWatchConfig, StorageLimit
+from quota_sidecar.local_watch import LocalWatch
+from quota_sidecar.observation import Volume
+from quota_sidecar.volumes import LocalSample, default_horizon, fill_rate, foreign_dirs, in_danger, seconds_to_limit
+
+MiB = 1 << 20
+LIMIT = StorageLimit(min_available_bytes=100 * MiB)
+
+
+def filling(per_second: float, start_free: float, seconds: float = 1.0, every: float = 0.1, total=1000 * MiB):
+    steps = int(round(seconds / every)) + 1
+    return [LocalSample("/data", i * every, total, int(start_free - per_second * i * every)) for i in range(steps)]
+
+
+def test_the_fill_rate_is_the_least_squares_slope_of_free_space():
+    assert fill_rate(filling(10 * MiB, 500 * MiB)) == pytest.approx(10 * MiB)
+    assert fill_rate(filling(10 * MiB, 500 * MiB)[:1]) is None
+
+
+def test_a_volume_at_the_limit_needs_a_pass_now():
+    assert seconds_to_limit([LocalSample("/data", 0.0, 1000 * MiB, 100 * MiB)], LIMIT) == 0.0
+
+
+def test_time_to_the_limit_at_the_current_fill_rate():
+    assert seconds_to_limit(filling(100 * MiB, 400 * MiB), LIMIT) == pytest.approx(2.0)  # 200 MiB left at 100 MiB/s
+
+
+def test_a_volume_that_empties_or_stands_still_is_never_in_danger():
+    assert seconds_to_limit(filling(-10 * MiB, 400 * MiB), LIMIT) is None
+    assert seconds_to_limit(filling(0, 400 * MiB), LIMIT) is None
+
+
+def test_only_the_newest_second_sets_the_fill_rate():
+    quiet_then_flood = [LocalSample("/data", t, 1000 * MiB, 900 * MiB) for t in range(0, 60)]
+    quiet_then_flood += [LocalSample("/data", 60 + i / 10, 1000 * MiB, int(900 * MiB - 100 * MiB * i / 10))
+                         for i in range(1, 11)]
+    assert seconds_to_limit(quiet_then_flood, LIMIT) == pytest.approx(7.0, rel=0.05)
+
+
+def test_a_ratio_limit_is_a_share_of_the_total():
+    ratio = StorageLimit(min_available_ratio=0.25)
+    assert seconds_to_limit(filling(50 * MiB, 350 * MiB), ratio) == pytest.approx(1.0)  # 300 left, 250 limit
+
+
+def test_dirs_in_danger_are_those_within_the_horizon():
+    history = {"/fast": filling(100 * MiB, 400 * MiB), "/slow": filling(MiB, 400 * MiB), "/empty": []}
+    assert in_danger(history, LIMIT, horizon=3.0) == ["/fast"]
+    assert in_danger(history, LIMIT, horizon=1.0) == []
+
+
+def test_the_default_horizon_is_a_few_passes_never_below_one_interval():
+    assert default_horizon(0.4, 0.1) == pytest.approx(1.2)
+    assert default_horizon(None, 0.1) == 3.0
+    assert default_horizon(0.01, 0.1) == 0.1
+
+
+def test_a_local_dir_that_is_not_the_brokers_volume_is_named():
+    at = None
+    reported = [Volume(3, "/data", 1000 * MiB, 500 * MiB, at), Volume(3, "/other", 1000 * MiB, 500 * MiB, at)]
+    latest = {"/data": LocalSample("/data", 0, 1000 * MiB, 1), "/other": LocalSample("/other", 0, 50 * MiB, 1),
+              "/unreported": LocalSample("/unreported", 0, 1, 1)}
+    assert list(foreign_dirs(latest, reported)) == ["/other"]
+
+
+def watch(dirs, limit, woken):
+    config = LocalWatchConfig(tuple(str(d) for d in dirs), timedelta(milliseconds=100))
+    return LocalWatch(config, limit, lambda: woken.append(True), horizon=lambda: 1.0)
+
+
+def test_a_readable_dir_with_room_is_watched_and_wakes_nobody(tmp_path):
+    woken = []
+    local = watch([tmp_path], StorageLimit(min_available_bytes=0), woken)
+    assert local.sample() == [] and local.sample() == []
+    [samples] = local.history().values()
+    assert len(samples) == 2 and samples[-1].total_bytes > 0 and local.unreadable == {}
+
+
+def test_a_dir_below_the_limit_is_in_danger_at_the_first_sample(tmp_path):
+    local = watch([tmp_path], StorageLimit(min_available_ratio=1.0), [])
+    assert local.sample() == [str(tmp_path)]
+
+
+def test_an_unreadable_dir_is_said_once_and_the_others_are_watched(tmp_path, caplog):
+    missing = tmp_path / "not-mounted"
+    local = watch([missing, tmp_path], StorageLimit(min_available_bytes=0), [])
+    with caplog.at_level(logging.WARNING, logger="quota_sidecar.local_watch"):
+        local.sample()
+        local.sample()
+    assert [r.message for r in caplog.records] == [
+        f"not watching {missing} locally: cannot read it: No such file or directory; passes keep their interval"]
+    assert list(local.history()) == [str(tmp_path)] and str(missing) in local.unreadable
+
+
+def test_the_log_dirs_come_from_the_brokers_file_unless_a_key_names_them():
+    base = {cfg.PREFIX + "kafka.admin.bootstrap.servers": "127.0.0.1:9092",
+            cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": "1"}
+    from_file = cfg.from_properties({**base, "log.dirs": "/var/lib/kafka/a,/var/lib/kafka/b", "log.dir": "/x"})
+    assert from_file.local_watch.log_dirs == ("/var/lib/kafka/a", "/var/lib/kafka/b")
+    assert cfg.from_properties({**base, "log.dir": "/x"}).local_watch.log_dirs == ("/x",)
+    named = cfg.from_properties({**base, "log.dirs": "/a", cfg.PREFIX + "storage.local.log.dirs": "/mnt/broker"})
+    assert named.local_watch.log_dirs == ("/mnt/broker",) and named.local_watch.enabled
+    assert named.local_watch.interval == timedelta(milliseconds=100)
+    assert not cfg.from_properties(base).local_watch.enabled
