@@ -415,22 +415,26 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
 
 
 def test_after_kafka_reassign_partitions_verify_no_throttle_comes_back(settled, cluster, admin, store, unique_name):
-    """Kafka's own tool: `--execute --throttle 1000000`, the sidecars set their rates over it, and `--verify`
-    after the move removes every throttle. Sidecars 1 and 2 see the end of the move only after that (paused
-    meanwhile): they must not write back the 1 MB/s they had replaced."""
+    """Kafka's own tool: `--execute --throttle 1000000`; the sidecars set their rates over it; paused, they
+    miss the rest: the operator raises the throttle (`--additional --throttle`, as KIP-73 advises) and
+    `--verify` after the move removes every throttle. Resumed, the sidecars must not write back the 1 MB/s
+    they had replaced (they did: a stale throttle stayed behind)."""
     fleet, topic, initial = settled, unique_name, 1_000_000
     create_topic(cluster, topic, {0: [1]})
-    produce(cluster, topic, [0], size=256 << 10)  # a few seconds at the sidecars' rates
+    produce(cluster, topic, [0], size=6 << 20)  # 6 s at the tool's throttle: the sidecars see the move first
     move = {(topic, 0): [2]}
-    with broker_down(cluster, 2):
-        done = reassign_partitions(cluster.bootstrap_servers, move, "--execute", "--throttle", str(initial))
-        assert done.returncode == 0, done.stdout + done.stderr
-        eventually(lambda: assert_throttled(admin, 1, LEADER_RATE))  # the sidecar's rate, not the tool's
-    eventually(lambda: assert_throttled(admin, 2, FOLLOWER_RATE))
-    eventually(lambda: _equal(sidecar_records(store)[("config", 2, FOLLOWER_RATE)]["replaced"], initial))
+    started = reassign_partitions(cluster.bootstrap_servers, move, "--execute", "--throttle", str(initial))
+    assert started.returncode == 0, started.stdout + started.stderr
+    # The tool set both rates on both brokers; each sidecar replaces the one of its broker's role.
+    eventually(lambda: _sidecar_rate_beside(admin, 1, LEADER_RATE, FOLLOWER_RATE, initial))
+    eventually(lambda: _sidecar_rate_beside(admin, 2, FOLLOWER_RATE, LEADER_RATE, initial))
+    assert sidecar_records(store)[("config", 2, FOLLOWER_RATE)]["replaced"] == initial
     for broker in (1, 2):
         fleet[broker].send(signal.SIGSTOP)
     try:
+        raised = reassign_partitions(cluster.bootstrap_servers, move, "--execute", "--additional",
+                                     "--throttle", "100000000")
+        assert raised.returncode == 0, raised.stdout + raised.stderr
         eventually(lambda: _equal(moving(admin, topic), []))
         verified = reassign_partitions(cluster.bootstrap_servers, move, "--verify")
         assert verified.returncode == 0 and "Clearing broker-level throttles" in verified.stdout, verified.stdout
@@ -624,6 +628,12 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
 def _equal(actual, expected):
     assert actual == expected
     return actual
+
+
+def _sidecar_rate_beside(admin: ClusterAdmin, broker: int, key: str, other: str, other_rate: int) -> None:
+    """`key` is the sidecar's rate; `other` is still what another tool set."""
+    rates = broker_configs(admin, broker)
+    assert set(rates) == {key, other} and MIN_RATE <= rates[key] <= MAX_RATE and rates[other] == other_rate, rates
 
 
 def _rate_at_least(admin: ClusterAdmin, broker: int, key: str, floor: int) -> int:
