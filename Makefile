@@ -49,6 +49,8 @@ conformance: setup
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases
 	@if [ -d "$(CONFORMANCE)/cases-replication" ]; then \
 	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-replication; fi
+	@if [ -d "$(CONFORMANCE)/cases-forecast" ]; then \
+	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-forecast; fi
 
 demo: setup
 	$(BIN)/python examples/demo.py

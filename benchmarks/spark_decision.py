@@ -34,8 +34,8 @@ PARAMS = {"min_available_bytes": 24 * MiB, "min_available_ratio": None}
 def volumes(count: int) -> list[dict]:
     """`count` volumes, two log dirs per broker, the last one violating the limit."""
     return [{"broker_id": index // 2 + 1, "log_dir": f"/var/lib/kafka/data-{index % 2}", "total_bytes": 500 << 30,
-             "available_bytes": (12 * MiB if index == count - 1 else (100 + index) << 30), "usable": True}
-            for index in range(count)]
+             "available_bytes": (12 * MiB if index == count - 1 else (100 + index) << 30), "usable": True,
+             "at_seconds": 0.0} for index in range(count)]
 
 
 def child(url: str, decisions: int) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Callable, Mapping
 
@@ -22,6 +22,8 @@ from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, boolean,
                          positive_number, principal_list, ratio, read_properties, text)
 
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
+HARD_KEYS = ("storage.per.volume.limit.min.available.bytes", "storage.per.volume.limit.min.available.ratio")
+SOFT_KEYS = ("storage.per.volume.soft.limit.min.available.bytes", "storage.per.volume.soft.limit.min.available.ratio")
 # Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
 BROKER_ID_KEYS = ("node.id", "broker.id")
 LOG_DIR_KEYS = ("log.dirs", "log.dir")  # Kafka reads log.dirs first
@@ -58,6 +60,17 @@ KEYS: tuple[Key, ...] = (
         "throttle when a volume's available bytes <= this", "unset"),
     Key("storage.per.volume.limit.min.available.ratio", ratio, None,
         "throttle when a volume's available/total <= this (total 0 counts as 0)", "unset"),
+    Key("storage.per.volume.soft.limit.min.available.bytes", non_negative_int, None,
+        "opt-in soft zone, above the hard limit and of its kind (needs `produce`): between the two, `produce` is "
+        "scaled by (available - hard) / (soft - hard)", "unset (off)"),
+    Key("storage.per.volume.soft.limit.min.available.ratio", ratio, None,
+        "the same soft zone on available/total", "unset (off)"),
+    Key("storage.per.volume.limit.lead.time", duration, timedelta(0),
+        "opt-in: a volume also violates (a predicted violation) when at its fill rate it reaches the limit "
+        "within this time", "PT0S (off)"),
+    Key("storage.fill.window", duration, timedelta(minutes=1),
+        "a volume's fill rate: the least-squares slope of its available bytes over the observations this recent "
+        "(the current one included; longer than zero)"),
     Key("storage.check.interval", duration, timedelta(minutes=1),
         "time between polls; PT0S disables the storage check (no limit needed then)"),
     Key("storage.local.log.dirs", path_list, (), "this broker's log dirs as the sidecar sees them (a read-only "
@@ -131,17 +144,30 @@ def keys_table() -> str:
 
 @dataclass(frozen=True)
 class StorageLimit:
-    """Exactly one of the two limits is set."""
+    """Exactly one of the two hard limits is set; a soft limit, if any, is of the same kind and above it."""
     min_available_bytes: int | None = None
     min_available_ratio: float | None = None
+    soft_min_available_bytes: int | None = None
+    soft_min_available_ratio: float | None = None
+    lead_time: timedelta = timedelta(0)  # 0: no predicted violations
 
     def as_params(self) -> dict:
-        return {"min_available_bytes": self.min_available_bytes, "min_available_ratio": self.min_available_ratio}
+        return {"min_available_bytes": self.min_available_bytes, "min_available_ratio": self.min_available_ratio,
+                "soft_min_available_bytes": self.soft_min_available_bytes,
+                "soft_min_available_ratio": self.soft_min_available_ratio,
+                "lead_time_seconds": self.lead_time.total_seconds()}
 
     def describe(self) -> str:
         if self.min_available_bytes is not None:
-            return f"available bytes <= {self.min_available_bytes}"
-        return f"available ratio <= {self.min_available_ratio}"
+            text = f"available bytes <= {self.min_available_bytes}"
+        else:
+            text = f"available ratio <= {self.min_available_ratio}"
+        soft = self.soft_min_available_bytes if self.soft_min_available_bytes is not None else self.soft_min_available_ratio
+        if soft is not None:
+            text += f", soft zone below {soft}"
+        if self.lead_time:
+            text += f", or reached within {isodate.duration_isoformat(self.lead_time)} at the fill rate"
+        return text
 
 
 @dataclass(frozen=True)
@@ -197,6 +223,7 @@ class SidecarConfig:
     storage_limit: StorageLimit | None
     quotas: QuotaConfig = QuotaConfig()
     check_interval: timedelta = timedelta(minutes=1)
+    fill_window: timedelta = timedelta(minutes=1)
     local_watch: LocalWatchConfig = LocalWatchConfig()
     fallback_factor: float = 1.0
     validity: timedelta = timedelta(minutes=5)
@@ -217,6 +244,7 @@ class SidecarConfig:
         admin = {f"{PREFIX}{ADMIN_PREFIX}{k}": (MASK if is_secret(k) else v) for k, v in self.admin_properties.items()}
         return {**admin, "storage_limit": self.storage_limit.describe() if self.storage_limit else None,
                 "check_interval": isodate.duration_isoformat(self.check_interval),
+                "fill_window": isodate.duration_isoformat(self.fill_window),
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
                 "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id}
@@ -252,7 +280,7 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
         raise ConfigError(f"{PREFIX}{ADMIN_PREFIX}bootstrap.servers is required: "
                           "the host:port list of the cluster the sidecar watches")
     check_interval = values["storage.check.interval"]
-    storage_limit = _storage_limit(values, required=check_interval > timedelta(0))
+    storage_limit = _soft_limit(values, _storage_limit(values, required=check_interval > timedelta(0)))
     broker_id = values["broker.id"]
     if broker_id is None:
         broker_id = _broker_id_from_file(properties)
@@ -265,6 +293,7 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
                            values["excluded.principal.name.list"],
                            admin.get("client.id", "").strip() or SIDECAR_CLIENT_ID),
         check_interval=check_interval,
+        fill_window=values["storage.fill.window"],
         local_watch=LocalWatchConfig(values["storage.local.log.dirs"] or _log_dirs_from_file(properties),
                                      values["storage.local.watch.interval"], values["storage.local.trigger.horizon"]),
         fallback_factor=values["throttle.factor.fallback"],
@@ -292,7 +321,7 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
             remote_copy_lift_on_violation=values["remote.copy.lift.on.violation"],
         ),
     )
-    for key in ("replication.network.window", "replication.check.interval"):
+    for key in ("storage.fill.window", "replication.network.window", "replication.check.interval"):
         if values[key] <= timedelta(0):
             raise ConfigError(f"{PREFIX}{key}={ours[key]}: must be longer than zero")
     return config
@@ -334,10 +363,8 @@ def _unknown_key_message(key: str) -> str:
 
 
 def _storage_limit(values: Mapping[str, object], required: bool) -> StorageLimit | None:
-    min_bytes = values["storage.per.volume.limit.min.available.bytes"]
-    min_ratio = values["storage.per.volume.limit.min.available.ratio"]
-    bytes_key = f"{PREFIX}storage.per.volume.limit.min.available.bytes"
-    ratio_key = f"{PREFIX}storage.per.volume.limit.min.available.ratio"
+    min_bytes, min_ratio = (values[key] for key in HARD_KEYS)
+    bytes_key, ratio_key = (PREFIX + key for key in HARD_KEYS)
     if min_bytes is not None and min_ratio is not None:
         raise ConfigError(f"{bytes_key}={min_bytes} and {ratio_key}={min_ratio}: set exactly one of the two limits")
     if min_bytes is None and min_ratio is None:
@@ -345,7 +372,29 @@ def _storage_limit(values: Mapping[str, object], required: bool) -> StorageLimit
             raise ConfigError(f"{bytes_key} or {ratio_key} is required while the storage check is enabled "
                               f"({PREFIX}storage.check.interval > PT0S)")
         return None
-    return StorageLimit(min_bytes, min_ratio)
+    return StorageLimit(min_bytes, min_ratio, lead_time=values["storage.per.volume.limit.lead.time"])
+
+
+def _soft_limit(values: Mapping[str, object], limit: StorageLimit | None) -> StorageLimit | None:
+    """The hard limit with its soft zone: a soft limit of the hard limit's kind, strictly above it, and a
+    `produce` quota for it to scale (the soft factor has nothing else to act on)."""
+    given = [(kind, PREFIX + key, values[key]) for kind, key in enumerate(SOFT_KEYS) if values[key] is not None]
+    if not given:
+        return limit
+    if len(given) == 2:
+        raise ConfigError(f"{given[0][1]}={given[0][2]} and {given[1][1]}={given[1][2]}: set at most one soft limit")
+    (kind, soft_key, soft), = given
+    hard = None if limit is None else (limit.min_available_bytes, limit.min_available_ratio)[kind]
+    if hard is None:
+        raise ConfigError(f"{soft_key}={soft}: a soft limit needs a hard limit of its kind, "
+                          f"{PREFIX}{HARD_KEYS[kind]}" + ("" if limit is None else
+                          f" (the hard limit is {PREFIX}{HARD_KEYS[1 - kind]}: use {PREFIX}{SOFT_KEYS[1 - kind]})"))
+    if soft <= hard:
+        raise ConfigError(f"{soft_key}={soft}: must be above the hard limit {PREFIX}{HARD_KEYS[kind]}={hard}")
+    if values["produce"] is None:
+        raise ConfigError(f"{soft_key}={soft} needs {PREFIX}produce: the soft zone scales the producer quota, "
+                          "and without one there is nothing to scale")
+    return replace(limit, **{("soft_min_available_bytes", "soft_min_available_ratio")[kind]: soft})
 
 
 def _log_dirs_from_file(properties: Mapping[str, str]) -> tuple[str, ...]:

@@ -16,11 +16,12 @@ from .config import SidecarConfig
 from .observation import Observation, ReplicationObservation, Volume
 from .throttle_factor import FactorState, after_failure, after_incomplete, after_success
 from .throttles import ReplicationDecider, ReplicationDecision
-from .volumes import by_broker, remember
+from .volumes import History, by_broker, recorded, remember, with_history
 
 log = logging.getLogger(__name__)
 
-# (usable volume rows, limit params) -> (throttle factor, rows with available_ratio and violated)
+# (measurements of the usable volumes, limit params) -> (throttle factor, one row per volume with its
+# available_ratio, fill_bytes_per_sec, seconds_to_limit, violated, predicted and throttle_factor)
 VolumeJudge = Callable[[list[dict], dict], tuple[float, list[dict]]]
 
 
@@ -33,6 +34,7 @@ class Decision:
     client_quotas: quotas.ClientQuotas
     volumes: tuple[Volume, ...] = ()       # every volume considered, offline ones included
     violations: tuple[dict, ...] = ()
+    judged: tuple[dict, ...] = ()          # every usable volume as judged: fill rate, time to the limit, verdict
     error: str | None = None
     entered_fallback: bool = False
     replication: ReplicationDecision | None = None  # when replication throttles are on
@@ -53,6 +55,7 @@ class Decision:
             "valid_from": iso(self.valid_from),
             "error": self.error,
             "violations": list(self.violations),
+            "volumes": list(self.judged),
             "client_quotas": self.client_quotas.to_json(),
             "active_brokers": self.active_brokers,
             "active_log_dirs": self.active_log_dirs,
@@ -72,6 +75,7 @@ class Decider:
         self.replication = replication  # when replication throttles are on
         self.factor = FactorState()
         self.remembered: dict[int, tuple[Volume, ...]] = {}
+        self.history: History = {}  # each volume's measurements within the fill window
         self.known_violations: tuple[dict, ...] = ()  # from the last successful poll
         self.missing: set[int] = set()  # brokers seen before, absent for longer than the validity
         self.last: Decision | None = None
@@ -80,14 +84,16 @@ class Decider:
         previous = self.factor
         error = observation.error
         violations: tuple[dict, ...] = ()
+        judged: tuple[dict, ...] = ()
         volumes = tuple(v for vs in self.remembered.values() for v in vs)
         if error is None and self.config.storage_limit is not None:
             try:
-                volumes, violations, factor = self._judge(observation)
+                volumes, judged, factor = self._judge(observation)
             except Exception as failure:  # Spark unavailable counts as a failed poll
                 log.warning("volume decision failed: %s", failure, exc_info=True)
                 error = f"decision failed: {failure}"
             else:
+                violations = tuple(_violation(row) for row in judged if row["violated"])
                 self.known_violations = violations
                 if self.missing:
                     self.factor = after_incomplete(self.factor, observation.at, self.config.fallback_factor)
@@ -95,13 +101,14 @@ class Decider:
                              "their volumes are unknown")
                 else:
                     self.factor = after_success(self.factor, factor, observation.at)
-                return self._decision(observation, previous, volumes, violations, error)
+                return self._decision(observation, previous, volumes, violations, error, judged)
         if error is not None:
             self.factor = after_failure(self.factor, observation.at, self.config.validity,
                                         self.config.fallback_factor)
         return self._decision(observation, previous, volumes, violations, error)
 
-    def _decision(self, observation: Observation, previous: FactorState, volumes, violations, error) -> Decision:
+    def _decision(self, observation: Observation, previous: FactorState, volumes, violations, error,
+                  judged: tuple[dict, ...] = ()) -> Decision:
         replication = None
         if self.replication is not None and observation.replication is not None:
             replication = self.decide_replication(observation.replication)
@@ -113,6 +120,7 @@ class Decider:
             client_quotas=quotas.wanted(self.config.quotas, self.factor.factor),
             volumes=volumes,
             violations=violations,
+            judged=judged,
             error=error,
             entered_fallback=self.factor.fallback_switches > previous.fallback_switches,
             replication=replication,
@@ -130,17 +138,27 @@ class Decider:
         considered = remember(self.remembered, answered, observation.at, self.config.validity)
         volumes = tuple(sorted((v for vs in considered.values() for v in vs),
                                key=lambda v: (v.broker_id, v.log_dir)))
-        rows = [volume.as_row() for volume in volumes if volume.usable]
-        factor, judged = self.judge_volumes(rows, self.config.storage_limit.as_params())
-        violations = tuple(_violation(row) for row in judged if row["violated"])
+        usable = [volume for volume in volumes if volume.usable]
+        # What was seen is history even should Spark fail to judge it now.
+        self.history = recorded(self.history, usable, observation.at, self.config.fill_window)
+        factor, judged = self.judge_volumes(with_history(self.history, usable, observation.at),
+                                            self.config.storage_limit.as_params())
         self.missing = (self.missing | (set(self.remembered) - set(considered))) - set(answered)
         self.remembered = considered
-        return volumes, violations, factor
+        return volumes, tuple(_judged(row) for row in judged), factor
+
+
+_JUDGED = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
+           "seconds_to_limit", "violated", "predicted", "throttle_factor")
+
+
+def _judged(row: Mapping) -> dict:
+    return {key: row[key] for key in _JUDGED}
 
 
 def _violation(row: Mapping) -> dict:
-    return {"broker_id": row["broker_id"], "log_dir": row["log_dir"], "total_bytes": row["total_bytes"],
-            "available_bytes": row["available_bytes"], "available_ratio": row["available_ratio"]}
+    return {key: row[key] for key in ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio",
+                                      "seconds_to_limit", "predicted")}
 
 
 def iso(moment: datetime | None) -> str | None:

@@ -1,7 +1,8 @@
 """Prometheus metrics, read from the sidecar's state at scrape time through a custom collector.
 
 Names follow proposal 047's metrics (ThrottleFactor, FallbackThrottleFactorApplied, LimitViolated,
-ActiveBrokers, ActiveLogDirs) in Prometheus style, plus the available bytes of every volume.
+ActiveBrokers, ActiveLogDirs) in Prometheus style, plus the available bytes of every volume, its fill rate
+and its time to the limit.
 """
 
 from __future__ import annotations
@@ -56,11 +57,31 @@ class SidecarCollector:
                 total.add_metric(labels, volume.total_bytes)
         yield available
         yield total
+        yield from _forecast(decision.judged)
         replication = snapshot.replication
         if replication is not None and replication.decision is not None:
             yield _replication_rates(replication.decision)
         if replication is not None and replication.observation is not None:
             yield from _network_use(replication.observation)
+
+
+def _forecast(judged):
+    """Each judged volume's fill rate and time to the limit; a volume without one (too few measurements,
+    not filling) has no sample."""
+    fill = GaugeMetricFamily(f"{NAMESPACE}_volume_fill_bytes_per_second",
+                             "Bytes/s each volume fills: the least-squares slope of its available bytes over the "
+                             "fill window, negated (negative while it frees space).", labels=["broker_id", "log_dir"])
+    to_limit = GaugeMetricFamily(f"{NAMESPACE}_volume_seconds_to_limit",
+                                 "Seconds until each filling volume reaches the limit at its fill rate (0 at it).",
+                                 labels=["broker_id", "log_dir"])
+    for row in judged:
+        labels = [str(row["broker_id"]), row["log_dir"]]
+        if row["fill_bytes_per_sec"] is not None:
+            fill.add_metric(labels, row["fill_bytes_per_sec"])
+        if row["seconds_to_limit"] is not None:
+            to_limit.add_metric(labels, row["seconds_to_limit"])
+    yield fill
+    yield to_limit
 
 
 def _replication_rates(decision) -> GaugeMetricFamily:

@@ -17,7 +17,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
     config = snapshot.config
     decision = snapshot.decision
     factor = snapshot.factor
-    violated = {(v["broker_id"], v["log_dir"]) for v in decision.violations} if decision else set()
+    judged = {(row["broker_id"], row["log_dir"]): row for row in decision.judged} if decision else {}
     status = {
         "sidecar": {"version": __version__, "mode": mode, "broker_id": config.broker_id,
                     "spark": config.spark_url or "embedded"},
@@ -34,7 +34,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
             "fallback_applied": snapshot.counters.fallback_applied,
         },
         "limit": config.storage_limit.describe() if config.storage_limit else "storage check disabled",
-        "volumes": [_volume(volume, config.storage_limit, violated, decision.at)
+        "volumes": [_volume(volume, config.storage_limit, judged.get((volume.broker_id, volume.log_dir)), decision.at)
                     for volume in decision.volumes] if decision else [],
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
                             sorted(snapshot.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
@@ -73,11 +73,15 @@ def _overrides(overrides: Overrides) -> dict:
             "brokers": {str(b): r for b, r in sorted(overrides.broker_rates.items())}}
 
 
-def _volume(volume, limit, violated, decided_at) -> dict:
+def _volume(volume, limit, judged: dict | None, decided_at) -> dict:
+    """A volume as the last decision saw it; `judged` is its row from the Spark job (None: not judged)."""
+    judged = judged or {}
     if not volume.usable:
         state = f"offline: {volume.error or 'no sizes reported'}"
-    elif (volume.broker_id, volume.log_dir) in violated:
-        state = VIOLATED
+    elif judged.get("violated"):
+        state = VIOLATED + (" (predicted)" if judged["predicted"] else "")
+    elif judged.get("throttle_factor", 1.0) < 1.0:
+        state = f"soft zone: factor {judged['throttle_factor']:.2f}"
     else:
         state = OK
     if volume.observed_at < decided_at:
@@ -85,7 +89,8 @@ def _volume(volume, limit, violated, decided_at) -> dict:
     margin = volume.margin(limit) if limit else None
     return {"broker_id": volume.broker_id, "log_dir": volume.log_dir, "total_bytes": volume.total_bytes,
             "available_bytes": volume.available_bytes, "available_ratio": volume.available_ratio,
-            "margin": margin, "state": state}
+            "margin": margin, "fill_bytes_per_sec": judged.get("fill_bytes_per_sec"),
+            "seconds_to_limit": judged.get("seconds_to_limit"), "state": state}
 
 
 def _quota_row(entity, keys) -> dict:
@@ -105,9 +110,10 @@ def render(status: dict) -> str:
     ]
     if throttle["last_error"]:
         lines.append(f"last poll failed: {throttle['last_error']}")
-    lines += ["", table(["broker", "log dir", "total", "available", "ratio", "margin", "state"],
+    lines += ["", table(["broker", "log dir", "total", "available", "ratio", "margin", "fill", "limit", "state"],
                         [[v["broker_id"], v["log_dir"], _bytes(v["total_bytes"]), _bytes(v["available_bytes"]),
-                          _ratio(v["available_ratio"]), _margin(v["margin"]), v["state"]]
+                          _ratio(v["available_ratio"]), _margin(v["margin"]), _fill(v.get("fill_bytes_per_sec")),
+                          _time_to_limit(v.get("seconds_to_limit")), v["state"]]
                          for v in status["volumes"]])]
     lines += ["", "client quotas in force (read back from the cluster):",
               table(["entity", *quotas.QUOTA_KEYS],
@@ -168,6 +174,29 @@ def _margin(value) -> str:
     if value is None:
         return "-"
     return f"{value:+.2%}" if isinstance(value, float) else f"{value:+,} B"
+
+
+def _fill(value) -> str:
+    """Bytes/s a volume fills; negative while it frees space."""
+    return "-" if value is None else ("-" if value < 0 else "") + _bytes(abs(value)) + "/s"
+
+
+def _time_to_limit(seconds) -> str:
+    if seconds is None:
+        return "-"  # not filling, or no fill rate yet
+    if seconds <= 0:
+        return "reached"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"fills in {days}d{hours:02d}h"
+    if hours:
+        return f"fills in {hours}h{minutes:02d}m"
+    if minutes:
+        return f"fills in {minutes}m{secs:02d}s"
+    return f"fills in {secs}s" if whole else "fills in <1s"
 
 
 def _human_seconds(value) -> str:

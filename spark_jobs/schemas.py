@@ -12,7 +12,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-# One log directory of one broker, as DescribeLogDirs reported it.
+# One log directory of one broker at one moment, as DescribeLogDirs reported it: the current poll's, or an
+# earlier measurement within the fill window. at_seconds is that moment relative to the decision (0: now,
+# -10: ten seconds before); a volume's newest row is its state now.
 VOLUME_SCHEMA = StructType(
     [
         StructField("broker_id", IntegerType(), nullable=False),
@@ -20,6 +22,7 @@ VOLUME_SCHEMA = StructType(
         StructField("total_bytes", LongType(), nullable=False),
         StructField("available_bytes", LongType(), nullable=False),
         StructField("usable", BooleanType(), nullable=False),
+        StructField("at_seconds", DoubleType(), nullable=False),
     ]
 )
 

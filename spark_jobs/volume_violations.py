@@ -1,4 +1,11 @@
-"""Which volumes are too full, and the throttle factor that follows: 0.0 when any is, else 1.0.
+"""Each usable volume's fill rate, time to the limit and verdict, and the throttle factor that follows.
+
+The rows are measurements (``schemas.VOLUME_SCHEMA``): one per volume and moment, the current poll's and
+the earlier ones within the fill window. A volume's newest row is its state now; all its rows give its
+fill rate. A volume violates when it is at or below the hard limit now, or, with a lead time, when at its
+fill rate it gets there within the lead time (a predicted violation). The factor is 0.0 when any volume
+violates, else the smallest soft factor: 1.0 at or above the soft limit (or without one), falling
+linearly to 0.0 at the hard limit.
 
 The expressions are Spark SQL text on DataFrame methods rather than pyspark.sql.functions: those pick
 classic or Connect columns from a process-wide switch, while these work on either kind of DataFrame.
@@ -12,23 +19,43 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_jobs.schemas import VOLUME_SCHEMA, frame_from_rows
 from spark_jobs.session import get_session, stop_sessions
 
+_BY_VOLUME = "PARTITION BY broker_id, log_dir"
+_NEWEST = f"row_number() OVER ({_BY_VOLUME} ORDER BY at_seconds DESC) = 1"
+# The least-squares slope (nΣxy − ΣxΣy) / (nΣx² − (Σx)²) of available bytes over seconds, negated: the bytes
+# filled per second. regr_slope computes it from central moments (no cancellation on terabyte-sized
+# volumes) and is null with fewer than two measurements at distinct times. 0 - slope, not -slope: a
+# steady volume fills 0.0 B/s, not -0.0.
+_FILL = f"0.0D - regr_slope(available_bytes, at_seconds) OVER ({_BY_VOLUME})"
 _AVAILABLE_RATIO = "CASE WHEN total_bytes > 0 THEN available_bytes / total_bytes ELSE 0.0D END"
+# 0 at the limit; null when the volume is not filling (a refilling or steady volume never gets there).
+_SECONDS_TO_LIMIT = """CASE WHEN at_limit THEN 0.0D
+    WHEN fill_bytes_per_sec > 0 THEN (available_bytes - limit_bytes) / fill_bytes_per_sec END"""
+_COLUMNS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
+            "seconds_to_limit", "violated", "predicted", "throttle_factor")
 
 # The minimum over no rows is null: no volume, nothing to protect, no throttle.
-_FACTOR = "coalesce(min(CASE WHEN violated THEN 0.0D ELSE 1.0D END), 1.0D)"
+_FACTOR = "coalesce(min(throttle_factor), 1.0D)"
 
 
 def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
-    """Usable volumes with ``available_ratio`` and ``violated`` (at or below the limit)."""
+    """Every usable volume, as its newest row, with ``available_ratio``, ``fill_bytes_per_sec``,
+    ``seconds_to_limit``, ``violated``, ``predicted`` and its ``throttle_factor``."""
+    limit = _Limit(params)
     return (
         volumes_df.where("usable")
+        .selectExpr("*", f"{_NEWEST} AS newest", f"{_FILL} AS fill_bytes_per_sec")
+        .where("newest")
         .selectExpr("*", f"{_AVAILABLE_RATIO} AS available_ratio")
-        .selectExpr("*", f"{_violation(params)} AS violated")
+        .selectExpr("*", f"{limit.reached} AS at_limit", f"{limit.in_bytes} AS limit_bytes")
+        .selectExpr("*", f"{_SECONDS_TO_LIMIT} AS seconds_to_limit")
+        .selectExpr("*", f"at_limit OR coalesce(seconds_to_limit <= {limit.lead_seconds!r}D, false) AS violated")
+        .selectExpr("*", "violated AND NOT at_limit AS predicted", f"{limit.factor} AS throttle_factor")
+        .selectExpr(*_COLUMNS)
     )
 
 
 def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[float, list[dict]]:
-    """The throttle factor and every usable volume with its ratio and verdict, by broker and log dir."""
+    """The throttle factor and every usable volume with its forecast and verdict, by broker and log dir."""
     df = transform(frame_from_rows(spark, volumes, VOLUME_SCHEMA), params)
     # One Spark job per poll: the factor and the rows come back from the same aggregation; a struct
     # array sorts by its first fields, broker_id then log_dir.
@@ -36,23 +63,45 @@ def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[floa
     return result["factor"], [row.asDict() for row in result["rows"]]
 
 
-def _violation(params: dict) -> str:
-    min_bytes = params.get("min_available_bytes")
-    min_ratio = params.get("min_available_ratio")
-    if (min_bytes is None) == (min_ratio is None):
-        raise ValueError(f"set exactly one of min_available_bytes and min_available_ratio, got {params!r}")
-    # The limits enter the SQL as int and float literals only, never as text from outside.
-    if min_bytes is not None:
-        return f"available_bytes <= {int(min_bytes)}"
-    return f"available_ratio <= {float(min_ratio)!r}D"
+class _Limit:
+    """The limits of ``params`` as SQL: the hard limit (exactly one of bytes and ratio), the soft limit of
+    the same kind if any, and the lead time. They enter the SQL as int and float literals only, never as
+    text from outside."""
+
+    def __init__(self, params: dict):
+        hard = [(kind, params.get(f"min_available_{kind}")) for kind in ("bytes", "ratio")]
+        hard = [(kind, value) for kind, value in hard if value is not None]
+        if len(hard) != 1:
+            raise ValueError(f"set exactly one of min_available_bytes and min_available_ratio, got {params!r}")
+        (kind, value), = hard
+        other = "ratio" if kind == "bytes" else "bytes"
+        if params.get(f"soft_min_available_{other}") is not None:
+            raise ValueError(f"the soft limit must be of the hard limit's kind ({kind}), got {params!r}")
+        soft = params.get(f"soft_min_available_{kind}")
+        if kind == "bytes":
+            self.value, self.hard = "available_bytes", f"{int(value)}"
+            self.in_bytes = f"CAST({int(value)} AS DOUBLE)"
+        else:
+            self.value, self.hard = "available_ratio", f"{float(value)!r}D"
+            self.in_bytes = f"{float(value)!r}D * total_bytes"
+        self.reached = f"{self.value} <= {self.hard}"
+        self.lead_seconds = float(params.get("lead_time_seconds") or 0.0)
+        if soft is None:
+            self.factor = "CASE WHEN violated THEN 0.0D ELSE 1.0D END"
+        else:
+            soft = f"{int(soft)}" if kind == "bytes" else f"{float(soft)!r}D"
+            self.factor = f"""CASE WHEN violated THEN 0.0D WHEN {self.value} >= {soft} THEN 1.0D
+                ELSE CAST({self.value} - {self.hard} AS DOUBLE) / ({soft} - {self.hard}) END"""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Batch run: the factor and the violated volumes of a JSON list or JSON-lines file of volumes."""
+    """Batch run: the factor and the violated volumes of a JSON list or JSON-lines file of volumes (rows
+    without ``at_seconds`` are taken as measured now)."""
     args = _parse_args(argv)
-    params = {"min_available_bytes": args.min_available_bytes, "min_available_ratio": args.min_available_ratio}
+    params = {"min_available_bytes": args.min_available_bytes, "min_available_ratio": args.min_available_ratio,
+              "lead_time_seconds": args.lead_time_seconds}
     with open(args.volumes_file, encoding="utf-8") as file:
-        volumes = _read_rows(file.read())
+        volumes = [{"at_seconds": 0.0, **row} for row in _read_rows(file.read())]
     try:
         factor, rows = decide(get_session(args.spark_url), volumes, params)
     finally:
@@ -64,18 +113,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"throttle factor: {factor}")
         for row in violations:
             print(
-                f"violated: broker {row['broker_id']} {row['log_dir']}: {row['available_bytes']} of "
-                f"{row['total_bytes']} bytes available ({row['available_ratio']:.2%})"
+                f"violated{' (predicted)' if row['predicted'] else ''}: broker {row['broker_id']} {row['log_dir']}: "
+                f"{row['available_bytes']} of {row['total_bytes']} bytes available ({row['available_ratio']:.2%})"
             )
     return 0
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m spark_jobs.volume_violations", description=main.__doc__)
-    parser.add_argument("volumes_file", help="rows with broker_id, log_dir, total_bytes, available_bytes, usable")
+    parser.add_argument("volumes_file",
+                        help="rows with broker_id, log_dir, total_bytes, available_bytes, usable (and at_seconds)")
     limit = parser.add_mutually_exclusive_group(required=True)
     limit.add_argument("--min-available-bytes", type=int)
     limit.add_argument("--min-available-ratio", type=float)
+    parser.add_argument("--lead-time-seconds", type=float, default=0.0,
+                        help="a volume also violates when it reaches the limit within this time at its fill rate")
     parser.add_argument("--spark-url", help="sc://host:port or a master URL; embedded local Spark if not given")
     parser.add_argument("--json", action="store_true", help="print JSON for machines")
     return parser.parse_args(argv)

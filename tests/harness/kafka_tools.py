@@ -3,19 +3,55 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tempfile
+from pathlib import Path
 
 from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
 
 REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
+
+
+def _java(main_class: str, arguments) -> list[str]:
+    return ["java", *DEFAULT_JVM_OPTIONS, "-cp", DEFAULT_CLASSPATH_FILE.read_text().strip(), main_class, *arguments]
 
 
 def run_tool(main_class: str, *arguments: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """One tool run to its end, its output kept (stdout and stderr apart)."""
-    command = ["java", *DEFAULT_JVM_OPTIONS, "-cp", DEFAULT_CLASSPATH_FILE.read_text().strip(), main_class,
-               *arguments]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(_java(main_class, arguments), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def start_tool(main_class: str, *arguments: str, log_file: Path) -> subprocess.Popen:
+    """A tool started in the background, its output appended to `log_file`."""
+    with open(log_file, "ab") as output:
+        return subprocess.Popen(_java(main_class, arguments), stdout=output, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+
+def producer_performance(bootstrap_servers: str, topic: str, records: int, record_size: int, throughput: float,
+                         log_file: Path, **producer_properties) -> subprocess.Popen:
+    """Kafka's own producer benchmark on a JVM (`--throughput -1`: as fast as it can), with several requests
+    in flight: a real client, which computes the batches' CRC-32C natively where kafka-python does it in
+    pure Python at a few MB/s."""
+    properties = {"bootstrap.servers": bootstrap_servers, **producer_properties}
+    return start_tool(PRODUCER_PERFORMANCE, "--topic", topic, "--num-records", str(records),
+                      "--record-size", str(record_size), "--throughput", f"{throughput:g}",
+                      "--producer-props", *(f"{key}={value}" for key, value in properties.items()),
+                      log_file=log_file)
+
+
+def acknowledged_so_far(output: str) -> int:
+    """The records ProducerPerformance reported acknowledged: it prints a line per 5 s window with a
+    completion, counting only successful sends (a window cut short by a stop is not in it), and a total
+    (with percentiles) when it ends."""
+    windows = [line for line in output.splitlines() if "records sent, " in line]
+    totals = [line for line in windows if " 50th" in line]
+    if totals:
+        return int(totals[-1].split()[0])
+    return sum(int(line.split()[0]) for line in windows if re.match(r"\d+ records sent, ", line))
 
 
 def reassign_partitions(bootstrap_servers: str, targets: dict[tuple[str, int], list[int]],

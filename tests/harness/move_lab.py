@@ -41,6 +41,7 @@ import psutil
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 
+from harness import kafka_tools
 from harness.netns import TcpRelay, TestNetwork
 from harness.sidecar_process import SidecarError, SidecarProcess
 from harness.waiting import WaitTimeout, eventually
@@ -234,18 +235,10 @@ class ClientLoad:
 
 def producer_performance(bootstrap_servers: str, topic: str, records: int, throughput: float,
                          log_file: Path) -> subprocess.Popen:
-    """Kafka's own producer benchmark on a JVM: it computes the record batches' CRC-32C natively,
-    where kafka-python does it in pure Python at a few MB/s."""
-    from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
-
-    with open(log_file, "ab") as output:
-        return subprocess.Popen(
-            ["java", *DEFAULT_JVM_OPTIONS, "-cp", DEFAULT_CLASSPATH_FILE.read_text().strip(),
-             "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
-             "--record-size", str(RECORD_BYTES), "--throughput", f"{throughput:g}",
-             "--producer-props", f"bootstrap.servers={bootstrap_servers}", "acks=1", "linger.ms=5",
-             f"batch.size={8 * RECORD_BYTES}", "compression.type=none"],
-            stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    """Kafka's own producer at a fixed record rate (harness.kafka_tools)."""
+    return kafka_tools.producer_performance(bootstrap_servers, topic, records, RECORD_BYTES, throughput, log_file,
+                                            acks=1, **{"linger.ms": 5, "batch.size": 8 * RECORD_BYTES,
+                                                       "compression.type": "none"})
 
 
 class MoveLab:

@@ -89,3 +89,56 @@ def test_spark_unavailable_counts_as_a_failed_poll():
     assert (first.throttle_factor, first.source) == (1.0, "initial")  # valid from the first poll
     assert (second.throttle_factor, second.source) == (0.0, "fallback")
     assert "Spark Connect server" in second.error
+
+
+def test_fill_rate_comes_from_the_polls_within_the_window(judge):
+    decider = Decider(config(**{"storage.fill.window": "PT30S"}), judge)
+    seen = [decider.decide(poll(t, (1, available))) for t, available in ((0, 900), (20, 800), (40, 700), (70, 700))]
+
+    assert [(d.judged[0]["fill_bytes_per_sec"], d.judged[0]["seconds_to_limit"]) for d in seen] == [
+        (None, None),   # one poll: no fill rate yet
+        (5.0, 140.0),   # (800 - 100) / 5
+        (5.0, 120.0),   # the poll at 0 s is older than the window by now: 20 s and 40 s
+        (0.0, None)]    # 40 s and 70 s: steady, never reaches the limit
+    assert sorted(decider.history) == [(1, "/data-1")] and len(decider.history[(1, "/data-1")]) == 2
+
+
+def test_an_absent_brokers_volume_is_judged_without_counting_twice(judge):
+    decider = Decider(config(**{"storage.fill.window": "PT1M"}), judge)
+    decider.decide(poll(0, (1, 900), (2, 900)))
+    decider.decide(poll(10, (1, 900), (2, 800)))
+    absent = decider.decide(poll(20, (1, 900)))  # broker 2 stopped: its volume of 10 s ago still counts
+
+    assert [(r["broker_id"], r["fill_bytes_per_sec"]) for r in absent.judged] == [(1, 0.0), (2, 10.0)]
+    assert len(decider.history[(2, "/data-2")]) == 2  # its remembered volume is not a new measurement
+
+    later = decider.decide(poll(80, (1, 900)))  # its measurements left the window; its volume is still judged
+
+    assert (2, "/data-2") not in decider.history
+    assert [(r["broker_id"], r["available_bytes"], r["fill_bytes_per_sec"]) for r in later.judged] == [
+        (1, 900, 0.0), (2, 800, None)]
+
+
+def test_the_soft_zone_scales_produce_and_is_no_violation(judge):
+    decider = Decider(config(produce="5000", **{"storage.per.volume.soft.limit.min.available.bytes": "300"}), judge)
+
+    decision = decider.decide(poll(0, (1, 200), (2, 250)))
+
+    assert decision.throttle_factor == 0.5 and decision.violations == ()
+    assert decision.client_quotas.default_user["producer_byte_rate"] == 2500
+    assert [v["throttle_factor"] for v in decision.to_json()["volumes"]] == [0.5, 0.75]
+
+
+def test_a_predicted_violation_is_a_violation_that_says_so(judge):
+    decider = Decider(config(**{"storage.per.volume.limit.lead.time": "PT2M"}), judge)
+    decider.decide(poll(0, (1, 900), (2, 900)))
+
+    decision = decider.decide(poll(10, (1, 800), (2, 100)))
+
+    assert decision.throttle_factor == 0.0
+    assert [(v["broker_id"], v["predicted"], v["seconds_to_limit"]) for v in decision.violations] == [
+        (1, True, 70.0), (2, False, 0.0)]
+    assert decision.to_json()["volumes"][0] == {
+        "broker_id": 1, "log_dir": "/data-1", "total_bytes": 1000, "available_bytes": 800, "available_ratio": 0.8,
+        "fill_bytes_per_sec": 10.0, "seconds_to_limit": 70.0, "violated": True, "predicted": True,
+        "throttle_factor": 0.0}

@@ -34,15 +34,21 @@ def sessions(spark, server):
     discard(server.url)
 
 
-def volume(total, available, broker_id=1, log_dir="/data"):
+def volume(total, available, broker_id=1, log_dir="/data", at_seconds=0.0):
     return {"broker_id": broker_id, "log_dir": log_dir, "total_bytes": total, "available_bytes": available,
-            "usable": True}  # fmt: skip
+            "usable": True, "at_seconds": at_seconds}  # fmt: skip
 
 
 VOLUME_CASES = {
     "bytes violation": ([volume(1000, 100), volume(1000, 500, broker_id=2)], {"min_available_bytes": 100}, 0.0),
     "ratio violation": ([volume(1000, 500), volume(0, 0, broker_id=2)], {"min_available_ratio": 0.1}, 0.0),
     "healthy": ([volume(1000, 500), volume(1000, 900, log_dir="/b")], {"min_available_ratio": 0.1}, 1.0),
+    "filling into the soft zone, a predicted violation": (
+        [volume(1000, 400, at_seconds=-10.0), volume(1000, 300), volume(1000, 250, log_dir="/b")],
+        {"min_available_bytes": 100, "soft_min_available_bytes": 500, "lead_time_seconds": 20.0}, 0.0),
+    "filling into the soft zone": (
+        [volume(1000, 400, at_seconds=-10.0), volume(1000, 300), volume(1000, 250, log_dir="/b")],
+        {"min_available_bytes": 100, "soft_min_available_bytes": 500}, 0.375),
 }
 
 
@@ -54,7 +60,7 @@ def test_volume_decision_is_the_same_over_connect(sessions, volumes, params, fac
 
     assert over_connect == volume_violations.decide(embedded, volumes, params)
     assert over_connect[0] == factor
-    assert len(over_connect[1]) == len(volumes)
+    assert len(over_connect[1]) == len({(v["broker_id"], v["log_dir"]) for v in volumes})
 
 
 def test_replication_decision_is_the_same_over_connect(sessions):

@@ -1,5 +1,6 @@
 """The Spark aggregations on tiny inline DataFrames, in one embedded session (chispa's style)."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -16,9 +17,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MB = 1_000_000
 
 
-def volume(total, available, usable=True, broker_id=1, log_dir="/data"):
+def volume(total, available, usable=True, broker_id=1, log_dir="/data", at_seconds=0.0):
     return {"broker_id": broker_id, "log_dir": log_dir, "total_bytes": total, "available_bytes": available,
-            "usable": usable}  # fmt: skip
+            "usable": usable, "at_seconds": at_seconds}  # fmt: skip
 
 
 BYTES_LIMIT = {"min_available_bytes": 100}
@@ -46,7 +47,10 @@ def test_volume_rule(spark, row, params, ratio, violated):
 
     actual = [r.asDict() for r in volume_violations.transform(df, params).collect()]
 
-    expected = [] if violated is None else [{**row, "available_ratio": ratio, "violated": violated}]
+    measured = {key: row[key] for key in ("broker_id", "log_dir", "total_bytes", "available_bytes")}
+    expected = [] if violated is None else [{
+        **measured, "available_ratio": ratio, "fill_bytes_per_sec": None, "seconds_to_limit": 0.0 if violated else None,
+        "violated": violated, "predicted": False, "throttle_factor": 0.0 if violated else 1.0}]
     assert actual == expected
 
 
@@ -55,6 +59,114 @@ def test_volume_limit_is_exactly_one_of_bytes_and_ratio(spark, params):
     df = frame_from_rows(spark, [volume(10, 5)], VOLUME_SCHEMA)
     with pytest.raises(ValueError, match="exactly one"):
         volume_violations.transform(df, params)
+
+
+def history(*points, total=100_000, **where):
+    """One volume's measurements: (seconds relative to now, available bytes) pairs."""
+    return [volume(total, available, at_seconds=float(at), **where) for at, available in points]
+
+
+LEAD_30S = {"min_available_bytes": 1000, "lead_time_seconds": 30.0}
+HARD_1000 = {"min_available_bytes": 1000}
+
+# (measurements of one volume, limit, fill_bytes_per_sec, seconds_to_limit, violated, predicted)
+FILL_RULES = {
+    "one measurement: no fill rate": (history((0, 50_000)), HARD_1000, None, None, False, False),
+    "filling 1000 B/s": (history((-10, 50_000), (0, 40_000)), HARD_1000, 1000.0, 39.0, False, False),
+    "the newest row is the volume now, whatever the order": (
+        history((0, 40_000), (-10, 50_000)), HARD_1000, 1000.0, 39.0, False, False),
+    "least squares over uneven times": (
+        history((-30, 60_000), (-10, 40_000), (0, 31_000)), HARD_1000, 6800 / 7, 30_000 / (6800 / 7), False, False),
+    "refilling: negative fill, never reaches the limit": (
+        history((-10, 30_000), (0, 40_000)), HARD_1000, -1000.0, None, False, False),
+    "steady: zero fill": (history((-10, 40_000), (0, 40_000)), HARD_1000, 0.0, None, False, False),
+    "two measurements at one time: no fill rate": (
+        history((0, 40_000), (0, 40_000)), HARD_1000, None, None, False, False),
+    "ratio limit: limit_bytes = ratio x total": (
+        history((-10, 50_000), (0, 40_000)), {"min_available_ratio": 0.01}, 1000.0, 39.0, False, False),
+    "at the limit: 0 s, not predicted": (history((-10, 2_000), (0, 1_000)), HARD_1000, 100.0, 0.0, True, False),
+    "at the limit while refilling: 0 s": (history((-10, 500), (0, 1_000)), HARD_1000, -50.0, 0.0, True, False),
+    "within the lead time: a predicted violation": (
+        history((-10, 41_000), (0, 31_000)), LEAD_30S, 1000.0, 30.0, True, True),
+    "beyond the lead time: no violation": (
+        history((-10, 41_001), (0, 31_001)), LEAD_30S, 1000.0, 30.001, False, False),
+    "lead time without a fill rate: no violation": (history((0, 1_001)), LEAD_30S, None, None, False, False),
+}
+
+
+@pytest.mark.parametrize("rows, params, fill, seconds, violated, predicted", FILL_RULES.values(), ids=FILL_RULES.keys())
+def test_fill_rate_and_time_to_the_limit(spark, rows, params, fill, seconds, violated, predicted):
+    df = frame_from_rows(spark, rows, VOLUME_SCHEMA)
+
+    (actual,) = [r.asDict() for r in volume_violations.transform(df, params).collect()]
+
+    assert actual["available_bytes"] == max(rows, key=lambda row: row["at_seconds"])["available_bytes"]
+    assert (actual["fill_bytes_per_sec"] is None) == (fill is None)
+    assert actual["fill_bytes_per_sec"] == pytest.approx(fill)
+    assert fill != 0 or math.copysign(1, actual["fill_bytes_per_sec"]) == 1  # 0.0 in the JSON, never -0.0
+    assert actual["seconds_to_limit"] == pytest.approx(seconds)
+    assert (actual["violated"], actual["predicted"]) == (violated, predicted)
+
+
+def test_each_volume_has_its_own_fill_rate(spark):
+    rows = history((-10, 50_000), (0, 40_000)) + history((-10, 40_000), (0, 45_000), log_dir="/b")
+    df = frame_from_rows(spark, rows, VOLUME_SCHEMA)
+
+    actual = {r["log_dir"]: r["fill_bytes_per_sec"] for r in volume_violations.transform(df, HARD_1000).collect()}
+
+    assert actual == {"/data": 1000.0, "/b": -500.0}
+
+
+SOFT_BYTES = {"min_available_bytes": 1000, "soft_min_available_bytes": 3000}
+SOFT_RATIO = {"min_available_ratio": 0.1, "soft_min_available_ratio": 0.3}
+
+# (available of 10 000 bytes, limit, the volume's throttle_factor, violated)
+SOFT_RULES = {
+    "above soft": (5000, SOFT_BYTES, 1.0, False),
+    "at soft": (3000, SOFT_BYTES, 1.0, False),
+    "midway": (2000, SOFT_BYTES, 0.5, False),
+    "a quarter up": (1500, SOFT_BYTES, 0.25, False),
+    "at hard": (1000, SOFT_BYTES, 0.0, True),
+    "below hard": (10, SOFT_BYTES, 0.0, True),
+    "ratio midway": (2000, SOFT_RATIO, 0.5, False),
+    "ratio at soft": (3000, SOFT_RATIO, 1.0, False),
+    "ratio at hard": (1000, SOFT_RATIO, 0.0, True),
+    "no soft limit: 1 above hard": (1001, HARD_1000, 1.0, False),
+}
+
+
+@pytest.mark.parametrize("available, params, factor, violated", SOFT_RULES.values(), ids=SOFT_RULES.keys())
+def test_soft_factor(spark, available, params, factor, violated):
+    df = frame_from_rows(spark, [volume(10_000, available)], VOLUME_SCHEMA)
+
+    (actual,) = volume_violations.transform(df, params).collect()
+
+    assert actual["throttle_factor"] == pytest.approx(factor) and actual["violated"] == violated
+
+
+def test_a_predicted_violation_in_the_soft_zone_stops_producers(spark):
+    rows = history((-10, 2_600), (0, 2_000), total=10_000)
+
+    factor, (row,) = volume_violations.decide(spark, rows, {**SOFT_BYTES, "lead_time_seconds": 20.0})
+
+    assert (factor, row["predicted"], row["seconds_to_limit"]) == (0.0, True, pytest.approx(1000 / 60))
+
+
+def test_the_cluster_factor_is_the_smallest_soft_factor(spark):
+    rows = [volume(10_000, 2500, log_dir="/a"), volume(10_000, 1500, log_dir="/b", broker_id=2),
+            volume(10_000, 9000, log_dir="/c")]
+
+    factor, judged = volume_violations.decide(spark, rows, SOFT_BYTES)
+
+    assert factor == pytest.approx(0.25)
+    assert [r["throttle_factor"] for r in judged] == pytest.approx([0.75, 1.0, 0.25])
+    assert not any(r["violated"] for r in judged)
+
+
+def test_soft_limit_of_another_kind_is_refused(spark):
+    df = frame_from_rows(spark, [volume(10, 5)], VOLUME_SCHEMA)
+    with pytest.raises(ValueError, match="kind"):
+        volume_violations.transform(df, {"min_available_bytes": 1, "soft_min_available_ratio": 0.5})
 
 
 FACTOR_CASES = {
@@ -92,7 +204,8 @@ def test_decide_runs_one_spark_job_per_poll(spark):
     context = spark.sparkContext
     context.setJobGroup("one-poll", "decide")
     try:
-        volume_violations.decide(spark, [volume(1000, 50), volume(1000, 500, log_dir="/b")], BYTES_LIMIT)
+        rows = history((-20, 900), (-10, 700), (0, 500)) + history((-10, 80), (0, 50), log_dir="/b")
+        volume_violations.decide(spark, rows, {**SOFT_BYTES, "lead_time_seconds": 30.0})
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
 

@@ -28,7 +28,9 @@ def snapshot(replication: bool = False, **changes) -> Snapshot:
                Volume(2, "/data/c", -1, -1, AT, "KAFKA_STORAGE_ERROR"))
     violation = {"broker_id": 3, "log_dir": "/data/b", "total_bytes": 64 * MiB, "available_bytes": 20 * MiB,
                  "available_ratio": 20 / 64}
-    decision = Decision(AT, 0.0, COMPUTED, AT, quotas.wanted(config.quotas, 0.0), volumes, (violation,))
+    judged = (judged_row(volumes[0], 1024.0, (80 - 24) * MiB / 1024.0),
+              judged_row(volumes[1], 2048.0, 0.0, violated=True))
+    decision = Decision(AT, 0.0, COMPUTED, AT, quotas.wanted(config.quotas, 0.0), volumes, (violation,), judged)
     view = None
     if replication:
         move = Reassignment("t", 0, (3, 1, 2), adding=(3,), removing=(1,))
@@ -40,3 +42,12 @@ def snapshot(replication: bool = False, **changes) -> Snapshot:
                     Counters(polls=4, poll_failures=1, limit_violations=2, writes=3, last_poll_seconds=0.25),
                     {None: {quotas.PRODUCE: 1.0}, (None, "quota-sidecar"): {quotas.PRODUCE: quotas.UNLIMITED}}, view)
     return Snapshot(**{**made.__dict__, **changes})
+
+
+def judged_row(volume: Volume, fill: float | None, seconds_to_limit: float | None, violated: bool = False,
+               predicted: bool = False, factor: float | None = None) -> dict:
+    """A volume as the Spark job judges it (Decision.judged)."""
+    return {"broker_id": volume.broker_id, "log_dir": volume.log_dir, "total_bytes": volume.total_bytes,
+            "available_bytes": volume.available_bytes, "available_ratio": volume.available_ratio,
+            "fill_bytes_per_sec": fill, "seconds_to_limit": seconds_to_limit, "violated": violated,
+            "predicted": predicted, "throttle_factor": (0.0 if violated else 1.0) if factor is None else factor}

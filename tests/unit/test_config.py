@@ -90,6 +90,12 @@ def test_broker_id_comes_from_the_brokers_own_file():
     ("replication.max.rx.percent", "101", "above 0 and at most 100"),
     ("replication.change.threshold.percent", "-1", "from 0 to 100"),
     ("replication.failure.threshold", "1.5", "whole number >= 0"),
+    ("storage.per.volume.limit.lead.time", "-PT30S", "not negative"),
+    ("storage.per.volume.limit.lead.time", "30", "ISO-8601"),
+    ("storage.fill.window", "PT0S", "longer than zero"),
+    ("storage.fill.window", "one minute", "ISO-8601"),
+    ("storage.per.volume.soft.limit.min.available.bytes", "-1", "whole number >= 0"),
+    ("storage.per.volume.soft.limit.min.available.ratio", "1.5", "0.0 to 1.0"),
     ("replication.network.window", "PT0S", "longer than zero"),
     ("replication.check.interval", "PT0S", "longer than zero"),
     ("remote.copy.lift.on.violation", "yes", "true or false"),
@@ -100,6 +106,56 @@ def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, ment
     message = str(raised.value)
     assert "\n" not in message
     assert key in message and value in message and mentions in message
+
+
+def test_forecast_defaults_and_values():
+    assert cfg.from_properties(BASE).fill_window == timedelta(minutes=1)
+    assert cfg.from_properties(BASE).storage_limit.lead_time == timedelta(0)
+    config = load(**{"storage.per.volume.limit.lead.time": "PT30S", "storage.fill.window": "PT5M"})
+    assert config.storage_limit.lead_time == timedelta(seconds=30) and config.fill_window == timedelta(minutes=5)
+    assert config.storage_limit.as_params()["lead_time_seconds"] == 30.0
+
+
+@pytest.mark.parametrize("kind, hard, soft, limit", [
+    ("bytes", "100", "300", cfg.StorageLimit(min_available_bytes=100, soft_min_available_bytes=300)),
+    ("ratio", "0.05", "0.1", cfg.StorageLimit(min_available_ratio=0.05, soft_min_available_ratio=0.1)),
+    ("ratio", "0.05", "1", cfg.StorageLimit(min_available_ratio=0.05, soft_min_available_ratio=1.0)),
+])
+def test_soft_limit_of_the_hard_limits_kind_above_it(kind, hard, soft, limit):
+    config = cfg.from_properties({P + "kafka.admin.bootstrap.servers": "h:1", P + "produce": "1000",
+                                  P + "storage.per.volume.limit.min.available." + kind: hard,
+                                  P + "storage.per.volume.soft.limit.min.available." + kind: soft})
+    assert config.storage_limit == limit
+
+
+SOFT = P + "storage.per.volume.soft.limit.min.available."
+
+
+@pytest.mark.parametrize("keys, mentions", [
+    ({"soft.limit.min.available.bytes": "100", "produce": "1"},
+     SOFT + "bytes=100: must be above the hard limit " + P + "storage.per.volume.limit.min.available.bytes=100"),
+    ({"soft.limit.min.available.bytes": "99", "produce": "1"}, SOFT + "bytes=99: must be above the hard limit"),
+    ({"limit.min.available.bytes": None, "limit.min.available.ratio": "0.1",
+      "soft.limit.min.available.ratio": "0.1", "produce": "1"}, SOFT + "ratio=0.1: must be above the hard limit"),
+    ({"soft.limit.min.available.ratio": "0.2", "produce": "1"},
+     SOFT + "ratio=0.2: a soft limit needs a hard limit of its kind"),
+    ({"soft.limit.min.available.bytes": "300", "soft.limit.min.available.ratio": "0.2", "produce": "1"},
+     "set at most one soft limit"),
+    ({"soft.limit.min.available.bytes": "300"}, SOFT + "bytes=300 needs " + P + "produce"),
+    ({"limit.min.available.bytes": None, "storage.check.interval": "PT0S", "soft.limit.min.available.bytes": "300",
+      "produce": "1"}, SOFT + "bytes=300: a soft limit needs a hard limit of its kind"),
+])
+def test_bad_soft_limit_is_one_line_naming_the_key(keys, mentions):
+    properties = {**BASE, P + "kafka.admin.bootstrap.servers": "h:1"}
+    for key, value in keys.items():
+        full = P + (key if key.startswith(("produce", "storage.")) else "storage.per.volume." + key)
+        if value is None:
+            properties.pop(full)
+        else:
+            properties[full] = value
+    with pytest.raises(ConfigError) as raised:
+        cfg.from_properties(properties)
+    assert "\n" not in str(raised.value) and mentions in str(raised.value)
 
 
 def test_missing_bootstrap_is_rejected():

@@ -1,8 +1,11 @@
 """/metrics: what a scrape reads from the published snapshot, through a registry of its own."""
 
+from dataclasses import replace
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from builders import judged_row
 from quota_sidecar.metrics import registry_for
 
 
@@ -24,6 +27,29 @@ def test_factor_counters_and_volumes(a_snapshot):
     assert samples[("quota_sidecar_active_log_dirs", ())] == 2
     assert samples[("quota_sidecar_volume_available_bytes", (("broker_id", "3"), ("log_dir", "/data/b")))] == 20 << 20
     assert not [key for key in samples if key[0] == "quota_sidecar_volume_available_bytes" and ("broker_id", "2") in key[1]]
+
+
+def test_each_volumes_fill_rate_and_time_to_the_limit(a_snapshot):
+    samples = scrape(a_snapshot())
+
+    a, b = (("broker_id", "1"), ("log_dir", "/data/a")), (("broker_id", "3"), ("log_dir", "/data/b"))
+    assert samples[("quota_sidecar_volume_fill_bytes_per_second", a)] == 1024.0
+    assert samples[("quota_sidecar_volume_seconds_to_limit", a)] == 56 * 1024
+    assert samples[("quota_sidecar_volume_fill_bytes_per_second", b)] == 2048.0
+    assert samples[("quota_sidecar_volume_seconds_to_limit", b)] == 0.0
+
+
+def test_a_volume_without_a_fill_rate_or_not_filling_has_no_sample(a_snapshot):
+    snapshot = a_snapshot()
+    volumes = snapshot.decision.volumes
+    decision = replace(snapshot.decision, judged=(judged_row(volumes[0], None, None),
+                                                  judged_row(volumes[1], -5.0, None)))
+
+    samples = scrape(a_snapshot(decision=decision))
+
+    assert [key[1] for key in samples if key[0] == "quota_sidecar_volume_fill_bytes_per_second"] == [
+        (("broker_id", "3"), ("log_dir", "/data/b"))]
+    assert not [key for key in samples if key[0] == "quota_sidecar_volume_seconds_to_limit"]
 
 
 def test_replication_rates_with_their_reason_and_the_measured_network(a_snapshot):

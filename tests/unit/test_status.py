@@ -1,5 +1,11 @@
 """`quota-sidecar status`: one structure from a snapshot, rendered as a table for people."""
 
+import re
+from dataclasses import replace
+
+import pytest
+
+from builders import judged_row
 from quota_sidecar import status
 
 
@@ -52,3 +58,43 @@ def test_a_sidecar_before_its_first_pass_shows_no_volumes(a_snapshot, later):
 
     assert built["volumes"] == [] and built["throttle"]["last_poll"] is None
     assert "(none)" in status.render(built)
+
+
+def test_each_volume_shows_its_fill_rate_and_time_to_the_limit(a_snapshot, later):
+    built = status.build(a_snapshot(), later, mode="running")
+
+    assert [(v["fill_bytes_per_sec"], v["seconds_to_limit"]) for v in built["volumes"]] == [
+        (1024.0, 56 * 1024), (2048.0, 0.0), (None, None)]
+    rows = cells(status.render(built))
+    assert rows["/data/a"][-3:] == ["1.0 KiB/s", "fills in 15h55m", "ok"]
+    assert rows["/data/b"][-3:] == ["2.0 KiB/s", "reached", "VIOLATED"]
+    assert rows["/data/c"][-3:] == ["-", "-", "offline: KAFKA_STORAGE_ERROR"]
+
+
+def cells(text: str) -> dict[str, list[str]]:
+    """The volume table's rows by log dir, each as its cells."""
+    return {row[1]: row for row in (re.split(r"\s{2,}", line.strip()) for line in text.splitlines())
+            if len(row) > 1 and row[1].startswith("/")}
+
+
+def test_a_predicted_violation_and_the_soft_zone_are_named(a_snapshot, later):
+    snapshot = a_snapshot()
+    volumes = snapshot.decision.volumes
+    judged = (judged_row(volumes[0], 1000.0, 30.0, violated=True, predicted=True),
+              judged_row(volumes[1], -512.0, None, factor=0.25))
+    decision = replace(snapshot.decision, judged=judged)
+
+    built = status.build(a_snapshot(decision=decision), later, mode="running")
+
+    assert [v["state"] for v in built["volumes"]][:2] == ["VIOLATED (predicted)", "soft zone: factor 0.25"]
+    rows = cells(status.render(built))
+    assert rows["/data/a"][-3:] == ["1000 B/s", "fills in 30s", "VIOLATED (predicted)"]
+    assert rows["/data/b"][-3:] == ["-512 B/s", "-", "soft zone: factor 0.25"]
+
+
+@pytest.mark.parametrize("seconds, shown", [
+    (None, "-"), (0.0, "reached"), (0.4, "fills in <1s"), (42.9, "fills in 42s"), (192.0, "fills in 3m12s"),
+    (3600 + 120, "fills in 1h02m"), (2 * 86400 + 3 * 3600 + 59, "fills in 2d03h"),
+])
+def test_time_to_the_limit_for_people(seconds, shown):
+    assert status._time_to_limit(seconds) == shown

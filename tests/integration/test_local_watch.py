@@ -1,0 +1,126 @@
+"""Protection that outruns a producer: Kafka's own Java producer at full speed, the default check interval.
+
+A real `quota-sidecar run` beside broker 3 watches broker 3's log dir, a small tmpfs, with statvfs. The
+flood crosses the margin above the limit in a second or two; the next regular pass would come a minute
+later. The local watch must start a pass in time: the filesystem never fills, the log dir stays online,
+and every record the producer saw acknowledged is read back.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from harness.kafka_tools import acknowledged_so_far, producer_performance
+from harness.sidecar_process import SidecarProcess
+from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.properties import PREFIX
+
+pytestmark = pytest.mark.integration
+MiB = 1 << 20
+LIMIT = 128 * MiB
+FILESYSTEM = LIMIT + 160 * MiB  # a margin a full-speed Java producer crosses in about 1.5 s on this machine
+RECORD = 16 << 10
+FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.requests.per.connection": 5,
+         "compression.type": "none", "delivery.timeout.ms": 30000, "request.timeout.ms": 20000}
+
+
+class FreeSpace:
+    """statvfs of one dir every 10 ms in a thread: the lowest free space, and when the limit was crossed."""
+
+    def __init__(self, path: str):
+        self.path, self.lowest, self.crossed_at = path, None, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> FreeSpace:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.01):
+            found = os.statvfs(self.path)
+            free = found.f_bavail * found.f_frsize
+            self.lowest = free if self.lowest is None else min(self.lowest, free)
+            if free <= LIMIT and self.crossed_at is None:
+                self.crossed_at = time.monotonic()
+
+
+@pytest.fixture
+def flooded_broker(make_kafka_cluster, unique_name, tmp_path):
+    cluster = make_kafka_cluster(small_log_dirs={(3, 0): FILESYSTEM},
+                                 broker_properties={"log.segment.bytes": str(32 * MiB)})
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(unique_name, replica_assignments={0: [3]})])
+    return cluster, cluster.log_dirs(3)[0], unique_name
+
+
+def sidecar_beside_broker_3(cluster, small_dir: str, work_dir: Path, **keys) -> SidecarProcess:
+    """Default check interval (PT1M); the local watch on broker 3's dir, as a read-only mount would give it."""
+    properties = {"node.id": 3, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
+                  PREFIX + "storage.local.log.dirs": small_dir,
+                  PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT,
+                  PREFIX + "produce": 1 << 30,
+                  **{PREFIX + key: value for key, value in keys.items()}}
+    return SidecarProcess("sidecar-3", work_dir, properties)
+
+
+def read_back(bootstrap: str, topic: str) -> int:
+    """Every record of the topic's one partition, read from the start to the high watermark."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10000,
+                             fetch_max_bytes=8 * MiB, max_partition_fetch_bytes=8 * MiB)
+    try:
+        partition = TopicPartition(topic, 0)
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        end = consumer.end_offsets([partition])[partition]
+        count = 0
+        while consumer.position(partition) < end:
+            batch = consumer.poll(timeout_ms=5000)
+            if not batch:
+                break
+            count += sum(len(records) for records in batch.values())
+        return count
+    finally:
+        consumer.close()
+
+
+def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_interval(flooded_broker, tmp_path):
+    cluster, small_dir, topic = flooded_broker
+    sidecar = sidecar_beside_broker_3(cluster, small_dir, tmp_path)
+    with sidecar.start():
+        sidecar.wait_ready()
+        output = tmp_path / "producer.log"
+        with FreeSpace(small_dir) as free:
+            started = time.monotonic()
+            producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD, -1,
+                                            output, **FLOOD)
+            try:
+                throttled = sidecar.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
+                time.sleep(5)  # what is still in flight lands, or not
+            finally:
+                producer.send_signal(signal.SIGTERM)
+                producer.wait(30)
+        local = sidecar.first_line(r"pass now: local dir", after=started)
+    acknowledged = acknowledged_so_far(output.read_text())
+    print(f"margin crossed {free.crossed_at - started:.2f} s after the flood began; quota written "
+          f"{throttled.at - free.crossed_at:+.2f} s from the crossing; lowest free {free.lowest / MiB:.1f} MiB; "
+          f"{acknowledged} records reported acknowledged")
+    assert local is not None, "the pass was not started by the local watch"
+    assert free.lowest > 0, "the filesystem filled up"
+    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
+    assert volume.error is None, f"the log dir went offline: {volume.error}"
+    assert read_back(cluster.bootstrap_servers, topic) >= acknowledged > 0

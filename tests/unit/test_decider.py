@@ -1,0 +1,83 @@
+"""The decider without Spark: what it hands the volume judge (each volume's history within the fill window)
+and what it makes of the judged rows. tests/spark/test_decider.py runs the same path on the real job."""
+
+from datetime import timedelta
+
+from builders import AT, judged_row, sidecar_config
+from quota_sidecar.decider import Decider
+from quota_sidecar.observation import Observation, Volume
+
+
+class RecordingJudge:
+    """Judges every volume healthy, except those named violated or predicted; keeps the rows it was given."""
+
+    def __init__(self, violated=(), predicted=()):
+        self.rows, self.violated, self.predicted = [], set(violated), set(predicted)
+
+    def __call__(self, rows, params):
+        self.rows.append(rows)
+        newest = {}
+        for row in rows:  # the job takes a volume's newest row as its state now
+            newest[(row["broker_id"], row["log_dir"])] = row
+        judged = [judged_row(Volume(b, d, row["total_bytes"], row["available_bytes"], AT), None, None,
+                             violated=(b, d) in self.violated | self.predicted, predicted=(b, d) in self.predicted)
+                  for (b, d), row in sorted(newest.items())]
+        return min([r["throttle_factor"] for r in judged] or [1.0]), judged
+
+
+def poll(seconds, *volumes):
+    at = AT + timedelta(seconds=seconds)
+    return Observation(at=at, brokers=tuple(sorted({b for b, _, _ in volumes})),
+                       volumes=tuple(Volume(b, d, 1000, available, at) for b, d, available in volumes))
+
+
+def times(rows):
+    return [(row["log_dir"], row["at_seconds"], row["available_bytes"]) for row in rows]
+
+
+def test_the_judge_gets_each_volumes_measurements_within_the_window():
+    judge = RecordingJudge()
+    decider = Decider(sidecar_config(**{"storage.fill.window": "PT30S"}), judge)
+
+    for seconds, available in ((0, 900), (20, 800), (40, 700)):
+        decider.decide(poll(seconds, (1, "/a", available)))
+
+    assert [times(rows) for rows in judge.rows] == [
+        [("/a", 0.0, 900)],
+        [("/a", -20.0, 900), ("/a", 0.0, 800)],
+        [("/a", -20.0, 800), ("/a", 0.0, 700)]]  # the poll at 0 s is 40 s old: outside the window
+
+
+def test_an_offline_volume_is_not_judged_and_leaves_no_history():
+    judge = RecordingJudge()
+    decider = Decider(sidecar_config(), judge)
+    decider.decide(poll(0, (1, "/a", 900)))
+    at = AT + timedelta(seconds=10)
+    offline = Observation(at=at, brokers=(1,), volumes=(Volume(1, "/a", -1, -1, at, "KAFKA_STORAGE_ERROR"),))
+
+    decision = decider.decide(offline)
+
+    assert judge.rows[-1] == [] and decision.to_json()["volumes"] == []
+    assert [v.observed_at for v in decider.history[(1, "/a")]] == [AT]
+
+
+def test_a_failed_poll_records_nothing_and_judges_nothing():
+    judge = RecordingJudge()
+    decider = Decider(sidecar_config(), judge)
+
+    decision = decider.decide(Observation(at=AT, error="DescribeLogDirs timed out"))
+
+    assert judge.rows == [] and decider.history == {} and decision.to_json()["volumes"] == []
+
+
+def test_decisions_list_every_judged_volume_and_violations_say_if_predicted():
+    judge = RecordingJudge(violated=[(2, "/a")], predicted=[(1, "/b")])
+    decider = Decider(sidecar_config(), judge)
+
+    decision = decider.decide(poll(0, (2, "/a", 10), (1, "/b", 500), (1, "/a", 900))).to_json()
+
+    assert [(v["broker_id"], v["log_dir"]) for v in decision["volumes"]] == [(1, "/a"), (1, "/b"), (2, "/a")]
+    assert {"fill_bytes_per_sec", "seconds_to_limit", "total_bytes", "available_bytes"} <= set(decision["volumes"][0])
+    assert [(v["broker_id"], v["log_dir"], v["predicted"]) for v in decision["violations"]] == [
+        (1, "/b", True), (2, "/a", False)]
+    assert decision["throttle_factor"] == 0.0
