@@ -19,3 +19,10 @@ class PermanentAdminError(AdminError):
 
 class UnknownTopicError(PermanentAdminError):
     """The topic does not exist (any more): deleted, or never created."""
+
+
+class PassTimeout(AdminError):
+    """A pass (a poll, a replication pass, `status --direct`) ran out of its deadline (deadline.py).
+
+    Never retried within the pass: the next pass starts with a deadline of its own.
+    """
