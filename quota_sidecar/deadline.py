@@ -55,6 +55,12 @@ def left(at_most: float | None = None, doing: str = "") -> float | None:
     return remaining if at_most is None else min(at_most, remaining)
 
 
+def capped(seconds: float) -> float:
+    """`seconds`, or the time left when that is shorter (0 once passed); never raises."""
+    remaining = time_left()
+    return seconds if remaining is None else min(seconds, remaining)
+
+
 def expired() -> bool:
     remaining = time_left()
     return remaining is not None and remaining <= 0
