@@ -26,3 +26,14 @@ class PassTimeout(AdminError):
 
     Never retried within the pass: the next pass starts with a deadline of its own.
     """
+
+
+class SparkUnavailable(Exception):
+    """The Spark of `spark.url` cannot start here (an embedded or in-process driver): `run` stops, exit code 2.
+
+    A shared Spark Connect server that does not answer is no such error: that poll fails, the next retries.
+    """
+
+
+class DecisionFailed(RuntimeError):
+    """A Spark decision failed (judges.py); the message is one line saying why. That poll fails, the next retries."""

@@ -1,7 +1,9 @@
 """The sidecar loop: poll the cluster, decide, write what changed; stop between passes on SIGTERM.
 
 One thread runs the passes and owns all their state. At the end of every pass it publishes a frozen
-Snapshot, the only thing the HTTP thread (status, metrics, health) reads.
+Snapshot, the only thing the HTTP thread (status, metrics, health) reads. Every pass ends within
+`poll.timeout` (deadline.py); a failed poll is one WARNING naming the cause, and the first poll that
+succeeds again one INFO line saying how long they failed.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable, Mapping
 
-from . import ownership, quotas, records
+from . import deadline, ownership, quotas, records
 from .config import SidecarConfig
 from .decider import Decider, Decision
-from .errors import AdminError
+from .errors import AdminError, DecisionFailed, RetryableAdminError
 from .observation import Entity, Observation, ReplicationObservation
 from .replication import ReplicationRunner
 from .throttle_factor import FactorState
@@ -62,6 +64,27 @@ class Snapshot:
     replication: ReplicationView | None = None
 
 
+class FailureReport:
+    """One WARNING per failed poll (or pass) naming the cause; one INFO line when they succeed again."""
+
+    def __init__(self, what: str, monotonic: Callable[[], float] = time.monotonic):
+        self.what, self.monotonic = what, monotonic
+        self.failed = 0
+        self.since: float | None = None
+
+    def failure(self, cause: str) -> None:
+        if self.since is None:
+            self.since = self.monotonic()
+        self.failed += 1
+        log.warning("%s failed: %s", self.what, cause)
+
+    def success(self) -> None:
+        if self.failed:
+            log.info("%ss succeed again after %d failed %s%s over %.0fs", self.what, self.failed, self.what,
+                     "s" if self.failed > 1 else "", self.monotonic() - self.since)
+        self.failed, self.since = 0, None
+
+
 class GracefulShutdown:
     """Set by SIGTERM/SIGINT; the loop finishes its pass and stops."""
 
@@ -88,6 +111,8 @@ class Sidecar:
         self.clock = clock
         self.counters = Counters()
         self.quotas_in_force: dict = {}
+        self.poll_report = FailureReport("poll")
+        self.replication_report = FailureReport("replication pass")
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
         self.publish()
@@ -107,25 +132,38 @@ class Sidecar:
 
     # -------------------------------------------------------------- one pass
 
+    @property
+    def _deadline(self) -> float:
+        return self.config.poll_timeout.total_seconds()
+
     def run_pass(self) -> Decision:
         started = time.monotonic()
         try:
-            decision = self._pass()
+            with deadline.within(self._deadline, "the poll"):
+                decision = self._pass()
         finally:
             self.counters.last_poll_seconds = time.monotonic() - started
             self.publish()
         return decision
 
     def _pass(self) -> Decision:
+        now = self.clock()
         try:
             all_records = self.read_records()
         except AdminError as error:  # nothing can be written without knowing what is ours; still decide
-            log.warning("poll failed: reading the sidecars' records: %s", error)
             all_records = None
-            observation = Observation(at=self.clock(), error=f"reading the sidecars' records: {error}")
+            observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
-            observation = self.observe(all_records)
+            observation = self.observe(all_records, now)
         decision = self.decider.decide(observation)
+        if decision.error is None:
+            self.poll_report.success()
+        else:
+            self.poll_report.failure(decision.error)
+        if decision.replication_error is not None:
+            self.replication_report.failure(decision.replication_error)
+        elif decision.replication is not None:
+            self.replication_report.success()
         self.counters.polls += 1
         self.counters.poll_failures += decision.error is not None
         self.counters.fallback_applied += decision.entered_fallback
@@ -135,22 +173,26 @@ class Sidecar:
                         decision.throttle_factor, decision.valid_from, decision.error)
         if all_records is None:
             return decision
-        self.apply_quotas(decision.client_quotas, all_records)
-        if self.replication is not None and decision.replication is not None:
-            self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
+        try:
+            self.apply_quotas(decision.client_quotas, all_records)
+            if self.replication is not None and decision.replication is not None:
+                self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
+        except AdminError as error:  # the cluster went away since the poll, or the deadline ran out
+            self.counters.pass_failures += 1
+            log.warning("pass failed while writing: %s", error)
         return decision
 
     def run_replication_pass(self) -> None:
         """Between storage polls: moves, network and rates only."""
         try:
-            all_records = self.read_records()
-            observation = self.replication.observe(all_records)
-        except AdminError as error:
-            log.warning("replication poll failed: %s", error)
-            return
-        try:
-            self._apply_replication(self.decider.decide_replication(observation), observation, all_records,
-                                    self.clock())
+            with deadline.within(self._deadline, "the replication pass"):
+                all_records = self.read_records()
+                observation = self.replication.observe(all_records)
+                self._apply_replication(self.decider.decide_replication(observation), observation, all_records,
+                                        self.clock())
+            self.replication_report.success()
+        except (AdminError, DecisionFailed) as error:
+            self.replication_report.failure(str(error))
         finally:
             self.publish()
 
@@ -158,29 +200,36 @@ class Sidecar:
         violated = {v["broker_id"] for v in self.decider.known_violations}
         self.replication.apply(decision, observation, all_records, violated, now)
 
-    def look(self) -> Snapshot:
+    def look(self, timeout: float) -> Snapshot:
         """One pass that reads and decides (Spark included) but writes nothing, for `status --direct`: on a
-        cluster where no sidecar ran, not even the sidecars' state topic is created."""
-        all_records = records.parse(self.store.read_all(create=False))
-        decision = self.decider.decide(self.observe(all_records))
-        self.quotas_in_force = self.read_quotas(decision.client_quotas, records.replaced(all_records, records.QUOTA))
+        cluster where no sidecar ran, not even the sidecars' state topic is created. Each read of the cluster
+        ends within `timeout` seconds; AdminError when the cluster could not be read."""
+        with deadline.within(timeout, "status --direct"):
+            all_records = records.parse(self.store.read_all(create=False))
+            observation = self.observe(all_records, self.clock())
+        if observation.error is not None:
+            raise RetryableAdminError(observation.error)
+        decision = self.decider.decide(observation)  # a Spark not started yet starts now, outside the timeout
+        with deadline.within(timeout, "status --direct"):
+            owned = records.replaced(all_records, records.QUOTA)
+            self.quotas_in_force = self.read_quotas(decision.client_quotas, owned)
         self.publish()
         return self.snapshot()
 
-    def observe(self, all_records: records.Records) -> Observation:
-        now = self.clock()
+    def observe(self, all_records: records.Records, now: datetime) -> Observation:
+        """Storage first, then replication (while the deadline lasts): a cluster that fails the one is not
+        asked for the other, so one failure is one line."""
+        try:
+            brokers = tuple(self.admin.live_broker_ids())
+            volumes = tuple(self.admin.describe_volumes(brokers, now)) if self.config.storage_check_enabled else ()
+        except AdminError as error:
+            return Observation(at=now, error=str(error))
         replication = None
         if self.replication is not None:
             try:
                 replication = self.replication.observe(all_records)
             except AdminError as error:  # replication waits for the next pass; disk protection goes on
-                log.warning("replication poll failed: %s", error)
-        try:
-            brokers = tuple(self.admin.live_broker_ids())
-            volumes = tuple(self.admin.describe_volumes(brokers, now)) if self.config.storage_check_enabled else ()
-        except AdminError as error:
-            log.warning("poll failed: %s", error)
-            return Observation(at=now, error=str(error), replication=replication)
+                self.replication_report.failure(str(error))
         return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication)
 
     def read_records(self) -> dict[tuple, dict]:
@@ -249,7 +298,8 @@ class Sidecar:
             every = min(full_every, self.config.replication.check_interval.total_seconds())
         next_full = time.monotonic()
         while not shutdown.event.is_set():
-            full = time.monotonic() >= next_full
+            started = time.monotonic()
+            full = started >= next_full
             try:
                 if full:
                     self.run_pass()
@@ -259,10 +309,9 @@ class Sidecar:
                 self.counters.pass_failures += 1
                 log.exception("sidecar pass failed; the next pass retries")
                 self.publish()
-            now = time.monotonic()
-            if full:
-                next_full = now + full_every
-            if shutdown.wait(min(every, max(next_full - now, 0.0))):
+            if full:  # at a fixed rate from each pass's start: a slow pass does not push the next one back
+                next_full = started + full_every
+            if shutdown.wait(max(0.0, min(started + every, next_full) - time.monotonic())):
                 break
 
 
