@@ -1,11 +1,16 @@
-"""deadline.py: one pass's deadline, on a clock the tests move."""
+"""deadline.py: one pass's deadline, on a clock the tests move; and a real admin client held to it."""
 
+import socket
 import threading
+import time
 
 import pytest
 
 from quota_sidecar import deadline
-from quota_sidecar.errors import AdminError, PassTimeout
+from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.errors import AdminError, PassTimeout, RetryableAdminError
+
+TOLERANCE = 2.0  # seconds a busy machine may add to a deadline (thread wake-ups, closing the client)
 
 
 class Clock:
@@ -59,3 +64,37 @@ def test_each_thread_has_its_own_deadline():
         other.start()
         other.join()
     assert seen == [None]
+
+
+def test_capped_is_the_shorter_of_a_wait_and_the_time_left_and_never_raises():
+    clock = Clock()
+    assert deadline.capped(3.0) == 3.0
+    with deadline.within(2, "the poll", clock):
+        assert deadline.capped(3.0) == 2.0 and deadline.capped(0.5) == 0.5
+        clock.now += 5
+        assert deadline.capped(3.0) == 0.0
+
+
+def test_an_admin_call_to_a_server_that_never_answers_ends_at_the_deadline():
+    """A real admin client against a socket that accepts connections and never answers (a hung broker): its
+    bootstrap, retries and back-offs end with the pass's deadline, not kafka-python's 30 s."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        server = "127.0.0.1:%d" % silent.getsockname()[1]
+        with ClusterAdmin({"bootstrap_servers": [server]}) as admin:
+            started = time.monotonic()
+            with pytest.raises(RetryableAdminError, match="Unable to bootstrap"), deadline.within(1.5, "the poll"):
+                admin.live_broker_ids()
+            elapsed = time.monotonic() - started
+    assert elapsed < 1.5 + TOLERANCE
+
+
+def test_a_closed_port_fails_the_call_naming_why_not_that_time_ran_out():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        server = "127.0.0.1:%d" % probe.getsockname()[1]
+    with ClusterAdmin({"bootstrap_servers": [server]}) as admin, deadline.within(0.5, "the poll"):
+        with pytest.raises(RetryableAdminError) as raised:
+            admin.live_broker_ids()
+    assert str(raised.value) == f"cannot reach any bootstrap server {server} (connection refused)"
