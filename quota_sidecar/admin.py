@@ -35,7 +35,8 @@ from kafka.protocol.metadata import MetadataRequest
 
 from . import deadline
 from .errors import AdminError, RetryableAdminError
-from .kafka_client import admin_error, attempt, error_for_code, error_name, open_client, raise_any, wait_for
+from .kafka_client import (admin_error, attempt, error_for_code, error_name, open_client, raise_any, wait_for,
+                           with_cause)
 from .observation import Entity, Partition, Reassignment, Volume
 
 _RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC.value, "broker": ConfigResourceType.BROKER.value}
@@ -331,8 +332,11 @@ class ClusterAdmin:
     def _call(self, what: str, coroutine, *args):
         """Run `coroutine` on the client's IO thread, retrying retryable failures until the deadline."""
         failures: list[AdminError] = []  # when the deadline runs out, the last of them is the reason given
-        return self._retrying(attempt, lambda: wait_for(self._connected()._manager.call_soon(coroutine, *args), what),
-                              what, failures)
+        try:
+            return self._retrying(attempt, lambda: wait_for(self._connected()._manager.call_soon(coroutine, *args),
+                                                            what), what, failures)
+        except AdminError as error:
+            raise with_cause(error, self._client_config) from error
 
     def _connected(self) -> KafkaAdminClient:
         with self._connecting:

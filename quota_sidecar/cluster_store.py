@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from contextlib import contextmanager
 from typing import Mapping
 
 import kafka.errors as Errors
@@ -18,8 +19,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from . import deadline
 from .admin import ClusterAdmin
-from .kafka_client import admin_error, open_client
-from .errors import RetryableAdminError
+from .errors import AdminError, RetryableAdminError
+from .kafka_client import admin_error, open_client, with_cause
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class ClusterStore:
         if not create and not self._topic_ready and not self._admin.describe_partitions([self.topic]):
             return {}
         reading = f"reading {self.topic}"
-        with self._lock, deadline.within(self._timeout_ms / 1000, reading):
+        with self._lock, deadline.within(self._timeout_ms / 1000, reading), self._naming_the_cause():
             consumer = self._ready_consumer()
             try:
                 end = consumer.end_offsets([self._partition], timeout_ms=_ms(reading))[self._partition]
@@ -101,13 +102,21 @@ class ClusterStore:
         writing = f"writing {key!r} to {self.topic}"
         with self._lock:
             producer = self._ready_producer()
-        with deadline.within(self._timeout_ms / 1000, writing):
+        with deadline.within(self._timeout_ms / 1000, writing), self._naming_the_cause():
             try:
                 producer.config["max_block_ms"] = _ms(writing)  # read by each send: waiting for metadata
                 sent = producer.send(self.topic, key=key.encode(), value=value, partition=0)
                 sent.get(timeout=deadline.left(doing=writing))
             except Errors.KafkaError as error:
                 raise admin_error(error, writing) from error
+
+    @contextmanager
+    def _naming_the_cause(self):
+        """A read or write that failed because no broker can be reached says so (kafka_client.with_cause)."""
+        try:
+            yield
+        except AdminError as error:
+            raise with_cause(error, self._client_config) from error
 
     def _ready_producer(self) -> KafkaProducer:
         self._ensure_topic()

@@ -127,6 +127,17 @@ def open_client(client_class, client_config: Mapping[str, object], timeout: floa
         raise
 
 
+def with_cause(error: AdminError, client_config: Mapping[str, object]) -> AdminError:
+    """`error`, or the reason no bootstrap server can be reached when that is why a call failed or timed out
+    (a cluster that went away fails its calls with timeouts and "node not ready", which do not say so)."""
+    if not isinstance(error, (RetryableAdminError, PassTimeout)):
+        return error
+    left = deadline.time_left()  # a probe may overrun a deadline that passed by 0.2 s at most
+    why = unreachable_because(_servers(client_config.get("bootstrap_servers")),
+                              PROBE_TIMEOUT if left is None else max(0.2, min(PROBE_TIMEOUT, left)))
+    return error if why is None or str(error) == why else RetryableAdminError(why)
+
+
 def unreachable_because(servers: Iterable[str], timeout: float) -> str | None:
     """Why none of the `host:port` servers accepts a TCP connection, or None when one does."""
     reasons = []

@@ -156,31 +156,38 @@ class Sidecar:
         else:
             observation = self.observe(all_records, now)
         decision = self.decider.decide(observation)
-        if decision.error is None:
-            self.poll_report.success()
-        else:
-            self.poll_report.failure(decision.error)
-        if decision.replication_error is not None:
-            self.replication_report.failure(decision.replication_error)
-        elif decision.replication is not None:
-            self.replication_report.success()
         self.counters.polls += 1
         self.counters.poll_failures += decision.error is not None
         self.counters.fallback_applied += decision.entered_fallback
         self.counters.limit_violations += len(decision.violations)
+        write_error = None
+        if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
+            try:
+                self.apply_quotas(decision.client_quotas, all_records)
+                if self.replication is not None and decision.replication is not None:
+                    self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
+            except AdminError as error:  # the cluster went away since the poll, or the deadline ran out
+                self.counters.pass_failures += 1
+                write_error = str(error)
+        self._report(decision, write_error)
+        return decision
+
+    def _report(self, decision: Decision, write_error: str | None) -> None:
+        """One line for a failed pass: the poll's failure, with the writes' when they failed for another reason."""
+        if decision.error is None:
+            self.poll_report.success()
+            if write_error is not None:
+                log.warning("pass failed while writing: %s", write_error)
+        else:
+            also = "" if write_error is None or write_error in decision.error else f"; writing failed: {write_error}"
+            self.poll_report.failure(decision.error + also)
         if decision.entered_fallback:
             log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
                         decision.throttle_factor, decision.valid_from, decision.error)
-        if all_records is None:
-            return decision
-        try:
-            self.apply_quotas(decision.client_quotas, all_records)
-            if self.replication is not None and decision.replication is not None:
-                self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
-        except AdminError as error:  # the cluster went away since the poll, or the deadline ran out
-            self.counters.pass_failures += 1
-            log.warning("pass failed while writing: %s", error)
-        return decision
+        if decision.replication_error is not None:
+            self.replication_report.failure(decision.replication_error)
+        elif decision.replication is not None:
+            self.replication_report.success()
 
     def run_replication_pass(self) -> None:
         """Between storage polls: moves, network and rates only."""
