@@ -79,6 +79,7 @@ def evaluate(config_path: str | None, overrides: tuple[str, ...], snapshots_path
 def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, start_spark: bool = True):
     """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong,
     SparkUnavailable when `start_spark` and an embedded Spark cannot start (else it starts at first use).
+    With `start_spark` its queries are warmed up too, so that the first poll fits in its deadline.
 
     The throttle factor is decided in spark_jobs/volume_violations.py, the replication rates in
     spark_jobs/replication_rates.py and throttles.py; the deciders carry their state between polls.
@@ -100,7 +101,11 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         if runner is not None:
             runner.close()
         raise
-    return Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None), replication=runner)
+    sidecar = Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None),
+                      replication=runner)
+    if start_spark:
+        sidecar.warm_up()
+    return sidecar
 
 
 def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool,
@@ -185,7 +190,6 @@ def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> N
     except (ConfigError, SparkUnavailable) as error:
         fail(str(error))
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
-    sidecar.warm_up()
     app = create_app(sidecar.snapshot, sidecar.store, config.api_token, metrics.registry_for(sidecar.snapshot))
     try:
         server = HttpServer(app, config.http_host, config.http_port).start()
