@@ -98,3 +98,17 @@ def test_a_closed_port_fails_the_call_naming_why_not_that_time_ran_out():
         with pytest.raises(RetryableAdminError) as raised:
             admin.live_broker_ids()
     assert str(raised.value) == f"cannot reach any bootstrap server {server} (connection refused)"
+
+
+@pytest.mark.parametrize("keys, seconds", [
+    ({}, 10.0),
+    ({"kafka.admin.request.timeout.ms": "2000"}, 7.0),  # never more than a few seconds past the request timeout
+    ({"kafka.admin.request.timeout.ms": "60000"}, 10.0),
+    ({"poll.timeout": "PT45S"}, 45.0),
+])
+def test_the_poll_deadline_of_a_configuration(keys, seconds):
+    from quota_sidecar import config as cfg
+
+    config = cfg.from_properties({cfg.PREFIX + key: value for key, value in {
+        "kafka.admin.bootstrap.servers": "h:1", "storage.check.interval": "PT0S", **keys}.items()})
+    assert config.poll_timeout.total_seconds() == seconds
