@@ -8,6 +8,7 @@ An in-process driver's JVM logs through spark_jobs/log4j2.properties: errors onl
 out of the sidecar's log. Failures are told in one line (``reason``).
 """
 import os
+import re
 import subprocess
 import tempfile
 import threading
@@ -67,8 +68,13 @@ def is_connect(spark_url: str | None) -> bool:
 
 
 def reason(error: BaseException) -> str:
-    """A Spark failure in one line: its error class (or type) and the first line of its message."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    """A Spark failure in one line: its error class (or type) and the first line of its message (of a gRPC
+    error, its status and details: the first line says nothing)."""
+    text = str(error)
+    grpc = re.search(r'status = StatusCode\.(\w+)\s+details = "([^"]*)"', text)
+    if grpc:
+        return f"{grpc.group(1)}: {grpc.group(2)}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     first = lines[0] if lines else ""
     if first.startswith("["):  # pyspark's messages start with their error class already
         return first

@@ -134,3 +134,18 @@ def test_the_fallback_applies_on_the_validity_timeline_from_the_first_poll(sidec
         decision = sidecar.run_pass()
         assert decision.valid_from == AT
         assert decision.source == ("initial" if seconds <= 300 else "fallback")
+
+
+@pytest.mark.parametrize("error, line", [
+    (RuntimeError('<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE\n\tdetails = '
+                  '"failed to connect to all addresses"\n\tdebug_error_string = "UNAVAILABLE:failed"\n>'),
+     "UNAVAILABLE: failed to connect to all addresses"),
+    (RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number.\nmore"),
+     "[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number."),
+    (ValueError("\n  first words\nsecond line"), "ValueError: first words"),
+    (TimeoutError(), "TimeoutError"),
+])
+def test_a_spark_failure_is_told_in_one_line(error, line):
+    from spark_jobs.session import reason
+
+    assert reason(error) == line
