@@ -67,8 +67,8 @@ class Snapshot:
 class FailureReport:
     """One WARNING per failed poll (or pass) naming the cause; one INFO line when they succeed again."""
 
-    def __init__(self, what: str, monotonic: Callable[[], float] = time.monotonic):
-        self.what, self.monotonic = what, monotonic
+    def __init__(self, what: str, plural: str, monotonic: Callable[[], float] = time.monotonic):
+        self.what, self.plural, self.monotonic = what, plural, monotonic
         self.failed = 0
         self.since: float | None = None
 
@@ -80,8 +80,8 @@ class FailureReport:
 
     def success(self) -> None:
         if self.failed:
-            log.info("%ss succeed again after %d failed %s%s over %.0fs", self.what, self.failed, self.what,
-                     "s" if self.failed > 1 else "", self.monotonic() - self.since)
+            log.info("%s succeed again after %d failed %s over %.0fs", self.plural, self.failed,
+                     self.what if self.failed == 1 else self.plural, self.monotonic() - self.since)
         self.failed, self.since = 0, None
 
 
@@ -111,8 +111,8 @@ class Sidecar:
         self.clock = clock
         self.counters = Counters()
         self.quotas_in_force: dict = {}
-        self.poll_report = FailureReport("poll")
-        self.replication_report = FailureReport("replication pass")
+        self.poll_report = FailureReport("poll", "polls")
+        self.replication_report = FailureReport("replication pass", "replication passes")
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
         self.publish()

@@ -80,7 +80,7 @@ class Monotonic:
 def sidecar():
     config = sidecar_config()
     car = Sidecar(config, OneBrokerAdmin(), FlakyStore(), Decider(config, nothing_violated), clock=Clock())
-    car.poll_report = FailureReport("poll", monotonic=Monotonic())
+    car.poll_report = FailureReport("poll", "polls", monotonic=Monotonic())
     return car
 
 
@@ -149,3 +149,19 @@ def test_a_spark_failure_is_told_in_one_line(error, line):
     from spark_jobs.session import reason
 
     assert reason(error) == line
+
+
+def test_replication_passes_report_their_failures_alike(caplog):
+    caplog.set_level(logging.INFO, logger="quota_sidecar.loop")
+    clock = Monotonic()
+    report = FailureReport("replication pass", "replication passes", monotonic=clock)
+
+    report.failure("ListPartitionReassignments failed: NodeNotReadyError")
+    clock.now += 5
+    report.failure("ListPartitionReassignments failed: NodeNotReadyError")
+    report.success()
+    report.success()
+
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "replication pass failed: ListPartitionReassignments failed: NodeNotReadyError")] * 2 + [
+        ("INFO", "replication passes succeed again after 2 failed replication passes over 5s")]
