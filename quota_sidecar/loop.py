@@ -224,19 +224,23 @@ class Sidecar:
         return self.snapshot()
 
     def observe(self, all_records: records.Records, now: datetime) -> Observation:
-        """Storage first, then replication (while the deadline lasts): a cluster that fails the one is not
-        asked for the other, so one failure is one line."""
+        """Storage first, then replication while the deadline lasts (the moves' lists are kept up to date
+        even when a broker's volumes cannot be read). When both fail, the poll's WARNING is the one line."""
+        brokers, volumes, error = (), (), None
         try:
             brokers = tuple(self.admin.live_broker_ids())
             volumes = tuple(self.admin.describe_volumes(brokers, now)) if self.config.storage_check_enabled else ()
-        except AdminError as error:
-            return Observation(at=now, error=str(error))
+        except AdminError as failure:
+            error = str(failure)
         replication = None
-        if self.replication is not None:
+        if self.replication is not None and not deadline.expired():
             try:
                 replication = self.replication.observe(all_records)
-            except AdminError as error:  # replication waits for the next pass; disk protection goes on
-                self.replication_report.failure(str(error))
+            except AdminError as failure:  # replication waits for the next pass; disk protection goes on
+                if error is None:
+                    self.replication_report.failure(str(failure))
+        if error is not None:
+            return Observation(at=now, error=error, replication=replication)
         return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication)
 
     def read_records(self) -> dict[tuple, dict]:
