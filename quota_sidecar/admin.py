@@ -1,13 +1,12 @@
 """The cluster admin: live brokers, log-dir sizes, client quotas, configs, topics, reassignments.
 
 With cluster_store.py (the sidecars' records, through a producer and a consumer) and kafka_client.py (how
-clients are opened and their errors typed), the sidecar's only Kafka I/O.
+clients are opened and their errors typed), the sidecar's only Kafka I/O. Every failure leaves as a typed
+AdminError (kafka_client.admin_error): retryable or permanent.
 
 Built on kafka-python's admin client, but most calls send the protocol requests themselves through its
 connection manager, because its high-level methods either leave out what we need (DescribeLogDirs
 with an empty topic list, user-only quota entities) or hide per-entry error codes.
-
-Every failure leaves as a typed AdminError (kafka_client.admin_error): retryable or permanent.
 """
 
 from __future__ import annotations
@@ -34,8 +33,10 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 
+from . import deadline
 from .errors import AdminError, RetryableAdminError
-from .kafka_client import admin_error, error_for_code, error_name, open_client, raise_any
+from .kafka_client import (admin_error, attempt, error_for_code, error_name, open_client, raise_any, wait_for,
+                           with_cause)
 from .observation import Entity, Partition, Reassignment, Volume
 
 _RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC.value, "broker": ConfigResourceType.BROKER.value}
@@ -51,8 +52,9 @@ _MATCH_EXACT, _MATCH_DEFAULT = 0, 1
 class ClusterAdmin:
     """Talks to one Kafka cluster. Connects on first use, so a sidecar starts while Kafka is down.
 
-    Each call retries retryable failures for up to `retry_deadline` seconds (backoff with jitter), then
-    raises; the sidecar loop treats a failed call as a failed poll.
+    Each call retries retryable failures for up to `retry_deadline` seconds (backoff with jitter) and never
+    past the pass's deadline (deadline.py), bootstrap included; then it raises the last failure (PassTimeout
+    when a request had no answer yet). The sidecar loop treats a failed call as a failed poll.
     """
 
     def __init__(self, client_config: Mapping[str, object], retry_deadline: float = 5.0,
@@ -61,10 +63,10 @@ class ClusterAdmin:
         self._client: KafkaAdminClient | None = None
         self._connecting = threading.Lock()  # the loop and the HTTP thread may both make the first call
         self._retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_delay(retry_deadline),
+            stop=tenacity.stop_after_delay(retry_deadline) | (lambda _: deadline.expired()),
             wait=tenacity.wait_random_exponential(multiplier=0.1, max=1.0),  # backoff with full jitter
-            retry=tenacity.retry_if_exception_type(RetryableAdminError),
-            sleep=sleep,
+            retry=tenacity.retry_if_exception_type(RetryableAdminError),  # PassTimeout is not one
+            sleep=lambda seconds: sleep(deadline.capped(seconds)),
             reraise=True,
         )
 
@@ -329,17 +331,18 @@ class ClusterAdmin:
 
     def _call(self, what: str, coroutine, *args):
         """Run `coroutine` on the client's IO thread, retrying retryable failures until the deadline."""
-        def attempt():
-            try:
-                return self._connected()._manager.run(coroutine, *args)
-            except (Errors.KafkaError, OSError) as error:
-                raise admin_error(error, what) from error
-        return self._retrying(attempt)
+        failures: list[AdminError] = []  # when the deadline runs out, the last of them is the reason given
+        try:
+            return self._retrying(attempt, lambda: wait_for(self._connected()._manager.call_soon(coroutine, *args),
+                                                            what), what, failures)
+        except AdminError as error:
+            raise with_cause(error, self._client_config) from error
 
     def _connected(self) -> KafkaAdminClient:
         with self._connecting:
             if self._client is None:
-                self._client = open_client(KafkaAdminClient, self._client_config)
+                self._client = open_client(KafkaAdminClient, self._client_config,
+                                           deadline.left(doing="connecting to the cluster"))
             return self._client
 
     async def _send(self, request, what: str, node_id: int | None = None):

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from typing import NoReturn
 
 import click
 
 from . import __version__, config as configuration
-from .errors import AdminError, ConfigError
+from .errors import AdminError, ConfigError, SparkUnavailable
+
+# Exit codes, as `quota-sidecar --help` documents them.
+OK, UNREACHABLE, BAD_CONFIGURATION = 0, 1, 2
+# The libraries' loggers: their lines stay out of the log unless --log-level DEBUG (the sidecar says in one
+# line of its own what failed). kafka-python's DEBUG records hold whole requests, SASL passwords included.
+LIBRARY_LOGGERS = ("kafka", "py4j", "pyspark", "py.warnings")
+SILENT = logging.CRITICAL + 1
 
 
-def fail(message: str) -> NoReturn:
-    """One line on stderr and exit code 2; commands call it, never the builders (they raise ConfigError)."""
+def fail(message: str, code: int = BAD_CONFIGURATION) -> NoReturn:
+    """One line on stderr and exit code 2 (or `code`); commands call it, never the builders (they raise)."""
     click.echo(f"quota-sidecar: {message}", err=True)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def load_config(path: str | None, overrides: tuple[str, ...]) -> configuration.SidecarConfig:
@@ -33,16 +41,19 @@ def config_options(command):
                         help="A Java-style properties file, e.g. the broker's server.properties.")(command)
 
 
-@click.group()
+@click.group(epilog="Exit codes: 0 ok; 1 the cluster could not be reached (status); 2 bad configuration or "
+                    "usage: an invalid key or value, a port that cannot be listened on, a Spark that cannot start.")
 @click.version_option(__version__, prog_name="quota-sidecar")
 @click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="DEBUG also shows the libraries' own logs (kafka-python, py4j, pyspark) from INFO up.")
 def main(log_level: str) -> None:
     """A sidecar beside every Kafka broker: disk-full protection and replication throttles."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("kafka", "py4j", "pyspark"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    logging.captureWarnings(True)  # warnings of libraries go through py.warnings, quiet like the rest
+    for library in LIBRARY_LOGGERS:
+        logging.getLogger(library).setLevel(logging.INFO if log_level.upper() == "DEBUG" else SILENT)
 
 
 @main.command()
@@ -61,13 +72,15 @@ def evaluate(config_path: str | None, overrides: tuple[str, ...], snapshots_path
         items = load_snapshots(snapshots_path)
         rates = on_spark(config.spark_url, replication_rates.decide) if config.replication.enabled else None
         decisions = replay(config, items, on_spark(config.spark_url, volume_violations.decide), rates)
-    except SnapshotError as error:
+    except (SnapshotError, SparkUnavailable) as error:
         fail(str(error))
     click.echo(json.dumps(decisions, indent=2))
 
 
-def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True):
-    """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong.
+def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, start_spark: bool = True):
+    """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong,
+    SparkUnavailable when `start_spark` and an embedded Spark cannot start (else it starts at first use).
+    With `start_spark` its queries are warmed up too, so that the first poll fits in its deadline.
 
     The throttle factor is decided in spark_jobs/volume_violations.py, the replication rates in
     spark_jobs/replication_rates.py and throttles.py; the deciders carry their state between polls.
@@ -81,12 +94,23 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     from .loop import Sidecar
 
     admin, store = ClusterAdmin(config.admin_client), ClusterStore(config.admin_client)
-    runner = build_replication(config, admin, store, measure_network) if config.replication.enabled else None
-    decider = Decider(config, on_spark(config.spark_url, volume_violations.decide), runner.decider if runner else None)
-    return Sidecar(config, admin, store, decider, replication=runner)
+    runner = (build_replication(config, admin, store, measure_network, start_spark)
+              if config.replication.enabled else None)
+    try:
+        judge = on_spark(config.spark_url, volume_violations.decide, start_spark)
+    except SparkUnavailable:
+        if runner is not None:
+            runner.close()
+        raise
+    sidecar = Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None),
+                      replication=runner)
+    if start_spark:
+        sidecar.warm_up()
+    return sidecar
 
 
-def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool):
+def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool,
+                      start_spark: bool = True):
     from spark_jobs import replication_rates
 
     from .judges import on_spark
@@ -101,9 +125,54 @@ def build_replication(config: configuration.SidecarConfig, admin, store, measure
     if measure_network:
         window = config.replication.network_window.total_seconds()
         sampler = NetworkSampler(config.replication.network_interface, window).start()
-    decider = ReplicationDecider(config.replication, on_spark(config.spark_url, replication_rates.decide),
+    decider = ReplicationDecider(config.replication, on_spark(config.spark_url, replication_rates.decide, start_spark),
                                  own_broker=config.broker_id)
     return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
+
+
+def check_host(config: configuration.SidecarConfig) -> None:
+    """What only this host can say about the configuration, checked before anything starts: ConfigError
+    when the HTTP endpoint cannot listen where asked, the network interface to measure or a log dir named
+    for the local watch does not exist."""
+    from .netstats import host_interfaces
+
+    error = check_can_listen(config.http_host, config.http_port)
+    if error is not None:
+        raise ConfigError(listen_error(config, error))
+    interface = config.replication.network_interface
+    if interface and interface not in host_interfaces():
+        raise ConfigError(f"{configuration.PREFIX}replication.network.interface={interface!r}: expected a network "
+                          f"interface of this host: {', '.join(sorted(host_interfaces()))}")
+    # Dirs named for the watch must be here; those of the broker's file may be on another host (said at run).
+    missing = [path for path in config.local_watch.log_dirs if not os.path.isdir(path)]
+    if config.local_watch.named and missing:
+        raise ConfigError(f"{configuration.PREFIX}storage.local.log.dirs={','.join(config.local_watch.log_dirs)}: "
+                          f"expected directories of this host; not one: {', '.join(missing)}")
+
+
+def check_can_listen(host: str, port: int) -> OSError | None:
+    """Why the HTTP endpoint could not listen on host:port, or None when it can (the port is not kept)."""
+    import socket
+
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                                flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as waitress does
+            probe.bind(address)
+    except OSError as error:
+        return error
+    return None
+
+
+def listen_error(config: configuration.SidecarConfig, error: OSError) -> str:
+    import errno
+    import socket
+
+    key, value = ("http.port", config.http_port) if error.errno == errno.EADDRINUSE else ("http.host", config.http_host)
+    why = "host not found" if isinstance(error, socket.gaierror) else (error.strerror or str(error)).lower()
+    return (f"{configuration.PREFIX}{key}={value!r}: cannot listen on {config.http_host}:{config.http_port} "
+            f"({why}); expected a free port of an address of this host")
 
 
 @main.command()
@@ -112,21 +181,28 @@ def build_replication(config: configuration.SidecarConfig, admin, store, measure
               help="When stopped, put back every quota the sidecars set, as it was before.")
 def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> None:
     """Run the sidecar loop until SIGTERM or Ctrl-C."""
+    config = load_config(config_path, overrides)
+    try:
+        check_host(config)
+    except ConfigError as error:
+        fail(str(error))
     from . import metrics
     from .http_api import HttpServer, create_app
     from .loop import GracefulShutdown
 
-    config = load_config(config_path, overrides)
     log = logging.getLogger("quota_sidecar")
     log.info("starting with %s", config.redacted())
-    shutdown = GracefulShutdown().install()
     try:
         sidecar = build_sidecar(config)
-    except ConfigError as error:
+    except (ConfigError, SparkUnavailable) as error:
         fail(str(error))
-    sidecar.warm_up()
+    shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
     app = create_app(sidecar.snapshot, sidecar.store, config.api_token, metrics.registry_for(sidecar.snapshot))
-    server = HttpServer(app, config.http_host, config.http_port).start()
+    try:
+        server = HttpServer(app, config.http_host, config.http_port).start()
+    except OSError as error:  # taken since check_host looked
+        sidecar.close()
+        fail(listen_error(config, error))
     try:
         sidecar.run(shutdown)
         if cleanup:
@@ -142,34 +218,41 @@ def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> N
 @click.option("--url", help="A running sidecar's HTTP endpoint; default http://<http.host>:<http.port>.")
 @click.option("--direct", is_flag=True, help="Read the cluster straight away, without asking a sidecar.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
-def status(config_path: str | None, overrides: tuple[str, ...], url: str | None, direct: bool, as_json: bool) -> None:
-    """Brokers, log dirs, the throttle factor and the quotas in force, at a glance."""
+@click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds to wait for the sidecar's answer, and for each read of the cluster with --direct "
+                   "(an embedded Spark's start is not counted).")
+def status(config_path: str | None, overrides: tuple[str, ...], url: str | None, direct: bool, as_json: bool,
+           timeout: float) -> None:
+    """Brokers, log dirs, the throttle factor and the quotas in force, at a glance.
+
+    Exit code 1 when the cluster cannot be read (one line on stderr says what could not be reached).
+    """
     from . import status as view
 
     config = load_config(config_path, overrides) if (config_path or overrides or not url) else None
     url = url or f"http://{config.http_host}:{config.http_port}"
-    data, why = (None, None) if direct else _status_from_sidecar(url)
+    data, why = (None, None) if direct else _status_from_sidecar(url, timeout)
     if data is None:
         if config is None:
             fail(f"no sidecar answered at {url} ({why}); give --config to read the cluster instead")
         if why is not None:  # said on stderr: --json output stays clean
             click.echo(f"no sidecar answered at {url} ({why}); reading the cluster instead", err=True)
         try:
-            data = _status_from_cluster(config)
-        except ConfigError as error:
+            data = _status_from_cluster(config, timeout)
+        except (ConfigError, SparkUnavailable) as error:
             fail(str(error))
         except AdminError as error:
-            fail(f"cannot read the cluster: {error}")
+            fail(f"cannot read the cluster: {error}", UNREACHABLE)
     click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
 
 
-def _status_from_sidecar(url: str) -> tuple[dict | None, str | None]:
+def _status_from_sidecar(url: str, timeout: float) -> tuple[dict | None, str | None]:
     """(the sidecar's status, None), or (None, why it did not answer)."""
     import urllib.error
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=5) as response:
+        with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=timeout) as response:
             return json.load(response), None
     except urllib.error.URLError as error:
         return None, str(error.reason)
@@ -179,14 +262,15 @@ def _status_from_sidecar(url: str) -> tuple[dict | None, str | None]:
         return None, f"its answer is not JSON: {error}"
 
 
-def _status_from_cluster(config: configuration.SidecarConfig) -> dict:
-    """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster."""
+def _status_from_cluster(config: configuration.SidecarConfig, timeout: float) -> dict:
+    """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster.
+    Spark starts only once the cluster has been read: an unreachable cluster is told at once."""
     from . import status as view
     from .loop import utcnow
 
-    sidecar = build_sidecar(config, measure_network=False)
+    sidecar = build_sidecar(config, measure_network=False, start_spark=False)
     try:
-        return view.build(sidecar.look(), utcnow(), mode="direct: no sidecar answered, one poll made now")
+        return view.build(sidecar.look(timeout), utcnow(), mode="direct: no sidecar answered, one poll made now")
     finally:
         sidecar.close()
 

@@ -3,6 +3,7 @@
 Every sidecar of the cluster reads and writes the same records, and they survive restarts. It holds what
 the sidecars wrote to the cluster and the value they replaced (so clean-up restores the cluster) and the
 operators' throttle overrides. One partition keeps all writes in one order; a tombstone deletes a key.
+Every read and write ends within the pass's deadline (deadline.py), and within the request timeout.
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
+from contextlib import contextmanager
 from typing import Mapping
 
 import kafka.errors as Errors
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from . import deadline
 from .admin import ClusterAdmin
-from .kafka_client import admin_error, open_client
-from .errors import RetryableAdminError
+from .errors import AdminError, RetryableAdminError
+from .kafka_client import admin_error, open_client, with_cause
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +59,22 @@ class ClusterStore:
         """
         if not create and not self._topic_ready and not self._admin.describe_partitions([self.topic]):
             return {}
-        with self._lock:
+        reading = f"reading {self.topic}"
+        with self._lock, deadline.within(self._timeout_ms / 1000, reading), self._naming_the_cause():
             consumer = self._ready_consumer()
             try:
-                end = consumer.end_offsets([self._partition], timeout_ms=self._timeout_ms)[self._partition]
+                end = consumer.end_offsets([self._partition], timeout_ms=_ms(reading))[self._partition]
                 consumer.seek_to_beginning(self._partition)
                 records: dict[str, dict] = {}
-                deadline = time.monotonic() + self._timeout_ms / 1000
-                while consumer.position(self._partition, timeout_ms=self._timeout_ms) < end:
-                    if time.monotonic() > deadline:
-                        raise RetryableAdminError(f"reading {self.topic} timed out before offset {end}")
-                    for batch in consumer.poll(timeout_ms=500).values():
+                while consumer.position(self._partition, timeout_ms=_ms(reading)) < end:
+                    if deadline.expired():
+                        raise RetryableAdminError(f"{reading} timed out before offset {end}")
+                    for batch in consumer.poll(timeout_ms=_ms(reading, at_most=0.5)).values():
                         for record in batch:
                             _apply(records, record.key.decode(), record.value)
                 return records
             except Errors.KafkaError as error:
-                raise admin_error(error, f"reading {self.topic}") from error
+                raise admin_error(error, reading) from error
 
     def put(self, key: str, value: dict) -> None:
         """Write `value` under `key`; returns once every in-sync replica has it (acks=all)."""
@@ -97,19 +99,31 @@ class ClusterStore:
         self._admin.close()
 
     def _write(self, key: str, value: bytes | None) -> None:
+        writing = f"writing {key!r} to {self.topic}"
         with self._lock:
             producer = self._ready_producer()
+        with deadline.within(self._timeout_ms / 1000, writing), self._naming_the_cause():
+            try:
+                producer.config["max_block_ms"] = _ms(writing)  # read by each send: waiting for metadata
+                sent = producer.send(self.topic, key=key.encode(), value=value, partition=0)
+                sent.get(timeout=deadline.left(doing=writing))
+            except Errors.KafkaError as error:
+                raise admin_error(error, writing) from error
+
+    @contextmanager
+    def _naming_the_cause(self):
+        """A read or write that failed because no broker can be reached says so (kafka_client.with_cause)."""
         try:
-            producer.send(self.topic, key=key.encode(), value=value, partition=0).get(timeout=self._timeout_ms / 1000)
-        except Errors.KafkaError as error:
-            raise admin_error(error, f"writing {key!r} to {self.topic}") from error
+            yield
+        except AdminError as error:
+            raise with_cause(error, self._client_config) from error
 
     def _ready_producer(self) -> KafkaProducer:
         self._ensure_topic()
         if self._producer is None:
             self._producer = open_client(KafkaProducer, {
                 **self._client_config, "acks": "all", "max_block_ms": self._timeout_ms,
-                "allow_auto_create_topics": False})
+                "allow_auto_create_topics": False}, deadline.left(doing=f"connecting a producer for {self.topic}"))
         return self._producer
 
     def _ready_consumer(self) -> KafkaConsumer:
@@ -118,7 +132,7 @@ class ClusterStore:
             # No group: nothing is committed, every read starts from the beginning.
             self._consumer = open_client(KafkaConsumer, {
                 **self._client_config, "group_id": None, "enable_auto_commit": False,
-                "allow_auto_create_topics": False})
+                "allow_auto_create_topics": False}, deadline.left(doing=f"connecting a consumer for {self.topic}"))
             self._consumer.assign([self._partition])
         return self._consumer
 
@@ -129,6 +143,11 @@ class ClusterStore:
             self._admin.create_topic(self.topic, partitions=1, replication_factor=replication_factor,
                                      configs={"cleanup.policy": "compact"})
             self._topic_ready = True
+
+
+def _ms(doing: str, at_most: float | None = None) -> int:
+    """The time left in the pass as kafka-python's timeout_ms (at least 1: 0 would mean 'do not wait')."""
+    return max(1, int(deadline.left(at_most, doing) * 1000))
 
 
 def _apply(records: dict[str, dict], key: str, value: bytes | None) -> None:

@@ -18,12 +18,16 @@ import isodate
 
 from .errors import ConfigError
 from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, boolean, client_kwargs, duration, is_secret,
-                         non_negative_int, non_negative_percent, parse_value, path_list, percent, port, positive_int,
-                         positive_number, principal_list, ratio, read_properties, text)
+                         host, non_negative_int, non_negative_percent, parse_value, path_list, percent, port,
+                         positive_duration, positive_int, positive_number, principal_list, ratio, read_properties,
+                         spark_url, text, token)
 
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
 HARD_KEYS = ("storage.per.volume.limit.min.available.bytes", "storage.per.volume.limit.min.available.ratio")
 SOFT_KEYS = ("storage.per.volume.soft.limit.min.available.bytes", "storage.per.volume.soft.limit.min.available.ratio")
+# A poll's deadline when poll.timeout is not set: this, or the admin request timeout and a margin when shorter.
+DEFAULT_POLL_TIMEOUT = timedelta(seconds=10)
+POLL_TIMEOUT_MARGIN = timedelta(seconds=5)
 # Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
 BROKER_ID_KEYS = ("node.id", "broker.id")
 LOG_DIR_KEYS = ("log.dirs", "log.dir")  # Kafka reads log.dirs first
@@ -68,7 +72,7 @@ KEYS: tuple[Key, ...] = (
     Key("storage.per.volume.limit.lead.time", duration, timedelta(0),
         "opt-in: a volume also violates (a predicted violation) when at its fill rate it reaches the limit "
         "within this time", "PT0S (off)"),
-    Key("storage.fill.window", duration, timedelta(minutes=1),
+    Key("storage.fill.window", positive_duration, timedelta(minutes=1),
         "a volume's fill rate: the least-squares slope of its available bytes over the observations this recent "
         "(the current one included; longer than zero)"),
     Key("storage.check.interval", duration, timedelta(minutes=1),
@@ -77,8 +81,12 @@ KEYS: tuple[Key, ...] = (
         "mount in a pod), watched with statvfs", "log.dirs (or log.dir) of the file"),
     Key("storage.local.watch.interval", duration, timedelta(milliseconds=100),
         "how often the local log dirs are sampled; PT0S turns the local watch off", "PT0.1S"),
-    Key("storage.local.trigger.horizon", duration, None, "start a pass at once when a local volume would reach "
+    Key("storage.local.trigger.horizon", positive_duration, None, "start a pass at once when a local volume would reach "
         "the limit within this, at its current fill rate", "3 x the last pass's duration"),
+    Key("poll.timeout", positive_duration, DEFAULT_POLL_TIMEOUT,
+        "deadline of one poll or replication pass (admin calls, their retries, the Spark decision); "
+        "once it runs out the poll fails and the factor's timeline goes on",
+        "PT10S (kafka.admin.request.timeout.ms + 5 s when that is shorter)"),
     Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
     Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
         "how long a factor stays valid while polls fail"),
@@ -88,10 +96,11 @@ KEYS: tuple[Key, ...] = (
     Key("request", positive_number, None, "request-time quota in percent per principal, never scaled",
         "unset (no quota)"),
     Key("excluded.principal.name.list", principal_list, (), "principals never throttled"),
-    Key("spark.url", text, "", "empty: embedded local Spark; sc://host:port: Spark Connect; else a Spark master URL"),
-    Key("http.host", text, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
+    Key("spark.url", spark_url, "", "where decisions run: empty for an embedded local Spark, sc:// for a shared "
+        "Spark Connect server, else a Spark master URL"),
+    Key("http.host", host, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
     Key("http.port", port, 8080, "its port (0 picks a free one, logged)"),
-    Key("api.token", text, "", "bearer token for override changes; empty refuses changes"),
+    Key("api.token", token, "", "bearer token for override changes; empty refuses changes"),
     Key("broker.id", non_negative_int, None, "the broker beside this sidecar (needed by replication throttles)",
         "node.id/broker.id of the file"),
     Key(CAPACITY_KEY, positive_int, None, "network capacity of every broker in bytes/s "
@@ -108,8 +117,9 @@ KEYS: tuple[Key, ...] = (
     Key("replication.network.interface", text, "",
         "interface measured with psutil; name it on a host with bridges or veths, where the default counts "
         "bytes crossing a bridge twice (in a pod, the default sees just the pod's interface)", "empty (all but lo)"),
-    Key("replication.network.window", duration, timedelta(seconds=30), "network figures averaged over this window"),
-    Key("replication.check.interval", duration, timedelta(seconds=10),
+    Key("replication.network.window", positive_duration, timedelta(seconds=30),
+        "network figures averaged over this window"),
+    Key("replication.check.interval", positive_duration, timedelta(seconds=10),
         "time between replication passes (moves, network, rates; the storage check keeps its own interval); "
         "the shorter of the two applies"),
     Key("replication.cleanup.foreign.after", duration, None,
@@ -176,6 +186,7 @@ class LocalWatchConfig:
     log_dirs: tuple[str, ...] = ()
     interval: timedelta = timedelta(milliseconds=100)
     horizon: timedelta | None = None  # None: a few times the last pass's duration
+    named: bool = False  # by storage.local.log.dirs (they must exist), not read from the broker's file
 
     @property
     def enabled(self) -> bool:
@@ -225,6 +236,7 @@ class SidecarConfig:
     check_interval: timedelta = timedelta(minutes=1)
     fill_window: timedelta = timedelta(minutes=1)
     local_watch: LocalWatchConfig = LocalWatchConfig()
+    poll_timeout: timedelta = DEFAULT_POLL_TIMEOUT
     fallback_factor: float = 1.0
     validity: timedelta = timedelta(minutes=5)
     spark_url: str = ""
@@ -245,6 +257,7 @@ class SidecarConfig:
         return {**admin, "storage_limit": self.storage_limit.describe() if self.storage_limit else None,
                 "check_interval": isodate.duration_isoformat(self.check_interval),
                 "fill_window": isodate.duration_isoformat(self.fill_window),
+                "poll_timeout": isodate.duration_isoformat(self.poll_timeout),
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
                 "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id}
@@ -285,9 +298,10 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
     if broker_id is None:
         broker_id = _broker_id_from_file(properties)
 
+    admin_client = client_kwargs(admin)  # checks the kafka.admin.* pass-through now, not at the first poll
     config = SidecarConfig(
         admin_properties=dict(admin),
-        admin_client=client_kwargs(admin),  # checks the kafka.admin.* pass-through now, not at the first poll
+        admin_client=admin_client,
         storage_limit=storage_limit,
         quotas=QuotaConfig(values["produce"], values["fetch"], values["request"],
                            values["excluded.principal.name.list"],
@@ -295,7 +309,9 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
         check_interval=check_interval,
         fill_window=values["storage.fill.window"],
         local_watch=LocalWatchConfig(values["storage.local.log.dirs"] or _log_dirs_from_file(properties),
-                                     values["storage.local.watch.interval"], values["storage.local.trigger.horizon"]),
+                                     values["storage.local.watch.interval"], values["storage.local.trigger.horizon"],
+                                     named=bool(values["storage.local.log.dirs"])),
+        poll_timeout=values["poll.timeout"] if "poll.timeout" in ours else _default_poll_timeout(admin_client),
         fallback_factor=values["throttle.factor.fallback"],
         validity=values["throttle.factor.validity.duration"],
         spark_url=values["spark.url"],
@@ -321,10 +337,14 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
             remote_copy_lift_on_violation=values["remote.copy.lift.on.violation"],
         ),
     )
-    for key in ("storage.fill.window", "replication.network.window", "replication.check.interval"):
-        if values[key] <= timedelta(0):
-            raise ConfigError(f"{PREFIX}{key}={ours[key]}: must be longer than zero")
     return config
+
+
+def _default_poll_timeout(admin_client: Mapping[str, object]) -> timedelta:
+    request_timeout_ms = admin_client.get("request_timeout_ms")
+    if request_timeout_ms is None:
+        return DEFAULT_POLL_TIMEOUT
+    return min(DEFAULT_POLL_TIMEOUT, timedelta(milliseconds=request_timeout_ms) + POLL_TIMEOUT_MARGIN)
 
 
 def admin_key(key: str) -> str:

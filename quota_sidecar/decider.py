@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 
 from . import quotas
 from .config import SidecarConfig
+from .errors import SparkUnavailable
 from .observation import Observation, ReplicationObservation, Volume
 from .throttle_factor import FactorState, after_failure, after_incomplete, after_success
 from .throttles import ReplicationDecider, ReplicationDecision
@@ -38,6 +39,7 @@ class Decision:
     error: str | None = None
     entered_fallback: bool = False
     replication: ReplicationDecision | None = None  # when replication throttles are on
+    replication_error: str | None = None  # why the replication throttles could not be decided
 
     @property
     def active_brokers(self) -> int:
@@ -89,8 +91,10 @@ class Decider:
         if error is None and self.config.storage_limit is not None:
             try:
                 volumes, judged, factor = self._judge(observation)
-            except Exception as failure:  # Spark unavailable counts as a failed poll
-                log.warning("volume decision failed: %s", failure, exc_info=True)
+            except SparkUnavailable:  # a Spark started at first use (status --direct) that cannot start
+                raise
+            except Exception as failure:  # Spark unavailable counts as a failed poll, which the loop reports
+                log.debug("volume decision failed: %s", failure, exc_info=True)
                 error = f"decision failed: {failure}"
             else:
                 violations = tuple(_violation(row) for row in judged if row["violated"])
@@ -109,9 +113,15 @@ class Decider:
 
     def _decision(self, observation: Observation, previous: FactorState, volumes, violations, error,
                   judged: tuple[dict, ...] = ()) -> Decision:
-        replication = None
+        replication, replication_error = None, None
         if self.replication is not None and observation.replication is not None:
-            replication = self.decide_replication(observation.replication)
+            try:
+                replication = self.decide_replication(observation.replication)
+            except SparkUnavailable:
+                raise
+            except Exception as failure:  # Spark unavailable: the throttles wait for the next pass
+                log.debug("replication decision failed: %s", failure, exc_info=True)
+                replication_error = f"decision failed: {failure}"
         decision = Decision(
             at=observation.at,
             throttle_factor=self.factor.factor,
@@ -124,6 +134,7 @@ class Decider:
             error=error,
             entered_fallback=self.factor.fallback_switches > previous.fallback_switches,
             replication=replication,
+            replication_error=replication_error,
         )
         self.last = decision
         return decision

@@ -19,3 +19,21 @@ class PermanentAdminError(AdminError):
 
 class UnknownTopicError(PermanentAdminError):
     """The topic does not exist (any more): deleted, or never created."""
+
+
+class PassTimeout(AdminError):
+    """A pass (a poll, a replication pass, `status --direct`) ran out of its deadline (deadline.py).
+
+    Never retried within the pass: the next pass starts with a deadline of its own.
+    """
+
+
+class SparkUnavailable(Exception):
+    """The Spark of `spark.url` cannot start here (an embedded or in-process driver): `run` stops, exit code 2.
+
+    A shared Spark Connect server that does not answer is no such error: that poll fails, the next retries.
+    """
+
+
+class DecisionFailed(RuntimeError):
+    """A Spark decision failed (judges.py); the message is one line saying why. That poll fails, the next retries."""

@@ -1,7 +1,9 @@
 """The sidecar loop: poll the cluster, decide, write what changed; stop between passes on SIGTERM.
 
 One thread runs the passes and owns all their state. At the end of every pass it publishes a frozen
-Snapshot, the only thing the HTTP thread (status, metrics, health) reads.
+Snapshot, the only thing the HTTP thread (status, metrics, health) reads. Every pass ends within
+`poll.timeout` (deadline.py); a failed poll is one WARNING naming the cause, and the first poll that
+succeeds again one INFO line saying how long they failed.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable, Mapping
 
-from . import ownership, quotas, records
+from . import deadline, ownership, quotas, records
 from .config import SidecarConfig
 from .decider import Decider, Decision
-from .errors import AdminError
+from .errors import AdminError, DecisionFailed, RetryableAdminError
 from .observation import Entity, Observation, ReplicationObservation
 from .replication import ReplicationRunner
 from .throttle_factor import FactorState
@@ -62,6 +64,27 @@ class Snapshot:
     replication: ReplicationView | None = None
 
 
+class FailureReport:
+    """One WARNING per failed poll (or pass) naming the cause; one INFO line when they succeed again."""
+
+    def __init__(self, what: str, plural: str, monotonic: Callable[[], float] = time.monotonic):
+        self.what, self.plural, self.monotonic = what, plural, monotonic
+        self.failed = 0
+        self.since: float | None = None
+
+    def failure(self, cause: str) -> None:
+        if self.since is None:
+            self.since = self.monotonic()
+        self.failed += 1
+        log.warning("%s failed: %s", self.what, cause)
+
+    def success(self) -> None:
+        if self.failed:
+            log.info("%s succeed again after %d failed %s over %.0fs", self.plural, self.failed,
+                     self.what if self.failed == 1 else self.plural, self.monotonic() - self.since)
+        self.failed, self.since = 0, None
+
+
 class GracefulShutdown:
     """Set by SIGTERM/SIGINT; the loop finishes its pass and stops."""
 
@@ -88,6 +111,8 @@ class Sidecar:
         self.clock = clock
         self.counters = Counters()
         self.quotas_in_force: dict = {}
+        self.poll_report = FailureReport("poll", "polls")
+        self.replication_report = FailureReport("replication pass", "replication passes")
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
         self.publish()
@@ -107,50 +132,74 @@ class Sidecar:
 
     # -------------------------------------------------------------- one pass
 
+    @property
+    def _deadline(self) -> float:
+        return self.config.poll_timeout.total_seconds()
+
     def run_pass(self) -> Decision:
         started = time.monotonic()
         try:
-            decision = self._pass()
+            with deadline.within(self._deadline, "the poll"):
+                decision = self._pass()
         finally:
             self.counters.last_poll_seconds = time.monotonic() - started
             self.publish()
         return decision
 
     def _pass(self) -> Decision:
+        now = self.clock()
         try:
             all_records = self.read_records()
         except AdminError as error:  # nothing can be written without knowing what is ours; still decide
-            log.warning("poll failed: reading the sidecars' records: %s", error)
             all_records = None
-            observation = Observation(at=self.clock(), error=f"reading the sidecars' records: {error}")
+            observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
-            observation = self.observe(all_records)
+            observation = self.observe(all_records, now)
         decision = self.decider.decide(observation)
         self.counters.polls += 1
         self.counters.poll_failures += decision.error is not None
         self.counters.fallback_applied += decision.entered_fallback
         self.counters.limit_violations += len(decision.violations)
+        write_error = None
+        if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
+            try:
+                self.apply_quotas(decision.client_quotas, all_records)
+                if self.replication is not None and decision.replication is not None:
+                    self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
+            except AdminError as error:  # the cluster went away since the poll, or the deadline ran out
+                self.counters.pass_failures += 1
+                write_error = str(error)
+        self._report(decision, write_error)
+        return decision
+
+    def _report(self, decision: Decision, write_error: str | None) -> None:
+        """One line for a failed pass: the poll's failure, with the writes' when they failed for another reason."""
+        if decision.error is None:
+            self.poll_report.success()
+            if write_error is not None:
+                log.warning("pass failed while writing: %s", write_error)
+        else:
+            also = "" if write_error is None or write_error in decision.error else f"; writing failed: {write_error}"
+            self.poll_report.failure(decision.error + also)
         if decision.entered_fallback:
             log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
                         decision.throttle_factor, decision.valid_from, decision.error)
-        if all_records is None:
-            return decision
-        self.apply_quotas(decision.client_quotas, all_records)
-        if self.replication is not None and decision.replication is not None:
-            self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
-        return decision
+        if decision.replication_error is not None:
+            self.replication_report.failure(decision.replication_error)
+        elif decision.replication is not None:
+            self.replication_report.success()
 
     def run_replication_pass(self) -> None:
         """Between storage polls: moves, network and rates only."""
         try:
-            all_records = self.read_records()
-            observation = self.replication.observe(all_records)
-        except AdminError as error:
-            log.warning("replication poll failed: %s", error)
-            return
-        try:
-            self._apply_replication(self.decider.decide_replication(observation), observation, all_records,
-                                    self.clock())
+            with deadline.within(self._deadline, "the replication pass"):
+                all_records = self.read_records()
+                observation = self.replication.observe(all_records)
+                self._apply_replication(self.decider.decide_replication(observation), observation, all_records,
+                                        self.clock())
+            self.replication_report.success()
+        except (AdminError, DecisionFailed) as error:
+            self.replication_report.failure(str(error))
         finally:
             self.publish()
 
@@ -158,29 +207,40 @@ class Sidecar:
         violated = {v["broker_id"] for v in self.decider.known_violations}
         self.replication.apply(decision, observation, all_records, violated, now)
 
-    def look(self) -> Snapshot:
+    def look(self, timeout: float) -> Snapshot:
         """One pass that reads and decides (Spark included) but writes nothing, for `status --direct`: on a
-        cluster where no sidecar ran, not even the sidecars' state topic is created."""
-        all_records = records.parse(self.store.read_all(create=False))
-        decision = self.decider.decide(self.observe(all_records))
-        self.quotas_in_force = self.read_quotas(decision.client_quotas, records.owned(all_records, records.QUOTA))
+        cluster where no sidecar ran, not even the sidecars' state topic is created. Each read of the cluster
+        ends within `timeout` seconds; AdminError when the cluster could not be read."""
+        with deadline.within(timeout, "status --direct"):
+            all_records = records.parse(self.store.read_all(create=False))
+            observation = self.observe(all_records, self.clock())
+        if observation.error is not None:
+            raise RetryableAdminError(observation.error)
+        decision = self.decider.decide(observation)  # a Spark not started yet starts now, outside the timeout
+        with deadline.within(timeout, "status --direct"):
+            owned = records.owned(all_records, records.QUOTA)
+            self.quotas_in_force = self.read_quotas(decision.client_quotas, owned)
         self.publish()
         return self.snapshot()
 
-    def observe(self, all_records: records.Records) -> Observation:
-        now = self.clock()
-        replication = None
-        if self.replication is not None:
-            try:
-                replication = self.replication.observe(all_records)
-            except AdminError as error:  # replication waits for the next pass; disk protection goes on
-                log.warning("replication poll failed: %s", error)
+    def observe(self, all_records: records.Records, now: datetime) -> Observation:
+        """Storage first, then replication while the deadline lasts (the moves' lists are kept up to date
+        even when a broker's volumes cannot be read). When both fail, the poll's WARNING is the one line."""
+        brokers, volumes, error = (), (), None
         try:
             brokers = tuple(self.admin.live_broker_ids())
             volumes = tuple(self.admin.describe_volumes(brokers, now)) if self.config.storage_check_enabled else ()
-        except AdminError as error:
-            log.warning("poll failed: %s", error)
-            return Observation(at=now, error=str(error), replication=replication)
+        except AdminError as failure:
+            error = str(failure)
+        replication = None
+        if self.replication is not None and not deadline.expired():
+            try:
+                replication = self.replication.observe(all_records)
+            except AdminError as failure:  # replication waits for the next pass; disk protection goes on
+                if error is None:
+                    self.replication_report.failure(str(failure))
+        if error is not None:
+            return Observation(at=now, error=error, replication=replication)
         return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication)
 
     def read_records(self) -> dict[tuple, dict]:
@@ -267,7 +327,8 @@ class Sidecar:
             every = min(full_every, self.config.replication.check_interval.total_seconds())
         next_full = time.monotonic()
         while not shutdown.event.is_set():
-            full = time.monotonic() >= next_full
+            started = time.monotonic()
+            full = started >= next_full
             try:
                 if full:
                     self.run_pass()
@@ -277,10 +338,9 @@ class Sidecar:
                 self.counters.pass_failures += 1
                 log.exception("sidecar pass failed; the next pass retries")
                 self.publish()
-            now = time.monotonic()
-            if full:
-                next_full = now + full_every
-            if shutdown.wait(min(every, max(next_full - now, 0.0))):
+            if full:  # at a fixed rate from each pass's start: a slow pass does not push the next one back
+                next_full = started + full_every
+            if shutdown.wait(max(0.0, min(started + every, next_full) - time.monotonic())):
                 break
 
 

@@ -30,6 +30,11 @@ def read_counters(interface: str = "") -> Sample:
     return Sample(time.monotonic(), sum(c.bytes_sent for c in chosen), sum(c.bytes_recv for c in chosen))
 
 
+def host_interfaces() -> set[str]:
+    """The names of this host's network interfaces."""
+    return set(psutil.net_if_addrs()) | set(psutil.net_io_counters(pernic=True))
+
+
 def average_rates(samples: list[Sample]) -> tuple[float, float] | None:
     """(sent, received) bytes/s between the oldest and newest sample; None without two samples."""
     if len(samples) < 2 or samples[-1].at <= samples[0].at:

@@ -87,6 +87,16 @@ def path_list(raw: str) -> tuple[str, ...]:
 path_list.allowed = "comma-separated absolute paths"
 
 
+def positive_duration(raw: str) -> timedelta:
+    value = duration(raw)
+    if value <= timedelta(0):
+        raise ValueError
+    return value
+
+
+positive_duration.allowed = "an ISO-8601 duration longer than zero, such as PT10S or PT1M (no months or years)"
+
+
 def boolean(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered not in ("true", "false"):
@@ -118,6 +128,65 @@ def principal_list(raw: str) -> tuple[str, ...]:
 
 
 principal_list.allowed = "a ';'-separated list of 'User:<name>' entries (empty for none)"
+
+_HOST_PORT = r"[A-Za-z0-9._-]+:\d{1,5}"
+_SPARK_URLS = (
+    re.compile(r"sc://[A-Za-z0-9._-]+(:\d{1,5})?(/(;[^;=\s]+=[^;\s]*)*)?"),  # Spark Connect
+    re.compile(r"local(\[(\d+|\*)(,\d+)?\])?"),
+    re.compile(rf"spark://{_HOST_PORT}(,{_HOST_PORT})*"),
+    re.compile(r"yarn"),
+    re.compile(r"k8s://\S+"),
+)
+
+
+def spark_url(raw: str) -> str:
+    """Where the decisions run: empty (embedded), a Spark Connect URL or a Spark master URL."""
+    url = raw.strip()
+    if url and not any(pattern.fullmatch(url) for pattern in _SPARK_URLS):
+        raise ValueError
+    return url
+
+
+spark_url.allowed = ("empty (embedded), sc://host[:port][/;param=value...] (Spark Connect), or a master URL: "
+                     "local[N], spark://host:port[,host:port], yarn, k8s://...")
+
+
+def host(raw: str) -> str:
+    """A host name or an IP address (IPv6 without brackets); whether it can be listened on is checked at start."""
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9._:-]+", value):
+        raise ValueError
+    return value
+
+
+host.allowed = "a host name or an IP address to listen on"
+
+
+def token(raw: str) -> str:
+    """A bearer token: printable ASCII without spaces, as an HTTP header carries it."""
+    value = raw.strip()
+    if not re.fullmatch(r"[\x21-\x7e]*", value):
+        raise ValueError
+    return value
+
+
+token.allowed = "printable ASCII without spaces (empty for none)"
+
+
+def readable_file(raw: str) -> str:
+    """A path to a file this process can read, checked now rather than at the first connection."""
+    path = raw.strip()
+    if not path:
+        raise ValueError
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError:
+        raise ValueError from None
+    return path
+
+
+readable_file.allowed = "the path of a readable file"
 
 
 def parse_value(full_key: str, raw: str, parse: Callable[[str], object]) -> object:
@@ -191,10 +260,10 @@ _RENAMED_KEYS: dict[str, tuple[str, Callable[[str], object]]] = {
     "ssl.key.password": ("ssl_password", _text),
     "ssl.endpoint.identification.algorithm": ("ssl_check_hostname", _hostname_check),
     # kafka-python's own PEM settings, for what the Java keys cannot say (a separate key file, a CRL)
-    "ssl.cafile": ("ssl_cafile", _text),
-    "ssl.certfile": ("ssl_certfile", _text),
-    "ssl.keyfile": ("ssl_keyfile", _text),
-    "ssl.crlfile": ("ssl_crlfile", _text),
+    "ssl.cafile": ("ssl_cafile", readable_file),
+    "ssl.certfile": ("ssl_certfile", readable_file),
+    "ssl.keyfile": ("ssl_keyfile", readable_file),
+    "ssl.crlfile": ("ssl_crlfile", readable_file),
 }
 # Keys read together with others below.
 _GROUPED_KEYS = ("bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.jaas.config",
@@ -302,5 +371,5 @@ def _pem_store_kwargs(props: Mapping[str, str], store: str, native_key: str) -> 
                             f"a PEM file, with {type_key}=PEM (the Java default is JKS)")
     if native_key in props:
         raise _config_error(location_key, props[location_key], f"either {location_key} or {native_key}, not both")
-    return {_RENAMED_KEYS[native_key][0]: _parse(location_key, props[location_key], _text)}
+    return {_RENAMED_KEYS[native_key][0]: _parse(location_key, props[location_key], readable_file)}
 

@@ -3,21 +3,32 @@
 - no URL: one embedded local Spark in this process (first query takes seconds, warm ones a fraction of one);
 - ``sc://host:port``: a session on a shared Spark Connect server;
 - anything else (``spark://...``, ``local[2]``...): a master URL for an in-process driver.
+
+An in-process driver's JVM logs through spark_jobs/log4j2.properties: errors only, so that its chatter stays
+out of the sidecar's log. Failures are told in one line (``reason``).
 """
 import os
+import re
+import subprocess
 import tempfile
 import threading
 
 from pyspark.sql import SparkSession
 
 EMBEDDED = "embedded local[1]"  # how messages name the session of no URL
+LOG4J2_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+# Where an in-process driver's JVM writes its console output (stdout and stderr).
+CONSOLE_LOG = os.path.join(tempfile.gettempdir(), f"quota-sidecar-spark-{os.getpid()}.log")
 
 # Each poll aggregates a few dozen rows: one shuffle partition is plenty and far faster than 200, and
 # adaptive execution would only run the shuffle as a job of its own (two jobs per poll instead of one).
 _SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
 
+_DRIVER_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"}
+
 _EMBEDDED_CONF = {
     **_SMALL_DATA_CONF,
+    **_DRIVER_CONF,
     "spark.driver.memory": "512m",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -49,6 +60,25 @@ def get_session(spark_url: str | None = None, app_name: str = "quota-sidecar") -
         if url not in _sessions:
             _sessions[url] = _start(url, app_name)
         return _sessions[url]
+
+
+def is_connect(spark_url: str | None) -> bool:
+    """True for a Spark Connect URL: a shared server, not a driver in this process."""
+    return (spark_url or "").startswith("sc://")
+
+
+def reason(error: BaseException) -> str:
+    """A Spark failure in one line: its error class (or type) and the first line of its message (of a gRPC
+    error, its status and details: the first line says nothing)."""
+    text = str(error)
+    grpc = re.search(r'status = StatusCode\.(\w+)\s+details = "([^"]*)"', text)
+    if grpc:
+        return f"{grpc.group(1)}: {grpc.group(2)}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if first.startswith("["):  # pyspark's messages start with their error class already
+        return first
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 def discard(spark_url: str | None) -> None:
@@ -96,25 +126,46 @@ def _start(url: str, app_name: str) -> SparkSession:
             return _embedded_session(app_name)
         return _master_session(url, app_name)
     except Exception as exc:
-        raise SparkStartError(f"cannot start a Spark session for {url or EMBEDDED}: {exc}") from exc
+        raise SparkStartError(f"cannot start a Spark session for {url or EMBEDDED}: {reason(exc)}") from exc
 
 
 def _embedded_session(app_name: str) -> SparkSession:
-    builder = SparkSession.builder.master("local[1]").appName(app_name)
-    for key, value in _EMBEDDED_CONF.items():
-        builder = builder.config(key, value)
     # Spark creates the warehouse directory only when a table is written; keep it out of the cwd anyway.
     warehouse = os.path.join(tempfile.gettempdir(), f"quota-sidecar-warehouse-{os.getpid()}")
-    session = builder.config("spark.sql.warehouse.dir", warehouse).getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    session = _driver_session("local[1]", app_name, {**_EMBEDDED_CONF, "spark.sql.warehouse.dir": warehouse})
+    session.sparkContext.setLogLevel("ERROR")
     return session
 
 
 def _master_session(url: str, app_name: str) -> SparkSession:
-    builder = SparkSession.builder.master(url).appName(app_name)
-    for key, value in _SMALL_DATA_CONF.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    return _driver_session(url, app_name, {**_SMALL_DATA_CONF, **_DRIVER_CONF})
+
+
+def _driver_session(master: str, app_name: str, settings: dict) -> SparkSession:
+    """A session on a driver in this process. Its JVM's console goes to CONSOLE_LOG, not to the sidecar's
+    stderr: errors only (log4j2.properties), and what a JVM that cannot start says, for the one-line reason."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
+    if SparkContext._gateway is not None:  # a JVM from an earlier, stopped session of this process
+        return SparkSession(SparkContext.getOrCreate(conf))
+    with open(CONSOLE_LOG, "ab") as console:
+        start = console.tell()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": console, "stderr": subprocess.STDOUT})
+        except Exception as error:
+            said = _first_line(CONSOLE_LOG, start)
+            raise RuntimeError(f"{reason(error)}{f' It said: {said}' if said else ''} (the JVM's output: {CONSOLE_LOG})") \
+                from error
+    return SparkSession(SparkContext(conf=conf, gateway=gateway))
+
+
+def _first_line(path: str, offset: int) -> str:
+    with open(path, "rb") as output:
+        output.seek(offset)
+        lines = [line.strip() for line in output.read().decode(errors="replace").splitlines() if line.strip()]
+    return lines[0] if lines else ""
 
 
 def _refuse_second_driver(url: str) -> None:

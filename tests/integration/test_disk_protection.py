@@ -24,8 +24,10 @@ MiB = 1 << 20
 
 
 def sidecar_on(bootstrap: str, **props):
+    # A long poll deadline: these tests are about decisions, and their first polls share two cores with
+    # three brokers and two JVMs of Spark (tests/test_failing_well.py holds polls to short deadlines).
     properties = {P + "kafka.admin.bootstrap.servers": bootstrap, P + "storage.check.interval": "PT1S",
-                  **{P + key: str(value) for key, value in props.items()}}
+                  P + "poll.timeout": "PT60S", **{P + key: str(value) for key, value in props.items()}}
     return build_sidecar(cfg.from_properties(properties))
 
 

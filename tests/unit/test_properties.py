@@ -11,6 +11,7 @@ SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required u
 BOOTSTRAP = {"bootstrap.servers": "127.0.0.1:9092"}
 SASL = {**BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
 SSL = {**BOOTSTRAP, "security.protocol": "SSL"}
+PEM = __file__  # any readable file: the PEM keys must name one
 
 
 @pytest.mark.parametrize("props, expected", [
@@ -26,13 +27,13 @@ SSL = {**BOOTSTRAP, "security.protocol": "SSL"}
     ({**BOOTSTRAP, "receive.buffer.bytes": "-1"}, {"receive_buffer_bytes": None}),
     ({**BOOTSTRAP, "send.buffer.bytes": "131072"}, {"send_buffer_bytes": 131072}),
     ({**BOOTSTRAP, "security.protocol": "ssl"}, {"security_protocol": "SSL"}),
-    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/etc/ca.pem"}, {"ssl_cafile": "/etc/ca.pem"}),
-    ({**SSL, "ssl.keystore.type": "PEM", "ssl.keystore.location": "/etc/me.pem", "ssl.key.password": "k"},
-     {"ssl_certfile": "/etc/me.pem", "ssl_password": "k"}),
+    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": PEM}, {"ssl_cafile": PEM}),
+    ({**SSL, "ssl.keystore.type": "PEM", "ssl.keystore.location": PEM, "ssl.key.password": "k"},
+     {"ssl_certfile": PEM, "ssl_password": "k"}),
     ({**SSL, "ssl.endpoint.identification.algorithm": ""}, {"ssl_check_hostname": False}),
     ({**SSL, "ssl.endpoint.identification.algorithm": "https"}, {"ssl_check_hostname": True}),
-    ({**SSL, "ssl.cafile": "/ca.pem", "ssl.certfile": "/c.pem", "ssl.keyfile": "/k.pem", "ssl.crlfile": "/crl.pem"},
-     {"ssl_cafile": "/ca.pem", "ssl_certfile": "/c.pem", "ssl_keyfile": "/k.pem", "ssl_crlfile": "/crl.pem"}),
+    ({**SSL, "ssl.cafile": PEM, "ssl.certfile": PEM, "ssl.keyfile": PEM, "ssl.crlfile": PEM},
+     {"ssl_cafile": PEM, "ssl_certfile": PEM, "ssl_keyfile": PEM, "ssl_crlfile": PEM}),
     ({**SASL, "sasl.jaas.config": PLAIN_JAAS},
      {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
       "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}),
@@ -67,9 +68,13 @@ def test_client_kwargs_accepts(props, expected):
      "ssl.truststore.type='JKS': expected PEM (kafka-python reads PEM files only"),
     ({**SSL, "ssl.truststore.location": "/ts.jks"},
      "ssl.truststore.location='/ts.jks': expected a PEM file, with ssl.truststore.type=PEM (the Java default is JKS)"),
-    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/a.pem", "ssl.cafile": "/b.pem"},
+    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/a.pem", "ssl.cafile": PEM},
      "ssl.truststore.location='/a.pem': expected either ssl.truststore.location or ssl.cafile, not both"),
     ({**BOOTSTRAP, "ssl.cafile": "/ca.pem"}, "ssl.cafile='/ca.pem': expected no ssl.* keys with security.protocol=PLAINTEXT"),
+    ({**SSL, "ssl.cafile": "/no/such/ca.pem"}, "ssl.cafile='/no/such/ca.pem': expected the path of a readable file"),
+    ({**SSL, "ssl.crlfile": "/"}, "ssl.crlfile='/': expected the path of a readable file"),  # a directory
+    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": "/no/ts.pem"},
+     "ssl.truststore.location='/no/ts.pem': expected the path of a readable file"),
     ({**SSL, "sasl.mechanism": "PLAIN"}, "sasl.mechanism='PLAIN': expected no sasl.* keys with security.protocol=SSL"),
     ({**SASL, "sasl.mechanism": "GSSAPI", "sasl.jaas.config": PLAIN_JAAS},
      "sasl.mechanism='GSSAPI': expected PLAIN or SCRAM-SHA-256 or SCRAM-SHA-512 with SASL_PLAINTEXT"),

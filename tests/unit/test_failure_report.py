@@ -1,0 +1,168 @@
+"""One line per failure: a failed poll is one WARNING naming its cause, the first poll that succeeds again one
+INFO line saying how long they failed; the metrics count the same polls. Fakes inject the faults."""
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from quota_sidecar.decider import Decider
+from quota_sidecar.errors import RetryableAdminError
+from quota_sidecar.loop import FailureReport, Sidecar
+from quota_sidecar.observation import Volume
+
+from builders import AT, MiB, sidecar_config
+
+CAUSE = "cannot reach any bootstrap server 127.0.0.1:1 (connection refused)"
+
+
+class FlakyStore:
+    """Fault injection: the sidecars' records cannot be read while `down` is set; else there are none."""
+
+    def __init__(self):
+        self.down = True
+
+    def read_all(self, create: bool = True):
+        if self.down:
+            raise RetryableAdminError(CAUSE)
+        return {}
+
+    def put(self, key, value):
+        pass
+
+    def delete(self, key):
+        pass
+
+    def close(self):
+        pass
+
+
+class OneBrokerAdmin:
+    """A cluster of one broker with one roomy volume, and no client quotas set."""
+
+    def live_broker_ids(self):
+        return [1]
+
+    def describe_volumes(self, brokers, now):
+        return [Volume(1, "/data", 100 * MiB, 80 * MiB, now)]
+
+    def describe_user_quotas(self, entities):
+        return {entity: {} for entity in entities}
+
+    def alter_user_quotas(self, changes):
+        pass
+
+    def close(self):
+        pass
+
+
+def nothing_violated(rows, limit):
+    return 1.0, [{**row, "available_ratio": 0.8, "fill_bytes_per_sec": None, "seconds_to_limit": None,
+                  "violated": False, "predicted": False, "throttle_factor": 1.0} for row in rows]
+
+
+class Clock:
+    def __init__(self):
+        self.now = AT
+
+    def __call__(self):
+        return self.now
+
+
+class Monotonic:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def sidecar():
+    config = sidecar_config()
+    car = Sidecar(config, OneBrokerAdmin(), FlakyStore(), Decider(config, nothing_violated), clock=Clock())
+    car.poll_report = FailureReport("poll", "polls", monotonic=Monotonic())
+    return car
+
+
+def warnings_and_up(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+def test_each_failed_poll_is_one_warning_naming_the_cause(sidecar, caplog):
+    for _ in range(3):
+        sidecar.run_pass()
+
+    assert warnings_and_up(caplog) == [f"poll failed: reading the sidecars' records: {CAUSE}"] * 3
+    assert sidecar.snapshot().counters.poll_failures == 3
+
+
+def test_polls_that_succeed_again_say_so_once_with_how_long_they_failed(sidecar, caplog):
+    caplog.set_level(logging.INFO, logger="quota_sidecar.loop")
+    for _ in range(3):
+        sidecar.run_pass()
+        sidecar.poll_report.monotonic.now += 10
+    sidecar.store.down = False
+
+    sidecar.run_pass()
+    sidecar.run_pass()
+
+    recovered = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "again" in r.getMessage()]
+    assert recovered == ["polls succeed again after 3 failed polls over 30s"]
+    counters = sidecar.snapshot().counters
+    assert (counters.polls, counters.poll_failures) == (5, 3)
+
+
+def test_a_failure_while_writing_is_one_warning_and_a_failed_pass(sidecar, caplog):
+    sidecar.store.down = False
+
+    def refused(changes):
+        raise RetryableAdminError("AlterClientQuotas failed: KafkaConnectionError: connection refused")
+    sidecar.admin.alter_user_quotas = refused
+
+    decision = sidecar.run_pass()
+
+    assert decision.error is None
+    assert warnings_and_up(caplog) == [
+        "pass failed while writing: AlterClientQuotas failed: KafkaConnectionError: connection refused"]
+    assert sidecar.snapshot().counters.pass_failures == 1
+
+
+def test_the_fallback_applies_on_the_validity_timeline_from_the_first_poll(sidecar):
+    clock = sidecar.clock
+    for seconds in range(0, 400, 60):
+        clock.now = AT + timedelta(seconds=seconds)
+        decision = sidecar.run_pass()
+        assert decision.valid_from == AT
+        assert decision.source == ("initial" if seconds <= 300 else "fallback")
+
+
+@pytest.mark.parametrize("error, line", [
+    (RuntimeError('<_InactiveRpcError of RPC that terminated with:\n\tstatus = StatusCode.UNAVAILABLE\n\tdetails = '
+                  '"failed to connect to all addresses"\n\tdebug_error_string = "UNAVAILABLE:failed"\n>'),
+     "UNAVAILABLE: failed to connect to all addresses"),
+    (RuntimeError("[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number.\nmore"),
+     "[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number."),
+    (ValueError("\n  first words\nsecond line"), "ValueError: first words"),
+    (TimeoutError(), "TimeoutError"),
+])
+def test_a_spark_failure_is_told_in_one_line(error, line):
+    from spark_jobs.session import reason
+
+    assert reason(error) == line
+
+
+def test_replication_passes_report_their_failures_alike(caplog):
+    caplog.set_level(logging.INFO, logger="quota_sidecar.loop")
+    clock = Monotonic()
+    report = FailureReport("replication pass", "replication passes", monotonic=clock)
+
+    report.failure("ListPartitionReassignments failed: NodeNotReadyError")
+    clock.now += 5
+    report.failure("ListPartitionReassignments failed: NodeNotReadyError")
+    report.success()
+    report.success()
+
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "replication pass failed: ListPartitionReassignments failed: NodeNotReadyError")] * 2 + [
+        ("INFO", "replication passes succeed again after 2 failed replication passes over 5s")]
