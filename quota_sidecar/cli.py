@@ -266,7 +266,7 @@ def _status_from_cluster(config: configuration.SidecarConfig, timeout: float) ->
     """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster.
     Spark starts only once the cluster has been read: an unreachable cluster is told at once."""
     from . import status as view
-    from .loop import utcnow
+    from .snapshot import utcnow
 
     sidecar = build_sidecar(config, measure_network=False, start_spark=False)
     try:

@@ -151,7 +151,8 @@ class Decider:
                                key=lambda v: (v.broker_id, v.log_dir)))
         usable = [volume for volume in volumes if volume.usable]
         # What was seen is history even should Spark fail to judge it now.
-        self.history = recorded(self.history, usable, observation.at, self.config.fill_window)
+        self.history = recorded(self.history, [*observation.local_samples, *usable], observation.at,
+                                self.config.fill_window)
         factor, judged = self.judge_volumes(with_history(self.history, usable, observation.at),
                                             self.config.storage_limit.as_params())
         self.missing = (self.missing | (set(self.remembered) - set(considered))) - set(answered)

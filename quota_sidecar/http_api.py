@@ -12,7 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from waitress.server import create_server
 
 from . import records, status as status_view
-from .loop import Snapshot, utcnow
+from .snapshot import Snapshot, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -12,77 +12,22 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Callable, Mapping
+from typing import Callable
 
 from . import deadline, ownership, quotas, records
 from .config import SidecarConfig
 from .decider import Decider, Decision
 from .errors import AdminError, DecisionFailed, RetryableAdminError
-from .observation import Entity, Observation, ReplicationObservation
+from .failure_report import FailureReport
+from .local_watch import LocalWatch
+from .observation import Observation, Volume
 from .replication import ReplicationRunner
-from .throttle_factor import FactorState
-from .throttles import ReplicationDecision
+from .snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
+from .volumes import default_horizon, foreign_dirs
 
 log = logging.getLogger(__name__)
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-@dataclass
-class Counters:
-    """Counts since start (Prometheus counters), and the last pass's duration (a gauge)."""
-    polls: int = 0
-    poll_failures: int = 0
-    pass_failures: int = 0      # a pass that raised (logged with its traceback; the loop goes on)
-    fallback_applied: int = 0
-    limit_violations: int = 0   # violating volumes, summed over polls
-    writes: int = 0             # client quota values written to the cluster
-    last_poll_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class ReplicationView:
-    """The replication side of a snapshot: this sidecar's broker, what its last pass read and decided."""
-    broker_id: int
-    capacity: int | None
-    observation: ReplicationObservation | None
-    decision: ReplicationDecision | None
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The sidecar's state at the end of a pass: what status, metrics and /healthz show."""
-    config: SidecarConfig
-    factor: FactorState
-    decision: Decision | None
-    counters: Counters
-    quotas_in_force: Mapping[Entity, Mapping[str, float]]
-    replication: ReplicationView | None = None
-
-
-class FailureReport:
-    """One WARNING per failed poll (or pass) naming the cause; one INFO line when they succeed again."""
-
-    def __init__(self, what: str, plural: str, monotonic: Callable[[], float] = time.monotonic):
-        self.what, self.plural, self.monotonic = what, plural, monotonic
-        self.failed = 0
-        self.since: float | None = None
-
-    def failure(self, cause: str) -> None:
-        if self.since is None:
-            self.since = self.monotonic()
-        self.failed += 1
-        log.warning("%s failed: %s", self.what, cause)
-
-    def success(self) -> None:
-        if self.failed:
-            log.info("%s succeed again after %d failed %s over %.0fs", self.plural, self.failed,
-                     self.what if self.failed == 1 else self.plural, self.monotonic() - self.since)
-        self.failed, self.since = 0, None
 
 
 class GracefulShutdown:
@@ -90,14 +35,23 @@ class GracefulShutdown:
 
     def __init__(self):
         self.event = threading.Event()
+        self._wakes: list[threading.Event] = []
 
     def install(self) -> "GracefulShutdown":
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.event.set())
+            signal.signal(sig, lambda *_: self.set())
         return self
 
-    def wait(self, seconds: float) -> bool:
-        return self.event.wait(seconds)
+    def set(self) -> None:
+        self.event.set()
+        for wake in self._wakes:
+            wake.set()
+
+    def also_wakes(self, wake: threading.Event) -> None:
+        """A loop that sleeps on `wake` (set by others too) wakes at shutdown as well."""
+        self._wakes.append(wake)
+        if self.event.is_set():
+            wake.set()
 
 
 class Sidecar:
@@ -113,6 +67,9 @@ class Sidecar:
         self.quotas_in_force: dict = {}
         self.poll_report = FailureReport("poll", "polls")
         self.replication_report = FailureReport("replication pass", "replication passes")
+        self.wake = threading.Event()  # the local watch asks for a pass now
+        self.watch = self._local_watch()
+        self._near_the_limit = False
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
         self.publish()
@@ -125,8 +82,10 @@ class Sidecar:
         runner = self.replication
         view = None if runner is None else ReplicationView(
             runner.broker_id, runner.config.capacity(runner.broker_id), runner.last_observation, runner.last)
+        watch = None if self.watch is None else LocalWatchView(
+            tuple(self.watch.dirs), dict(self.watch.unreadable), tuple(self.watch.danger))
         snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
-                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view)
+                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view, watch)
         with self._lock:
             self._published = snapshot
 
@@ -154,7 +113,7 @@ class Sidecar:
             all_records = None
             observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
-            observation = self.observe(all_records, now)
+            observation = replace(self.observe(all_records, now), local_samples=self._local_samples(now))
         decision = self.decider.decide(observation)
         self.counters.polls += 1
         self.counters.poll_failures += decision.error is not None
@@ -170,6 +129,10 @@ class Sidecar:
                 self.counters.pass_failures += 1
                 write_error = str(error)
         self._report(decision, write_error)
+        if self.watch is not None and self.config.broker_id is not None and decision.error is None:
+            latest = {log_dir: samples[-1] for log_dir, samples in self.watch.history().items()}
+            self.watch.exclude(foreign_dirs(latest, [v for v in decision.volumes
+                                                     if v.broker_id == self.config.broker_id]))
         return decision
 
     def _report(self, decision: Decision, write_error: str | None) -> None:
@@ -312,6 +275,8 @@ class Sidecar:
             log.warning("warming up the Spark queries failed: %s", failure)
 
     def close(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
         if self.replication is not None:
             self.replication.close()
         self.admin.close()
@@ -325,10 +290,14 @@ class Sidecar:
         every = full_every
         if self.replication is not None:  # replication passes in between, when they are more frequent
             every = min(full_every, self.config.replication.check_interval.total_seconds())
+        shutdown.also_wakes(self.wake)
+        if self.watch is not None:
+            self.watch.start()
         next_full = time.monotonic()
         while not shutdown.event.is_set():
             started = time.monotonic()
-            full = started >= next_full
+            now = self._pass_now()
+            full = now or started >= next_full
             try:
                 if full:
                     self.run_pass()
@@ -338,10 +307,51 @@ class Sidecar:
                 self.counters.pass_failures += 1
                 log.exception("sidecar pass failed; the next pass retries")
                 self.publish()
-            if full:  # at a fixed rate from each pass's start: a slow pass does not push the next one back
+            if full and not now:  # at a fixed rate from each pass's start: a slow pass does not push the next back
                 next_full = started + full_every
-            if shutdown.wait(max(0.0, min(started + every, next_full) - time.monotonic())):
-                break
+            self.wake.wait(max(0.0, min(started + every, next_full) - time.monotonic()))
+
+    # -------------------------------------------------------------- the local watch
+
+    def _local_watch(self) -> LocalWatch | None:
+        settings, limit = self.config.local_watch, self.config.storage_limit
+        if not settings.enabled or limit is None or not self.config.storage_check_enabled:
+            return None
+        return LocalWatch(settings, limit, self.wake.set, self._horizon)
+
+    def _horizon(self) -> float:
+        """How far ahead of the limit a local volume asks for a pass: the configured horizon or a few passes,
+        plus the lead time of predicted violations, so that the pass that predicts one runs in time."""
+        settings = self.config.local_watch
+        horizon = (settings.horizon.total_seconds() if settings.horizon is not None else
+                   default_horizon(self.counters.last_poll_seconds, settings.interval.total_seconds()))
+        return horizon + self.config.storage_limit.lead_time.total_seconds()
+
+    def _pass_now(self) -> bool:
+        """Whether the local watch asked for a pass now; one line when a dir comes near the limit, one when
+        none is any more."""
+        asked = self.wake.is_set()
+        self.wake.clear()
+        near = list(self.watch.danger) if self.watch is not None else []
+        if near and not self._near_the_limit:
+            log.info("pass now: local dir %s at or near the limit (within %.1fs at its fill rate); passes follow "
+                     "at the watch's pace while it stays there", ", ".join(near), self._horizon())
+        elif self._near_the_limit and not near:
+            log.info("local dirs away from the limit again: passes every %s", self.config.check_interval)
+        self._near_the_limit = bool(near)
+        now = asked and bool(near)
+        self.counters.watch_passes += now
+        return now
+
+    def _local_samples(self, now: datetime) -> tuple[Volume, ...]:
+        """This broker's local samples as volume measurements for the fill history (its broker id known)."""
+        broker = self.config.broker_id
+        if self.watch is None or broker is None:
+            return ()
+        offset = now.timestamp() - time.monotonic()  # monotonic seconds -> wall clock
+        return tuple(Volume(broker, sample.log_dir, sample.total_bytes, sample.available_bytes,
+                            datetime.fromtimestamp(sample.at + offset, timezone.utc))
+                     for samples in self.watch.history().values() for sample in samples)
 
 
 def _after(in_force: dict, writes: list[ownership.Write]) -> dict:

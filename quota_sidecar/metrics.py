@@ -12,7 +12,7 @@ from typing import Callable
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from .loop import Snapshot
+from .snapshot import Snapshot
 
 NAMESPACE = "quota_sidecar"
 

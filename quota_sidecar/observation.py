@@ -127,5 +127,6 @@ class Observation:
     volumes: tuple[Volume, ...] = ()
     error: str | None = None
     replication: ReplicationObservation | None = None  # when replication throttles are on
+    local_samples: tuple[Volume, ...] = ()  # this broker's own dirs between polls (the local watch): fill history
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from . import __version__, quotas
 from .decider import iso
-from .loop import ReplicationView, Snapshot
+from .snapshot import ReplicationView, Snapshot
 from .observation import FOLLOWER, LEADER, Overrides
 
 VIOLATED, OK = "VIOLATED", "ok"
@@ -41,6 +41,11 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
     }
     if snapshot.replication is not None:
         status["replication"] = _replication(snapshot.replication)
+    watch = snapshot.local_watch
+    status["local_watch"] = None if watch is None else {
+        "watched": [d for d in watch.watched if d not in watch.not_watched], "not_watched": dict(watch.not_watched),
+        "near_the_limit": list(watch.near_the_limit), "every_seconds": config.local_watch.interval.total_seconds(),
+        "passes_started": snapshot.counters.watch_passes}
     return status
 
 
@@ -110,6 +115,7 @@ def render(status: dict) -> str:
     ]
     if throttle["last_error"]:
         lines.append(f"last poll failed: {throttle['last_error']}")
+    lines += _render_watch(status.get("local_watch"))
     lines += ["", table(["broker", "log dir", "total", "available", "ratio", "margin", "fill", "limit", "state"],
                         [[v["broker_id"], v["log_dir"], _bytes(v["total_bytes"]), _bytes(v["available_bytes"]),
                           _ratio(v["available_ratio"]), _margin(v["margin"]), _fill(v.get("fill_bytes_per_sec")),
@@ -122,6 +128,18 @@ def render(status: dict) -> str:
     if "replication" in status:
         lines += ["", _render_replication(status["replication"])]
     return "\n".join(lines)
+
+
+def _render_watch(watch: dict | None) -> list[str]:
+    if watch is None:
+        return ["local watch: off (no log dirs of this broker known, or storage.local.watch.interval=PT0S)"]
+    lines = []
+    if watch["watched"]:
+        near = f"; near the limit: {', '.join(watch['near_the_limit'])}" if watch["near_the_limit"] else ""
+        lines.append(f"local watch: {', '.join(watch['watched'])} every {watch['every_seconds']:g}s "
+                     f"({watch['passes_started']} passes started early){near}")
+    lines += [f"local watch: not watching {path}: {why}" for path, why in watch["not_watched"].items()]
+    return lines
 
 
 def _render_replication(replication: dict) -> str:

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 from quota_sidecar import config as cfg, quotas
 from quota_sidecar.decider import Decision
-from quota_sidecar.loop import Counters, ReplicationView, Snapshot
+from quota_sidecar.snapshot import Counters, ReplicationView, Snapshot
 from quota_sidecar.observation import BrokerLoad, Overrides, Reassignment, ReplicationObservation, Volume
 from quota_sidecar.throttle_factor import COMPUTED, FactorState
 from quota_sidecar.throttles import BrokerRates, ReplicationDecision
@@ -15,10 +15,11 @@ MiB = 1 << 20
 
 
 def sidecar_config(**keys) -> cfg.SidecarConfig:
+    """A configuration for broker 3's sidecar; a key given as None is left out."""
     return cfg.from_properties({f"{cfg.PREFIX}{key}": str(value) for key, value in {
         "kafka.admin.bootstrap.servers": "127.0.0.1:9092",
         "storage.per.volume.limit.min.available.bytes": 24 * MiB, "produce": 1_000_000, "broker.id": 3,
-        **keys}.items()})
+        **keys}.items() if value is not None})
 
 
 def snapshot(replication: bool = False, **changes) -> Snapshot:

@@ -8,7 +8,8 @@ import pytest
 
 from quota_sidecar.decider import Decider
 from quota_sidecar.errors import RetryableAdminError
-from quota_sidecar.loop import FailureReport, Sidecar
+from quota_sidecar.failure_report import FailureReport
+from quota_sidecar.loop import Sidecar
 from quota_sidecar.observation import Volume
 
 from builders import AT, MiB, sidecar_config

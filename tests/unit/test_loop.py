@@ -104,3 +104,40 @@ def test_shutdown_before_the_loop_runs_no_pass(keys):
     sidecar(store, **keys).run(shutdown)
 
     assert store.reads == 0
+
+
+def test_a_local_dir_at_the_limit_starts_passes_long_before_the_interval(tmp_path, caplog):
+    """The local watch reads a real dir of this machine: a ratio limit of 1.0 puts it at the limit at once."""
+    shutdown = GracefulShutdown()
+    store = FailingStore(RetryableAdminError("no broker"), after=lambda reads: reads == 4 and shutdown.set())
+    car = sidecar(store, **{"storage.check.interval": "PT1H", "storage.local.log.dirs": str(tmp_path),
+                            "storage.per.volume.limit.min.available.bytes": None,
+                            "storage.per.volume.limit.min.available.ratio": "1.0"})
+
+    loop = threading.Thread(target=car.run, args=(shutdown,))
+    with caplog.at_level("INFO", logger="quota_sidecar.loop"):
+        loop.start()
+        loop.join(timeout=30)
+
+    assert not loop.is_alive(), "four passes did not come within 30 s at a check interval of an hour"
+    assert store.reads == 4 and car.snapshot().counters.watch_passes == 3  # the first pass is the regular one
+    assert caplog.text.count(f"pass now: local dir {tmp_path} at or near the limit") == 1
+    assert car.snapshot().local_watch.near_the_limit == (str(tmp_path),)
+
+
+def test_without_local_dirs_there_is_no_watch_and_the_interval_holds():
+    car = sidecar(FailingStore(RuntimeError("unused")))
+    assert car.watch is None and car.snapshot().local_watch is None
+
+
+def test_shutdown_wakes_a_loop_waiting_for_its_next_pass():
+    shutdown = GracefulShutdown()
+    store = FailingStore(RetryableAdminError("no broker"))
+    car = sidecar(store, **{"storage.check.interval": "PT1H"})
+    loop = threading.Thread(target=car.run, args=(shutdown,))
+    loop.start()
+    while store.reads == 0:
+        threading.Event().wait(0.01)
+    shutdown.set()
+    loop.join(timeout=5)
+    assert not loop.is_alive() and store.reads == 1
