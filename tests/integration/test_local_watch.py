@@ -26,7 +26,7 @@ from quota_sidecar.properties import PREFIX
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20
-LIMIT = 128 * MiB
+LIMIT = 256 * MiB  # what the producer may still write once it crosses: ~2 s at full speed on this machine
 FILESYSTEM = LIMIT + 160 * MiB  # a margin a full-speed Java producer crosses in about 1.5 s on this machine
 RECORD = 16 << 10
 FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.requests.per.connection": 5,
@@ -100,7 +100,7 @@ def read_back(bootstrap: str, topic: str) -> int:
 def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_interval(flooded_broker, tmp_path):
     cluster, small_dir, topic = flooded_broker
     sidecar = sidecar_beside_broker_3(cluster, small_dir, tmp_path)
-    with sidecar.start():
+    with sidecar:
         sidecar.wait_ready()
         output = tmp_path / "producer.log"
         with FreeSpace(small_dir) as free:
