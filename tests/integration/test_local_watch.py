@@ -124,3 +124,25 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
         [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
     assert volume.error is None, f"the log dir went offline: {volume.error}"
     assert read_back(cluster.bootstrap_servers, topic) >= acknowledged > 0
+
+
+def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosses(flooded_broker, tmp_path):
+    """About 40 MB/s (2,500 records of 16 KiB a second): the margin lasts about 4 s. The local samples make
+    the fill rate; a short fill window lets it follow a flood that began a moment ago."""
+    cluster, small_dir, topic = flooded_broker
+    sidecar = sidecar_beside_broker_3(cluster, small_dir, tmp_path, **{
+        "storage.per.volume.limit.lead.time": "PT10S", "storage.fill.window": "PT5S"})
+    with sidecar:
+        sidecar.wait_ready()
+        with FreeSpace(small_dir) as free:
+            started = time.monotonic()
+            producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD,
+                                            2500, tmp_path / "producer.log", **FLOOD)
+            try:
+                throttled = sidecar.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
+            finally:
+                producer.send_signal(signal.SIGTERM)
+                producer.wait(30)
+    crossed = "never" if free.crossed_at is None else f"{free.crossed_at - started:.2f} s"
+    print(f"quota written {throttled.at - started:.2f} s after the flood began; limit crossed: {crossed}")
+    assert free.crossed_at is None or throttled.at < free.crossed_at, "the quota came after the crossing"
