@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -200,31 +199,6 @@ def create_topics(bootstrap: str, topics: dict[str, dict], timeout_ms: int = 120
 def delete_topics(bootstrap: str, names: list[str]) -> None:
     with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
         admin.delete_topics(names, timeout_ms=30_000)
-
-
-def free_bytes(path: str) -> int:
-    """What DescribeLogDirs reports as usable bytes: statvfs f_bavail × f_frsize."""
-    stats = os.statvfs(path)
-    return stats.f_bavail * stats.f_frsize
-
-
-class DiskSampler(Periodic):
-    """Samples a directory's free bytes every `every` seconds: (time.monotonic(), free bytes)."""
-
-    def __init__(self, path: str, every: float = 0.05):
-        super().__init__(every)
-        self.path = path
-        self.samples: list[tuple[float, int]] = []
-
-    def sample(self) -> None:
-        self.samples.append((time.monotonic(), free_bytes(self.path)))
-
-    def crossed_at(self, limit: int) -> float | None:
-        """The first sample at which free bytes <= limit."""
-        return next((at for at, free in list(self.samples) if free <= limit), None)
-
-    def lowest(self) -> int:
-        return min(free for _, free in self.samples)
 
 
 def flood_producer(bootstrap: str, topic: str) -> Flood:

@@ -28,10 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (KiB, MiB, DiskSampler, Flood, LoadWatch, PassWatch, Result, SidecarProcess, Stats, cell, create_topics,
-                    delete_topics, flood_producer, free_bytes, print_result, provenance, sidecar_properties, table,
+from common import (KiB, MiB, Flood, LoadWatch, PassWatch, Result, SidecarProcess, Stats, cell, create_topics,
+                    delete_topics, flood_producer, print_result, provenance, sidecar_properties, table,
                     sidecar_running, this_command, uptime)
 from quota_sidecar.config import duration
+from harness.disk import DiskSampler, free_bytes
 from harness.local_cluster import LocalKafkaCluster
 
 TITLE = "Throttle latency"  # its subsection of "## Disk protection" in docs/benchmarks.md

@@ -8,9 +8,7 @@ and every record the producer saw acknowledged is read back.
 
 from __future__ import annotations
 
-import os
 import signal
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from harness.disk import DiskSampler
 from harness.kafka_tools import acknowledged_so_far, producer_performance
 from harness.sidecar_process import SidecarProcess
 from quota_sidecar.admin import ClusterAdmin
@@ -31,31 +30,6 @@ FILESYSTEM = LIMIT + 160 * MiB  # a margin a full-speed Java producer crosses in
 RECORD = 16 << 10
 FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.requests.per.connection": 5,
          "compression.type": "none", "delivery.timeout.ms": 30000, "request.timeout.ms": 20000}
-
-
-class FreeSpace:
-    """statvfs of one dir every 10 ms in a thread: the lowest free space, and when the limit was crossed."""
-
-    def __init__(self, path: str):
-        self.path, self.lowest, self.crossed_at = path, None, None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> FreeSpace:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.01):
-            found = os.statvfs(self.path)
-            free = found.f_bavail * found.f_frsize
-            self.lowest = free if self.lowest is None else min(self.lowest, free)
-            if free <= LIMIT and self.crossed_at is None:
-                self.crossed_at = time.monotonic()
 
 
 @pytest.fixture
@@ -103,7 +77,7 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
     with sidecar:
         sidecar.wait_ready()
         output = tmp_path / "producer.log"
-        with FreeSpace(small_dir) as free:
+        with DiskSampler(small_dir, every=0.01) as free:
             started = time.monotonic()
             producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD, -1,
                                             output, **FLOOD)
@@ -115,11 +89,11 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
                 producer.wait(30)
         local = sidecar.first_line(r"pass now: local dir", after=started)
     acknowledged = acknowledged_so_far(output.read_text())
-    print(f"margin crossed {free.crossed_at - started:.2f} s after the flood began; quota written "
-          f"{throttled.at - free.crossed_at:+.2f} s from the crossing; lowest free {free.lowest / MiB:.1f} MiB; "
-          f"{acknowledged} records reported acknowledged")
+    crossed = free.crossed_at(LIMIT)
+    print(f"margin crossed {crossed - started:.2f} s after the flood began; quota written {throttled.at - crossed:+.2f}"
+          f" s from it; lowest free {free.lowest() / MiB:.1f} MiB; {acknowledged} records reported acknowledged")
     assert local is not None, "the pass was not started by the local watch"
-    assert free.lowest > 0, "the filesystem filled up"
+    assert free.lowest() > 0, "the filesystem filled up"
     with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
         [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
     assert volume.error is None, f"the log dir went offline: {volume.error}"
@@ -134,7 +108,7 @@ def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosse
         "storage.per.volume.limit.lead.time": "PT10S", "storage.fill.window": "PT5S"})
     with sidecar:
         sidecar.wait_ready()
-        with FreeSpace(small_dir) as free:
+        with DiskSampler(small_dir, every=0.01) as free:
             started = time.monotonic()
             producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD,
                                             2500, tmp_path / "producer.log", **FLOOD)
@@ -143,6 +117,7 @@ def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosse
             finally:
                 producer.send_signal(signal.SIGTERM)
                 producer.wait(30)
-    crossed = "never" if free.crossed_at is None else f"{free.crossed_at - started:.2f} s"
-    print(f"quota written {throttled.at - started:.2f} s after the flood began; limit crossed: {crossed}")
-    assert free.crossed_at is None or throttled.at < free.crossed_at, "the quota came after the crossing"
+    crossed = free.crossed_at(LIMIT)
+    print(f"quota written {throttled.at - started:.2f} s after the flood began; limit crossed: "
+          + ("never" if crossed is None else f"{crossed - started:.2f} s"))
+    assert crossed is None or throttled.at < crossed, "the quota came after the crossing"

@@ -1,0 +1,132 @@
+"""Kafka's own Java producer against the protection: does the throttle land before the disk fills?
+
+Per run: a fresh 1-broker cluster (a run without protection in time takes its log dir offline), its
+only log dir on a tmpfs of LIMIT + MARGIN; `quota-sidecar run` beside it (a subprocess, embedded Spark,
+`min.available.bytes` = LIMIT, `produce` 1 GiB/s so that factor 0 means 1 B/s) at a check interval, with
+or without the local watch; then ProducerPerformance (16 KiB records, acks=all, 5 requests in flight)
+at full speed (`--throughput -1`) or at 40 MB/s into a one-partition topic there. statvfs of the dir
+every 10 ms. Per run:
+
+- crossing: the first sample with available bytes <= LIMIT;
+- quota written: the time stamp of the sidecar's line `producer_byte_rate: ... -> 1`, minus the crossing
+  (negative: before it, as a lead time can make it);
+- stalled: the first sample after which free space drops less than 1 MiB in the next 2 s, minus the
+  crossing; none when the filesystem filled first;
+- lowest free space, and whether the broker reported the log dir offline afterwards.
+
+    .venv/bin/python benchmarks/java_flood.py [--intervals PT1S,PT10S,PT1M] [--runs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from common import MiB, LoadWatch, Result, create_topics, print_result, provenance, sidecar_properties, \
+    sidecar_running, table, this_command
+from harness.disk import DiskSampler
+from harness.kafka_tools import producer_performance
+from harness.local_cluster import LocalKafkaCluster
+from quota_sidecar.admin import ClusterAdmin
+
+TITLE = "Throttle latency against Kafka's Java producer"
+LIMIT, MARGIN = 256 * MiB, 160 * MiB
+RECORD = 16 << 10
+SPEEDS = {"full speed": -1, "40 MB/s": 40_000_000 / RECORD}
+FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.requests.per.connection": 5,
+         "compression.type": "none", "delivery.timeout.ms": 30000, "request.timeout.ms": 20000}
+
+
+def stalled_at(samples: list[tuple[float, int]], after: float) -> float | None:
+    """The first sample time >= after from which free space falls less than 1 MiB in the next 2 s."""
+    for index, (at, free) in enumerate(samples):
+        if at < after:
+            continue
+        later = [f for t, f in samples[index:] if t <= at + 2.0]
+        if samples[-1][0] >= at + 2.0 and free - min(later) < MiB:
+            return at
+    return None
+
+
+def one_run(interval: str, watch: bool, speed: float, work_dir: Path) -> dict:
+    with LocalKafkaCluster(brokers=1, small_log_dirs={(1, 0): LIMIT + MARGIN}) as cluster:
+        small_dir = cluster.log_dirs(1)[0]
+        create_topics(cluster.bootstrap_servers, {"flood": {"assignments": {0: [1]}}})
+        keys = {"storage.check.interval": interval, "storage.per.volume.limit.min.available.bytes": LIMIT,
+                "produce": 1 << 30, "storage.local.log.dirs": small_dir}
+        if not watch:
+            keys["storage.local.watch.interval"] = "PT0S"
+        properties = {"node.id": 1, **sidecar_properties(cluster.bootstrap_servers, **keys)}
+        with sidecar_running(properties, work_dir, name=f"sidecar-{interval}-{watch}") as sidecar:
+            sidecar.wait_for_polls(2, timeout=300)
+            with DiskSampler(small_dir, every=0.01) as disk:
+                started = time.monotonic()
+                producer = producer_performance(cluster.bootstrap_servers, "flood", 4 * (LIMIT + MARGIN) // RECORD,
+                                                RECORD, speed, work_dir / "producer.log", **FLOOD)
+                try:
+                    deadline = started + 120
+                    while (crossed := disk.crossed_at(LIMIT)) is None and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    written = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+                    while written is None and time.monotonic() < deadline and disk.lowest() > 0:
+                        time.sleep(0.1)
+                        written = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+                    time.sleep(4)
+                finally:
+                    producer.send_signal(signal.SIGTERM)
+                    producer.wait(30)
+        with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+            offline = any(v.error for v in admin.describe_volumes([1], datetime.now(timezone.utc)))
+    samples = list(disk.samples)
+    stalled = None if crossed is None else stalled_at(samples, crossed)
+    return {"crossing": None if crossed is None else crossed - started,
+            "written": None if written is None or crossed is None else written.at - crossed,
+            "stalled": None if stalled is None or disk.lowest() == 0 else stalled - crossed,
+            "lowest": disk.lowest(), "offline": offline}
+
+
+def run(intervals=("PT1S", "PT10S", "PT1M"), runs: int = 1) -> Result:
+    rows = []
+    with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-java-flood-") as work_dir:
+        for speed_name, speed in SPEEDS.items():
+            for interval in intervals:
+                for watch in (False, True):
+                    for _ in range(runs):
+                        r = one_run(interval, watch, speed, Path(work_dir))
+                        rows.append([speed_name, f"`{interval}`", "on" if watch else "off", seconds(r["crossing"]),
+                                     seconds(r["written"]), seconds(r["stalled"]), f"{r['lowest'] / MiB:.0f} MiB",
+                                     "**yes**" if r["offline"] else "no"])
+                        print("  ", *rows[-1], flush=True)
+    markdown = "\n\n".join([
+        f"One run per line. A 1-broker cluster per run, its log dir on a {(LIMIT + MARGIN) // MiB} MiB tmpfs, "
+        f"`min.available.bytes` = {LIMIT // MiB} MiB; `quota-sidecar run` (embedded Spark) beside it; Kafka's "
+        "ProducerPerformance (16 KiB records, acks=all, up to 5 requests in flight, 256 KiB batches) into a "
+        "one-partition topic there. **Crossing**: flood start → free space at the limit (statvfs every 10 ms). "
+        "**Quota written**: crossing → the sidecar's log line `producer_byte_rate: … -> 1` (negative: before "
+        "the crossing). **Stalled**: crossing → free space falls < 1 MiB in the next 2 s (– when the disk "
+        "filled). **Offline**: the broker reports the log dir offline afterwards.",
+        table(["producer", "check interval", "local watch", "crossing", "quota written", "stalled",
+               "lowest free", "offline"], rows),
+        provenance(this_command(), load),
+    ])
+    return Result(TITLE, markdown)
+
+
+def seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.2f} s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--intervals", default="PT1S,PT10S,PT1M", help="comma-separated ISO-8601 check intervals")
+    parser.add_argument("--runs", type=int, default=1)
+    args = parser.parse_args()
+    print_result(run(tuple(args.intervals.split(",")), args.runs))
+
+
+if __name__ == "__main__":
+    main()
