@@ -9,6 +9,7 @@ from typing import Callable
 
 from flask import Flask, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from waitress import wasyncore
 from waitress.server import create_server
 
 from . import records, status as status_view
@@ -94,7 +95,8 @@ class HttpServer:
     def __init__(self, app: Flask, host: str, port: int):
         self.server = create_server(app, host=host, port=port, threads=4, _start=True)
         self.host, self.port = host, int(self.server.effective_port)
-        self.thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, name="http", daemon=True)
 
     def start(self) -> "HttpServer":
         self.thread.start()
@@ -102,5 +104,17 @@ class HttpServer:
         return self
 
     def stop(self) -> None:
-        self.server.close()
-        self.thread.join(timeout=5)
+        self.stopping.set()
+        self.server.pull_trigger()  # wakes the loop from its poll
+        self.thread.join(timeout=10)
+
+    def _serve(self) -> None:
+        """waitress's loop one poll at a time until stop(); then, in this thread, the requests in flight finish
+        and the sockets close. (Closed from another thread while it polls, waitress failed with EBADF
+        tracebacks, and a request in flight with an ERROR.)"""
+        adj = self.server.adj
+        while not self.stopping.is_set():
+            wasyncore.loop(timeout=adj.asyncore_loop_timeout, map=self.server._map, use_poll=adj.asyncore_use_poll,
+                           count=1)
+        self.server.task_dispatcher.shutdown()
+        wasyncore.close_all(self.server._map)
