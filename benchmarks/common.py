@@ -16,7 +16,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +27,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the lab (tests/harness) is not instal
 from kafka import KafkaAdminClient  # noqa: E402
 
 from harness.flood import Flood  # noqa: E402
+from harness.periodic import Periodic  # noqa: E402
 from harness.local_cluster import DEFAULT_CLASSPATH_FILE  # noqa: E402
 from harness.sidecar_process import SidecarProcess  # noqa: E402
 from quota_sidecar.properties import PREFIX  # noqa: E402
@@ -84,32 +84,6 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
 def uptime() -> str:
     """`uptime`'s load averages: '1-min 5-min 15-min'."""
     return "%.2f %.2f %.2f" % os.getloadavg()
-
-
-class Periodic:
-    """Calls sample() every `every` seconds in a daemon thread, from entering the block until leaving it."""
-
-    def __init__(self, every: float):
-        self.every = every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            self.sample()
-            if self._stop.wait(self.every):
-                return
-
-    def sample(self) -> None:
-        raise NotImplementedError
 
 
 class LoadWatch(Periodic):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
+
+from harness.periodic import Periodic
 
 
 def free_bytes(path: str) -> int:
@@ -13,29 +14,17 @@ def free_bytes(path: str) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
-class DiskSampler:
+class DiskSampler(Periodic):
     """Samples a directory's free bytes every `every` seconds from entering the block until leaving it:
     (time.monotonic(), free bytes)."""
 
     def __init__(self, path: str, every: float = 0.05):
-        self.path, self.every = path, every
+        super().__init__(every)
+        self.path = path
         self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="disk-sampler", daemon=True)
 
-    def __enter__(self) -> DiskSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            self.samples.append((time.monotonic(), free_bytes(self.path)))
-            if self._stop.wait(self.every):
-                return
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), free_bytes(self.path)))
 
     def crossed_at(self, limit: int) -> float | None:
         """The first sample at which free bytes <= limit."""
