@@ -236,15 +236,14 @@ def producer_performance(bootstrap_servers: str, topic: str, records: int, throu
                          log_file: Path) -> subprocess.Popen:
     """Kafka's own producer benchmark on a JVM: it computes the record batches' CRC-32C natively,
     where kafka-python does it in pure Python at a few MB/s."""
-    from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
+    from harness.kafka_tools import PRODUCER_PERFORMANCE, tool_command
 
     with open(log_file, "ab") as output:
         return subprocess.Popen(
-            ["java", *DEFAULT_JVM_OPTIONS, "-cp", DEFAULT_CLASSPATH_FILE.read_text().strip(),
-             "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
-             "--record-size", str(RECORD_BYTES), "--throughput", f"{throughput:g}",
-             "--producer-props", f"bootstrap.servers={bootstrap_servers}", "acks=1", "linger.ms=5",
-             f"batch.size={8 * RECORD_BYTES}", "compression.type=none"],
+            tool_command(PRODUCER_PERFORMANCE, "--topic", topic, "--num-records", str(records),
+                         "--record-size", str(RECORD_BYTES), "--throughput", f"{throughput:g}",
+                         "--producer-props", f"bootstrap.servers={bootstrap_servers}", "acks=1", "linger.ms=5",
+                         f"batch.size={8 * RECORD_BYTES}", "compression.type=none"),
             stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
