@@ -76,6 +76,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
 
     from .admin import ClusterAdmin
     from .cluster_store import ClusterStore
+    from .cordoning import Cordoner
     from .decider import Decider
     from .judges import on_spark
     from .loop import Sidecar
@@ -83,7 +84,9 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     admin, store = ClusterAdmin(config.admin_client), ClusterStore(config.admin_client)
     runner = build_replication(config, admin, store, measure_network) if config.replication.enabled else None
     decider = Decider(config, on_spark(config.spark_url, volume_violations.decide), runner.decider if runner else None)
-    return Sidecar(config, admin, store, decider, replication=runner)
+    # Built with the opt-out too: what an earlier run cordoned is handed back.
+    cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
+    return Sidecar(config, admin, store, decider, replication=runner, cordoner=cordoner)
 
 
 def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool):
@@ -109,7 +112,8 @@ def build_replication(config: configuration.SidecarConfig, admin, store, measure
 @main.command()
 @config_options
 @click.option("--cleanup", is_flag=True,
-              help="When stopped, put back every quota the sidecars set, as it was before.")
+              help="When stopped, put back every quota the sidecars set, as it was before, and uncordon the log dirs "
+                   "this one cordoned.")
 def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> None:
     """Run the sidecar loop until SIGTERM or Ctrl-C."""
     from . import metrics
@@ -124,6 +128,9 @@ def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> N
         sidecar = build_sidecar(config)
     except ConfigError as error:
         fail(str(error))
+    if sidecar.cordoner is None and config.cordon_log_dirs:
+        log.info("log dirs are not cordoned: storage.cordon.log.dirs needs this sidecar's broker "
+                 "(node.id in the file or %sbroker.id)", configuration.PREFIX)
     sidecar.warm_up()
     app = create_app(sidecar.snapshot, sidecar.store, config.api_token, metrics.registry_for(sidecar.snapshot))
     server = HttpServer(app, config.http_host, config.http_port).start()

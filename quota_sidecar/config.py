@@ -59,6 +59,9 @@ KEYS: tuple[Key, ...] = (
         "throttle when a volume's available/total <= this (total 0 counts as 0)", "unset"),
     Key("storage.check.interval", duration, timedelta(minutes=1),
         "time between polls; PT0S disables the storage check (no limit needed then)"),
+    Key("storage.cordon.log.dirs", boolean, True,
+        "while a log dir of this broker violates the limit, add it to the broker's cordoned.log.dirs (KIP-1066, "
+        "Kafka >= 4.3: no new replicas there) and remove it on recovery; needs broker.id"),
     Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
     Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
         "how long a factor stays valid while polls fail"),
@@ -178,6 +181,7 @@ class SidecarConfig:
     storage_limit: StorageLimit | None
     quotas: QuotaConfig = QuotaConfig()
     check_interval: timedelta = timedelta(minutes=1)
+    cordon_log_dirs: bool = True
     fallback_factor: float = 1.0
     validity: timedelta = timedelta(minutes=5)
     spark_url: str = ""
@@ -197,6 +201,7 @@ class SidecarConfig:
         admin = {f"{PREFIX}{ADMIN_PREFIX}{k}": (MASK if is_secret(k) else v) for k, v in self.admin_properties.items()}
         return {**admin, "storage_limit": self.storage_limit.describe() if self.storage_limit else None,
                 "check_interval": isodate.duration_isoformat(self.check_interval),
+                "cordon_log_dirs": self.cordon_log_dirs,
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
                 "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id}
@@ -245,6 +250,7 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
                            values["excluded.principal.name.list"],
                            admin.get("client.id", "").strip() or SIDECAR_CLIENT_ID),
         check_interval=check_interval,
+        cordon_log_dirs=values["storage.cordon.log.dirs"],
         fallback_factor=values["throttle.factor.fallback"],
         validity=values["throttle.factor.validity.duration"],
         spark_url=values["spark.url"],

@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 
 from . import ownership, quotas, records
 from .config import SidecarConfig
+from .cordoning import Cordoner, CordonView
 from .decider import Decider, Decision
 from .errors import AdminError
 from .observation import Entity, Observation, ReplicationObservation
@@ -60,6 +61,7 @@ class Snapshot:
     counters: Counters
     quotas_in_force: Mapping[Entity, Mapping[str, float]]
     replication: ReplicationView | None = None
+    cordons: CordonView | None = None  # with this sidecar's broker known
 
 
 class GracefulShutdown:
@@ -79,9 +81,11 @@ class GracefulShutdown:
 
 class Sidecar:
     def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
-                 clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None):
+                 clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None,
+                 cordoner: Cordoner | None = None):
         self.config = config
         self.replication = replication  # when replication throttles are on
+        self.cordoner = cordoner  # when this sidecar's broker is known
         self.admin = admin
         self.store = store
         self.decider = decider
@@ -101,7 +105,8 @@ class Sidecar:
         view = None if runner is None else ReplicationView(
             runner.broker_id, runner.config.capacity(runner.broker_id), runner.last_observation, runner.last)
         snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
-                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view)
+                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view,
+                            self.cordoner.view if self.cordoner else None)
         with self._lock:
             self._published = snapshot
 
@@ -138,6 +143,8 @@ class Sidecar:
         self.apply_quotas(decision.client_quotas, all_records)
         if self.replication is not None and decision.replication is not None:
             self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
+        if self.cordoner is not None and decision.error is None:  # a failed poll changes no cordon
+            self.cordoner.apply(decision.violations, all_records)
         return decision
 
     def run_replication_pass(self) -> None:
@@ -164,6 +171,8 @@ class Sidecar:
         all_records = records.parse(self.store.read_all(create=False))
         decision = self.decider.decide(self.observe(all_records))
         self.quotas_in_force = self.read_quotas(decision.client_quotas, records.owned(all_records, records.QUOTA))
+        if self.cordoner is not None:
+            self.cordoner.read()
         self.publish()
         return self.snapshot()
 
@@ -224,6 +233,8 @@ class Sidecar:
         self._write_quotas(writes, force=True)
         if self.replication is not None:
             self.replication.cleanup(all_records)
+        if self.cordoner is not None:
+            self.cordoner.cleanup(all_records)
 
     def _write_quotas(self, writes: list[ownership.Write], force: bool = False) -> None:
         def changed(write: ownership.Write) -> None:
