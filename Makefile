@@ -17,11 +17,15 @@ $(VENV)/.installed: setup.cfg setup.py
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-# The Kafka broker's classpath, resolved by Maven from pom.xml; the jars stay in ~/.m2.
-kafka: build/kafka.classpath
+# The Kafka broker's classpath, resolved by Maven from pom.xml, and its command-line tools' from
+# pom-tools.xml (a version behind, see there); the jars stay in ~/.m2.
+kafka: build/kafka.classpath build/kafka-tools.classpath
 build/kafka.classpath: pom.xml
 	mkdir -p build
 	mvn -q -B dependency:build-classpath -Dmdep.outputFile=$@
+build/kafka-tools.classpath: pom-tools.xml
+	mkdir -p build
+	mvn -q -B -f pom-tools.xml dependency:build-classpath -Dmdep.outputFile=$@
 
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 test: setup imports

@@ -89,6 +89,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
 
     from .admin import ClusterAdmin
     from .cluster_store import ClusterStore
+    from .cordoning import Cordoner
     from .decider import Decider
     from .judges import on_spark
     from .loop import Sidecar
@@ -102,8 +103,10 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         if runner is not None:
             runner.close()
         raise
+    # Built with the opt-out too: what an earlier run cordoned is handed back.
+    cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
     sidecar = Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None),
-                      replication=runner)
+                      replication=runner, cordoner=cordoner)
     if start_spark:
         sidecar.warm_up()
     return sidecar
@@ -178,7 +181,8 @@ def listen_error(config: configuration.SidecarConfig, error: OSError) -> str:
 @main.command()
 @config_options
 @click.option("--cleanup", is_flag=True,
-              help="When stopped, put back every quota the sidecars set, as it was before.")
+              help="When stopped, put back every quota the sidecars set, as it was before, and uncordon the log dirs "
+                   "this one cordoned.")
 def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> None:
     """Run the sidecar loop until SIGTERM or Ctrl-C."""
     config = load_config(config_path, overrides)
@@ -196,6 +200,9 @@ def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> N
         sidecar = build_sidecar(config)
     except (ConfigError, SparkUnavailable) as error:
         fail(str(error))
+    if sidecar.cordoner is None and config.cordon_log_dirs:
+        log.info("log dirs are not cordoned: storage.cordon.log.dirs needs this sidecar's broker "
+                 "(node.id in the file or %sbroker.id)", configuration.PREFIX)
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
     app = create_app(sidecar.snapshot, sidecar.store, config.api_token, metrics.registry_for(sidecar.snapshot))
     try:
@@ -334,4 +341,6 @@ def throttle_remove(config_path, overrides, url, broker_id) -> None:
 @main.command()
 def keys() -> None:
     """Every configuration key: its default, what it allows, what it means (the README's table)."""
-    click.echo(configuration.keys_table())
+    from .keys import keys_table
+
+    click.echo(keys_table())

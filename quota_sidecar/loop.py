@@ -18,6 +18,7 @@ from typing import Callable
 
 from . import deadline, ownership, quotas, records
 from .config import SidecarConfig
+from .cordoning import Cordoner
 from .decider import Decider, Decision
 from .errors import AdminError, DecisionFailed, RetryableAdminError
 from .failure_report import FailureReport
@@ -56,9 +57,11 @@ class GracefulShutdown:
 
 class Sidecar:
     def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
-                 clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None):
+                 clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None,
+                 cordoner: Cordoner | None = None):
         self.config = config
         self.replication = replication  # when replication throttles are on
+        self.cordoner = cordoner  # when this sidecar's broker is known
         self.admin = admin
         self.store = store
         self.decider = decider
@@ -85,7 +88,8 @@ class Sidecar:
         watch = None if self.watch is None else LocalWatchView(
             tuple(self.watch.dirs), dict(self.watch.unreadable), tuple(self.watch.danger))
         snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
-                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view, watch)
+                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view, watch,
+                            self.cordoner.view if self.cordoner else None)
         with self._lock:
             self._published = snapshot
 
@@ -125,6 +129,8 @@ class Sidecar:
                 self.apply_quotas(decision.client_quotas, all_records)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
+                if self.cordoner is not None and decision.error is None:  # a failed poll changes no cordon
+                    self.cordoner.apply(decision.violations, all_records)
             except AdminError as error:  # the cluster went away since the poll, or the deadline ran out
                 self.counters.pass_failures += 1
                 write_error = str(error)
@@ -183,6 +189,8 @@ class Sidecar:
         with deadline.within(timeout, "status --direct"):
             owned = records.owned(all_records, records.QUOTA)
             self.quotas_in_force = self.read_quotas(decision.client_quotas, owned)
+            if self.cordoner is not None:
+                self.cordoner.read()
         self.publish()
         return self.snapshot()
 
@@ -247,6 +255,8 @@ class Sidecar:
         self._write_quotas(writes, force=True)
         if self.replication is not None:
             self.replication.cleanup(all_records)
+        if self.cordoner is not None:
+            self.cordoner.cleanup(all_records)
 
     def _write_quotas(self, writes: list[ownership.Write], force: bool = False) -> None:
         def changed(write: ownership.Write) -> None:

@@ -6,6 +6,8 @@ A key is a JSON list, the record's kind first, then what it is about:
   value it replaced and the value they last wrote (`Owned`);
 - `["config", broker, key]` -> the same for a dynamic config of one broker its sidecar set;
 - `["entries", broker, topic, role]` -> `{"entries": [...]}`: the throttled-replica entries a broker's sidecar added;
+- `["cordon", broker, log dir]` -> `{"yielded"}`: a log dir a broker's sidecar added to its `cordoned.log.dirs`
+  (yielded: someone removed it since, and the sidecar leaves it out until the dir recovers);
 - `["override", "global"]` -> `{"rate", "autoremove"}` and `["override", "broker", id]` -> `{"rate"}`: operators'
   replication throttle overrides.
 
@@ -20,7 +22,7 @@ from typing import Mapping
 
 from .observation import Overrides
 
-QUOTA, CONFIG, ENTRIES, OVERRIDE = "quota", "config", "entries", "override"
+QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE = "quota", "config", "entries", "cordon", "override"
 Records = Mapping[tuple, dict]
 
 
@@ -70,6 +72,12 @@ def owned_entries(records: Records, broker: int) -> dict[tuple[str, str], set[st
     """(topic, role) -> the throttled-replica entries this broker's sidecar added."""
     return {record[2:]: set(value["entries"]) for record, value in records.items()
             if record[0] == ENTRIES and record[1] == broker}
+
+
+def cordoned(records: Records, broker: int) -> dict[str, bool]:
+    """log dir -> yielded, for every log dir of this broker its sidecar cordoned."""
+    return {record[2]: bool(value.get("yielded")) for record, value in records.items()
+            if record[0] == CORDON and record[1] == broker}
 
 
 def overrides(records: Records) -> Overrides:

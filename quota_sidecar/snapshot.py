@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Mapping
 
 from .config import SidecarConfig
+from .cordoning import CordonView
 from .decider import Decision
 from .observation import Entity, ReplicationObservation
 from .throttle_factor import FactorState
@@ -60,3 +61,4 @@ class Snapshot:
     quotas_in_force: Mapping[Entity, Mapping[str, float]]
     replication: ReplicationView | None = None
     local_watch: LocalWatchView | None = None
+    cordons: CordonView | None = None  # with this sidecar's broker known

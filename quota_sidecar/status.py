@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from . import __version__, quotas
+from .cordoning import CordonView
 from .decider import iso
 from .snapshot import ReplicationView, Snapshot
 from .observation import FOLLOWER, LEADER, Overrides
@@ -46,7 +47,16 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         "watched": [d for d in watch.watched if d not in watch.not_watched], "not_watched": dict(watch.not_watched),
         "near_the_limit": list(watch.near_the_limit), "every_seconds": config.local_watch.interval.total_seconds(),
         "passes_started": snapshot.counters.watch_passes}
+    if snapshot.cordons is not None:
+        status["cordoned"] = _cordoned(snapshot.cordons)
     return status
+
+
+def _cordoned(view: CordonView) -> dict:
+    """This broker's cordoned.log.dirs (KIP-1066) as last read; log_dirs None: not read yet, or a broker
+    older than 4.3 (unavailable)."""
+    return {"broker_id": view.broker_id, "enabled": view.enabled, "unavailable": view.unavailable,
+            "log_dirs": None if view.in_force is None else list(view.in_force), "by_sidecar": list(view.by_sidecar)}
 
 
 def _replication(view: ReplicationView) -> dict:
@@ -125,6 +135,8 @@ def render(status: dict) -> str:
               table(["entity", *quotas.QUOTA_KEYS],
                     [[q["entity"], *(_shown_rate(q[key]) for key in quotas.QUOTA_KEYS)]
                      for q in status["quotas_in_force"]])]
+    if "cordoned" in status:
+        lines += ["", _render_cordoned(status["cordoned"])]
     if "replication" in status:
         lines += ["", _render_replication(status["replication"])]
     return "\n".join(lines)
@@ -140,6 +152,18 @@ def _render_watch(watch: dict | None) -> list[str]:
                      f"({watch['passes_started']} passes started early){near}")
     lines += [f"local watch: not watching {path}: {why}" for path, why in watch["not_watched"].items()]
     return lines
+
+
+def _render_cordoned(cordoned: dict) -> str:
+    head = f"cordoned log dirs of broker {cordoned['broker_id']} (cordoned.log.dirs"
+    head += ")" if cordoned["enabled"] else "; cordoning off)"
+    if cordoned["unavailable"]:
+        return f"{head}: unavailable, the broker does not know the key (Kafka < 4.3)"
+    if cordoned["log_dirs"] is None:
+        return f"{head}: not read yet"
+    mine = set(cordoned["by_sidecar"])
+    return f"{head}: " + (", ".join(d + (" (by the sidecar)" if d in mine else "") for d in cordoned["log_dirs"])
+                          or "none")
 
 
 def _render_replication(replication: dict) -> str:

@@ -1,4 +1,5 @@
-"""Kafka's own command-line tools, from the classpath `make kafka` resolves: real clients, not ours."""
+"""Kafka's own command-line tools, from the classpath `make kafka` resolves for them (pom-tools.xml): real
+clients, not ours. kafka-tools is a version behind the brokers until Maven Central has kafka-tools 4.4."""
 
 from __future__ import annotations
 
@@ -8,26 +9,27 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS
+from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, read_classpath
 
+TOOLS_CLASSPATH_FILE = DEFAULT_CLASSPATH_FILE.with_name("kafka-tools.classpath")
 REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 
 
-def _java(main_class: str, arguments) -> list[str]:
-    return ["java", *DEFAULT_JVM_OPTIONS, "-cp", DEFAULT_CLASSPATH_FILE.read_text().strip(), main_class, *arguments]
+def tool_command(main_class: str, *arguments: str) -> list[str]:
+    return ["java", *DEFAULT_JVM_OPTIONS, "-cp", read_classpath(TOOLS_CLASSPATH_FILE), main_class, *arguments]
 
 
 def run_tool(main_class: str, *arguments: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """One tool run to its end, its output kept (stdout and stderr apart)."""
-    return subprocess.run(_java(main_class, arguments), capture_output=True, text=True, timeout=timeout,
+    return subprocess.run(tool_command(main_class, *arguments), capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
 
 
 def start_tool(main_class: str, *arguments: str, log_file: Path) -> subprocess.Popen:
     """A tool started in the background, its output appended to `log_file`."""
     with open(log_file, "ab") as output:
-        return subprocess.Popen(_java(main_class, arguments), stdout=output, stderr=subprocess.STDOUT,
+        return subprocess.Popen(tool_command(main_class, *arguments), stdout=output, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
 
 

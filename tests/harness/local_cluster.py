@@ -244,7 +244,7 @@ class LocalKafkaCluster:
         _live_clusters.add(self)
         _exit_on_termination_signals()
         try:
-            self._classpath = _read_classpath(self._classpath_file)
+            self._classpath = read_classpath(self._classpath_file)
             self._lay_out()
             self._format_storage()
             for node in self._nodes.values():
@@ -473,7 +473,7 @@ def _random_cluster_id() -> str:
             return cluster_id
 
 
-def _read_classpath(classpath_file: Path) -> str:
+def read_classpath(classpath_file: Path) -> str:
     try:
         return classpath_file.read_text().strip()
     except FileNotFoundError:

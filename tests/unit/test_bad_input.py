@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from quota_sidecar import cli, config as cfg
+from quota_sidecar.keys import KEYS
 
 P = cfg.PREFIX
 PASSWORD = "alice-pa55word"
@@ -36,6 +37,7 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("storage.per.volume.soft.limit.min.available.ratio", "0.5", {"produce": "1000"}),  # of the other kind
     ("storage.per.volume.limit.lead.time", "1 minute", {}),
     ("storage.fill.window", "PT0S", {}),
+    ("storage.cordon.log.dirs", "maybe", {}),
     ("storage.local.log.dirs", "var/lib/kafka", {}),
     ("storage.local.log.dirs", "/no/such/kafka/dir", {}),  # refused at start: not a directory of this host
     ("storage.local.watch.interval", "0.1", {}),
@@ -100,7 +102,7 @@ def run_with(tmp_path, keys: dict[str, str]):
 
 
 def test_the_table_has_a_bad_value_for_every_key():
-    assert {key.name for key in cfg.KEYS} <= {key for key, _, _ in BAD_VALUES}
+    assert {key.name for key in KEYS} <= {key for key, _, _ in BAD_VALUES}
 
 
 @pytest.mark.parametrize("key, value, more", BAD_VALUES, ids=[f"{key}={value}" for key, value, _ in BAD_VALUES])

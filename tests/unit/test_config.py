@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from quota_sidecar import config as cfg
+from quota_sidecar import keys
 from quota_sidecar.errors import ConfigError
 
 P = cfg.PREFIX
@@ -218,6 +219,6 @@ def test_unreadable_file_is_one_line(tmp_path):
 
 def test_readme_table_is_the_one_the_keys_describe():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert cfg.keys_table() in readme, "the README's key table is stale: paste the output of `quota-sidecar keys`"
-    missing = [key.name for key in cfg.KEYS if f"`{key.name}`" not in readme]
+    assert keys.keys_table() in readme, "the README's key table is stale: paste the output of `quota-sidecar keys`"
+    missing = [key.name for key in keys.KEYS if f"`{key.name}`" not in readme]
     assert not missing, f"keys missing from the README's table: {missing}"

@@ -36,6 +36,13 @@ def test_a_broker_owns_only_its_own_configs_and_entries():
     assert records.owned_entries(parsed, 1) == {("t", "leader"): {"0:1"}}
 
 
+def test_a_broker_knows_only_the_log_dirs_its_own_sidecar_cordoned():
+    raw = stored((records.key(records.CORDON, 1, "/data/a"), {"yielded": False}),
+                 (records.key(records.CORDON, 1, "/data/b"), {"yielded": True}),
+                 (records.key(records.CORDON, 2, "/data/a"), {"yielded": False}))
+    assert records.cordoned(records.parse(raw), 1) == {"/data/a": False, "/data/b": True}
+
+
 def test_overrides_global_and_per_broker():
     raw = stored((records.override_key(None), {"rate": 100, "autoremove": True}),
                  (records.override_key(3), {"rate": 50}))

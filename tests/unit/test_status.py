@@ -7,6 +7,7 @@ import pytest
 
 from builders import judged_row
 from quota_sidecar import status
+from quota_sidecar.cordoning import CordonView
 
 
 def test_status_names_every_volume_with_its_state(a_snapshot, later):
@@ -98,3 +99,17 @@ def test_a_predicted_violation_and_the_soft_zone_are_named(a_snapshot, later):
 ])
 def test_time_to_the_limit_for_people(seconds, shown):
     assert status._time_to_limit(seconds) == shown
+
+
+def test_cordoned_dirs_of_this_broker_say_which_the_sidecar_added(a_snapshot, later):
+    view = CordonView(3, True, ("/data/b", "/data/ops"), ("/data/b",))
+
+    built = status.build(a_snapshot(cordons=view), later, mode="running")
+
+    assert built["cordoned"] == {"broker_id": 3, "enabled": True, "unavailable": False,
+                                 "log_dirs": ["/data/b", "/data/ops"], "by_sidecar": ["/data/b"]}
+    assert ("cordoned log dirs of broker 3 (cordoned.log.dirs): /data/b (by the sidecar), /data/ops"
+            in status.render(built))
+    older = status.render(status.build(a_snapshot(cordons=CordonView(3, True, unavailable=True)), later, "running"))
+    assert "unavailable, the broker does not know the key (Kafka < 4.3)" in older
+    assert "cordoned" not in status.build(a_snapshot(), later, mode="running")
