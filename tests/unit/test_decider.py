@@ -1,5 +1,5 @@
 """The decider without Spark: what it hands the volume judge (each volume's history within the fill window)
-and what it makes of the judged rows. tests/spark/test_decider.py runs the same path on the real job."""
+and what it makes of the judged rows. tests/spark/test_decider_with_spark.py runs the same path on the real job."""
 
 from datetime import timedelta
 
