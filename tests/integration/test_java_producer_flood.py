@@ -54,8 +54,8 @@ def sidecar_beside_broker_3(cluster, small_dir: str, work_dir: Path, **keys) -> 
     return SidecarProcess("sidecar-3", work_dir, properties)
 
 
-def read_back(bootstrap: str, topic: str) -> int:
-    """Every record of the topic's one partition, read from the start to the high watermark."""
+def read_back(bootstrap: str, topic: str) -> tuple[int, int]:
+    """(records read from the start of the topic's one partition, its high watermark)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10000,
                              fetch_max_bytes=8 * MiB, max_partition_fetch_bytes=8 * MiB)
     try:
@@ -69,7 +69,7 @@ def read_back(bootstrap: str, topic: str) -> int:
             if not batch:
                 break
             count += sum(len(records) for records in batch.values())
-        return count
+        return count, end
     finally:
         consumer.close()
 
@@ -94,13 +94,16 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
     acknowledged = acknowledged_so_far(output.read_text())
     crossed = free.crossed_at(LIMIT)
     print(f"margin crossed {crossed - started:.2f} s after the flood began; quota written {throttled.at - crossed:+.2f}"
-          f" s from it; lowest free {free.lowest() / MiB:.1f} MiB; {acknowledged} records reported acknowledged")
+          f" s from it; lowest free {free.lowest() / MiB:.1f} MiB; at least {acknowledged} records acknowledged")
     assert local is not None, "the pass was not started by the local watch"
     assert free.lowest() > 0, "the filesystem filled up"
     with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
         [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
     assert volume.error is None, f"the log dir went offline: {volume.error}"
-    assert read_back(cluster.bootstrap_servers, topic) >= acknowledged > 0
+    # acks=all on one replica: every acknowledged record is below the high watermark. ProducerPerformance
+    # prints its acknowledgements per 5 s window only, so its count is a lower bound.
+    read, high_watermark = read_back(cluster.bootstrap_servers, topic)
+    assert read == high_watermark > 0 and read >= acknowledged, (read, high_watermark, acknowledged)
 
 
 def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosses(flooded_broker, tmp_path):
