@@ -347,7 +347,7 @@ class Sidecar:
             log.info("pass now: local dir %s at or near the limit (within %.1fs at its fill rate); passes follow "
                      "at the watch's pace while it stays there", ", ".join(near), self._horizon())
         elif self._near_the_limit and not near:
-            log.info("local dirs away from the limit again: passes every %s", self.config.check_interval)
+            log.info("local dirs away from the limit again: passes every %gs", self.config.check_interval.total_seconds())
         self._near_the_limit = bool(near)
         now = asked and bool(near)
         self.counters.watch_passes += now

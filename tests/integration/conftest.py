@@ -86,6 +86,18 @@ def make_kafka_cluster():
 
 
 @pytest.fixture
+def sidecars():
+    """In-process sidecars (cli.build_sidecar) a test builds; each puts back what it set and closes, whatever the test did."""
+    built = []
+    yield built
+    for sidecar in built:
+        try:
+            sidecar.cleanup()
+        finally:
+            sidecar.close()
+
+
+@pytest.fixture
 def unique_name(request) -> str:
     """A prefix no other test uses, for topics and principals: the test's name and a random suffix."""
     test_name = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:40]

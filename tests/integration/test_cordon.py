@@ -17,18 +17,6 @@ pytestmark = pytest.mark.integration
 MiB = 1 << 20
 
 
-@pytest.fixture
-def sidecars():
-    """Sidecars a test builds; each puts back what it set and closes, whatever the test did."""
-    built = []
-    yield built
-    for sidecar in built:
-        try:
-            sidecar.cleanup()
-        finally:
-            sidecar.close()
-
-
 def sidecar_of_broker_3(bootstrap: str, min_available_bytes: int):
     return build_sidecar(cfg.from_properties({
         cfg.PREFIX + "kafka.admin.bootstrap.servers": bootstrap, cfg.PREFIX + "broker.id": "3",

@@ -31,18 +31,6 @@ def sidecar_on(bootstrap: str, **props):
     return build_sidecar(cfg.from_properties(properties))
 
 
-@pytest.fixture
-def sidecars():
-    """Sidecars a test builds; each puts back what it set and closes, whatever the test did."""
-    built = []
-    yield built
-    for sidecar in built:
-        try:
-            sidecar.cleanup()
-        finally:
-            sidecar.close()
-
-
 def producer_rate_becomes(admin, expected: float | None, entity=None, timeout: float = 10) -> None:
     """A quota write lands on the controller first; a broker answering a describe may lag it briefly."""
     wait_for(lambda: admin.describe_user_quotas([entity]).get(entity, {}).get(PRODUCE) == expected, timeout,
