@@ -112,7 +112,7 @@ def run(intervals=("PT1S", "PT10S", "PT1M"), runs: int = 1) -> Result:
         "one-partition topic there. **Crossing**: flood start → free space at the limit (statvfs every 10 ms). "
         "**Quota written**: crossing → the sidecar's log line `producer_byte_rate: … -> 1` (negative: before "
         "the crossing). **Stalled**: crossing → free space falls < 1 MiB in the next 2 s (– when the disk "
-        "filled). **Offline**: the broker reports the log dir offline afterwards.",
+        "filled). **Offline**: the log dir went offline (the broker reports it so, or shut down with it).",
         table(["producer", "check interval", "local watch", "crossing", "quota written", "stalled",
                "lowest free", "offline"], rows),
         provenance(this_command(), load),
