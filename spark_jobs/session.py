@@ -24,7 +24,10 @@ CONSOLE_LOG = os.path.join(tempfile.gettempdir(), f"quota-sidecar-spark-{os.getp
 # adaptive execution would only run the shuffle as a job of its own (two jobs per poll instead of one).
 _SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
 
-_DRIVER_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"}
+# The driver runs small queries now and then: the C2 compiler's work (half the JVM's CPU per decision in the
+# first hundred passes) never pays for itself, and under a flood it takes the cores the decision needs.
+_DRIVER_CONF = {"spark.driver.extraJavaOptions":
+                f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} -XX:TieredStopAtLevel=1"}
 
 _EMBEDDED_CONF = {
     **_SMALL_DATA_CONF,
