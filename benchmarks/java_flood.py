@@ -5,16 +5,19 @@ only log dir on a tmpfs of LIMIT + MARGIN; `quota-sidecar run` beside it (a subp
 `min.available.bytes` = LIMIT, `produce` 1 GiB/s so that factor 0 means 1 B/s) at a check interval, with
 or without the local watch; then ProducerPerformance (16 KiB records, acks=all, 5 requests in flight)
 at full speed (`--throughput -1`) or at 40 MB/s into a one-partition topic there. statvfs of the dir
-every 10 ms. Per run:
+every 10 ms; the sidecar's /metrics every 0.1 s for the wall time of each pass. The local watch is off,
+on, or on with a lead time (`storage.per.volume.limit.lead.time` PT10S, `storage.fill.window` PT5S).
+Per run:
 
 - crossing: the first sample with available bytes <= LIMIT;
 - quota written: the time stamp of the sidecar's line `producer_byte_rate: ... -> 1`, minus the crossing
   (negative: before it, as a lead time can make it);
 - stalled: the first sample after which free space drops less than 1 MiB in the next 2 s, minus the
   crossing; none when the filesystem filled first;
-- lowest free space, and whether the log dir went offline (the broker reports it so, or shut down).
+- lowest free space, and whether the log dir went offline (the broker reports it so, or shut down);
+- the wall time of the passes from the flood's start to the quota.
 
-    .venv/bin/python benchmarks/java_flood.py [--intervals PT1S,PT10S,PT1M] [--runs 1]
+    .venv/bin/python benchmarks/java_flood.py [--intervals PT1S,PT10S,PT1M] [--watch off,on,lead] [--runs 1]
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import MiB, LoadWatch, Result, create_topics, print_result, provenance, sidecar_properties, \
-    sidecar_running, table, this_command
+from common import MiB, LoadWatch, PassWatch, Result, Stats, cell, create_topics, print_result, provenance, \
+    sidecar_properties, sidecar_running, table, this_command
 from harness.disk import DiskSampler
 from harness.kafka_tools import producer_performance
 from harness.local_cluster import LocalKafkaCluster
@@ -38,6 +41,9 @@ TITLE = "Throttle latency against Kafka's Java producer"
 LIMIT, MARGIN = 256 * MiB, 160 * MiB
 RECORD = 16 << 10
 SPEEDS = {"full speed": -1, "40 MB/s": 40_000_000 / RECORD}
+WATCH = {"off": {"storage.local.watch.interval": "PT0S"}, "on": {},
+         "lead": {"storage.per.volume.limit.lead.time": "PT10S", "storage.fill.window": "PT5S"}}
+WATCH_NAMES = {"off": "off", "on": "on", "lead": "on, lead time PT10S"}
 FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.requests.per.connection": 5,
          "compression.type": "none", "delivery.timeout.ms": 30000, "request.timeout.ms": 20000}
 
@@ -53,18 +59,17 @@ def stalled_at(samples: list[tuple[float, int]], after: float) -> float | None:
     return None
 
 
-def one_run(interval: str, watch: bool, speed: float, work_dir: Path) -> dict:
+def one_run(interval: str, watch: str, speed: float, work_dir: Path) -> dict:
     with LocalKafkaCluster(brokers=1, small_log_dirs={(1, 0): LIMIT + MARGIN}) as cluster:
         small_dir = cluster.log_dirs(1)[0]
         create_topics(cluster.bootstrap_servers, {"flood": {"assignments": {0: [1]}}})
         keys = {"storage.check.interval": interval, "storage.per.volume.limit.min.available.bytes": LIMIT,
-                "produce": 1 << 30, "storage.local.log.dirs": small_dir}
-        if not watch:
-            keys["storage.local.watch.interval"] = "PT0S"
+                "produce": 1 << 30, "storage.local.log.dirs": small_dir, **WATCH[watch]}
         properties = {"node.id": 1, **sidecar_properties(cluster.bootstrap_servers, **keys)}
         with sidecar_running(properties, work_dir, name=f"sidecar-{interval}-{watch}") as sidecar:
             sidecar.wait_for_polls(2, timeout=300)
-            with DiskSampler(small_dir, every=0.01) as disk:
+            with DiskSampler(small_dir, every=0.01) as disk, PassWatch(sidecar, every=0.1) as passes:
+                first_pass = int(sidecar.metrics()["quota_sidecar_polls_total"]) + 1
                 started = time.monotonic()
                 producer = producer_performance(cluster.bootstrap_servers, "flood", 4 * (LIMIT + MARGIN) // RECORD,
                                                 RECORD, speed, work_dir / "producer.log", **FLOOD)
@@ -76,6 +81,7 @@ def one_run(interval: str, watch: bool, speed: float, work_dir: Path) -> dict:
                     while written is None and time.monotonic() < deadline and disk.lowest() > 0:
                         time.sleep(0.1)
                         written = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+                    last_pass = max(list(passes.durations), default=0)
                     time.sleep(4)
                 finally:
                     producer.send_signal(signal.SIGTERM)
@@ -89,35 +95,63 @@ def one_run(interval: str, watch: bool, speed: float, work_dir: Path) -> dict:
     stalled = None if crossed is None else stalled_at(samples, crossed)
     return {"crossing": None if crossed is None else crossed - started,
             "written": None if written is None or crossed is None else written.at - crossed,
+            "written_from_start": None if written is None else written.at - started,
             "stalled": None if stalled is None or disk.lowest() == 0 else stalled - crossed,
-            "lowest": disk.lowest(), "offline": offline}
+            "lowest": disk.lowest(), "offline": offline,
+            "passes": [seconds for number, seconds in passes.durations.items() if first_pass <= number <= last_pass]}
 
 
-def run(intervals=("PT1S", "PT10S", "PT1M"), runs: int = 1) -> Result:
-    rows = []
+def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs: int = 1) -> Result:
+    rows, every_run = [], []
     with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-java-flood-") as work_dir:
         for speed_name, speed in SPEEDS.items():
             for interval in intervals:
-                for watch in (False, True):
-                    for _ in range(runs):
-                        r = one_run(interval, watch, speed, Path(work_dir))
-                        rows.append([speed_name, f"`{interval}`", "on" if watch else "off", seconds(r["crossing"]),
-                                     seconds(r["written"]), seconds(r["stalled"]), f"{r['lowest'] / MiB:.0f} MiB",
-                                     "**yes**" if r["offline"] else "no"])
-                        print("  ", *rows[-1], flush=True)
+                for watch in watches:
+                    results = [one_run(interval, watch, speed, Path(work_dir)) for _ in range(runs)]
+                    for r in results:
+                        every_run.append([speed_name, f"`{interval}`", WATCH_NAMES[watch], seconds(r["crossing"]),
+                                          written_text(r), seconds(r["stalled"]), f"{r['lowest'] / MiB:.0f} MiB",
+                                          "**yes**" if r["offline"] else "no", cell(Stats.of(r["passes"]), "s")])
+                        print("  ", *every_run[-1], flush=True)
+                    rows.append([speed_name, f"`{interval}`", WATCH_NAMES[watch],
+                                 cell(Stats.of(r["written"] for r in results if r["written"] is not None), "s"),
+                                 f"{sum(before_crossing(r) for r in results)} of {runs}",
+                                 f"{sum(r['written_from_start'] is None for r in results)} of {runs}",
+                                 f"{min(r['lowest'] for r in results) / MiB:.0f} MiB",
+                                 f"{sum(r['offline'] for r in results)} of {runs}",
+                                 cell(Stats.of(p for r in results for p in r["passes"]), "s")])
     markdown = "\n\n".join([
-        f"One run per line. A 1-broker cluster per run, its log dir on a {(LIMIT + MARGIN) // MiB} MiB tmpfs, "
+        f"A 1-broker cluster per run, its log dir on a {(LIMIT + MARGIN) // MiB} MiB tmpfs, "
         f"`min.available.bytes` = {LIMIT // MiB} MiB; `quota-sidecar run` (embedded Spark) beside it; Kafka's "
         "ProducerPerformance (16 KiB records, acks=all, up to 5 requests in flight, 256 KiB batches) into a "
-        "one-partition topic there. **Crossing**: flood start → free space at the limit (statvfs every 10 ms). "
-        "**Quota written**: crossing → the sidecar's log line `producer_byte_rate: … -> 1` (negative: before "
-        "the crossing). **Stalled**: crossing → free space falls < 1 MiB in the next 2 s (– when the disk "
-        "filled). **Offline**: the log dir went offline (the broker reports it so, or shut down with it).",
+        "one-partition topic there. The local watch off, on (default `PT0.1S`), or on with a lead time "
+        "(`storage.per.volume.limit.lead.time=PT10S`, `storage.fill.window=PT5S`). **Crossing**: flood start → "
+        "free space at the limit (statvfs every 10 ms). **Quota written**: crossing → the sidecar's log line "
+        "`producer_byte_rate: … -> 1` (negative: before the crossing; \"no crossing\": the quota came first, and the "
+        "free space never fell to the limit). **Stalled**: crossing → free space falls "
+        "< 1 MiB in the next 2 s (– when the disk filled). **Offline**: the log dir went offline (the broker "
+        "reports it so, or shut down with it). **Passes**: wall time of each pass from the flood's start to the "
+        f"quota (the sidecar's /metrics every 0.1 s). {runs} run(s) per line of the first table, median "
+        "(min–max); every run in the second.",
+        table(["producer", "check interval", "local watch", "quota written after the crossing",
+               "written before the crossing", "never written",
+               "lowest free", "offline", "passes during the flood"], rows),
         table(["producer", "check interval", "local watch", "crossing", "quota written", "stalled",
-               "lowest free", "offline"], rows),
+               "lowest free", "offline", "passes"], every_run),
         provenance(this_command(), load),
     ])
     return Result(TITLE, markdown)
+
+
+def before_crossing(result: dict) -> bool:
+    """The quota was written and the limit crossed after it, or never."""
+    return result["written_from_start"] is not None and (result["written"] is None or result["written"] < 0)
+
+
+def written_text(result: dict) -> str:
+    if result["crossing"] is None and result["written_from_start"] is not None:
+        return f"no crossing ({result['written_from_start']:+.2f} s from the flood's start)"
+    return seconds(result["written"])
 
 
 def seconds(value: float | None) -> str:
@@ -127,9 +161,10 @@ def seconds(value: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--intervals", default="PT1S,PT10S,PT1M", help="comma-separated ISO-8601 check intervals")
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--watch", default="off,on,lead", help="comma-separated: off, on, lead (on with a lead time)")
+    parser.add_argument("--runs", type=int, default=1, help="runs per producer, interval and watch")
     args = parser.parse_args()
-    print_result(run(tuple(args.intervals.split(",")), args.runs))
+    print_result(run(tuple(args.intervals.split(",")), tuple(args.watch.split(",")), args.runs))
 
 
 if __name__ == "__main__":

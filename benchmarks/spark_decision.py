@@ -5,7 +5,9 @@ Each measurement runs in a fresh Python process (`--child URL`), as a sidecar do
 - cold start: importing spark_jobs (pyspark), get_session() (embedded: launches the JVM and a
   local[1] SparkContext; Connect: opens a session on the already running server) and the first
   decide() on 3 volumes;
-- warm: decide() on 3, 30 and 300 volumes, taking turns, after 3 unmeasured rounds.
+- warm: decide() on 3, 30 and 300 volumes, taking turns, after 3 unmeasured rounds; wall time per
+  decision, and the CPU time the process and its children (the embedded driver's JVM) spent on them,
+  which does not depend on how busy the machine is.
 
 The Spark Connect server is a local one (harness.connect_server, local[1], 512 MiB driver) started
 once for all Connect runs; its own start-up time is reported too.
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 from common import (MiB, LoadWatch, Result, Stats, cell, connect_server, print_result, provenance, table, this_command,
                     uptime)
 
@@ -50,16 +53,26 @@ def child(url: str, decisions: int) -> None:
     first = time.perf_counter()
     assert factor == 0.0, factor
     warm = {size: [] for size in SIZES}
+    cpu_before = None
     for index in range(WARM_UP + decisions):  # the sizes take turns: none gets a warmer JVM than another
+        if index == WARM_UP:
+            cpu_before = cpu_seconds()
         for size in SIZES:
             before = time.perf_counter()
             factor, judged = volume_violations.decide(spark, volumes(size), PARAMS)
             if index >= WARM_UP:
                 warm[size].append(time.perf_counter() - before)
             assert factor == 0.0 and len(judged) == size
+    cpu = (cpu_seconds() - cpu_before) / (decisions * len(SIZES))
     session.stop_sessions()
     print(json.dumps({"import": imported - started, "session": connected - imported, "first": first - connected,
-                      "warm": warm}))
+                      "warm": warm, "cpu": cpu}))
+
+
+def cpu_seconds() -> float:
+    """User and system CPU of this process and every process it started (the embedded Spark JVM)."""
+    processes = [psutil.Process(), *psutil.Process().children(recursive=True)]
+    return sum(sum(process.cpu_times()[:2]) for process in processes)
 
 
 def fresh_process(url: str, decisions: int) -> dict:
@@ -80,7 +93,8 @@ def measure(label: str, url: str, runs: int, decisions: int) -> list[object]:
     cold = Stats.of(r["import"] + r["session"] + r["first"] for r in results)
     return [label, cell(cold, "s", digits=1), cell(Stats.of(r["session"] for r in results), "s", digits=1),
             cell(Stats.of(r["first"] for r in results), "s", digits=1),
-            *[cell(Stats.of(t for r in results for t in r["warm"][str(size)]), "ms", 1e-3, 0) for size in SIZES]]
+            *[cell(Stats.of(t for r in results for t in r["warm"][str(size)]), "ms", 1e-3, 0) for size in SIZES],
+            cell(Stats.of(r["cpu"] for r in results), "ms", 1e-3, 0)]
 
 
 def run(runs: int = 3, decisions: int = 20) -> Result:
@@ -98,11 +112,13 @@ def run(runs: int = 3, decisions: int = 20) -> Result:
         f"a fresh Python process, {runs} processes per mode. **Cold start**: import of `spark_jobs` (pyspark) + "
         "`get_session()` + the first `decide()` on 3 volumes. **Warm**: per decision, "
         f"{decisions} per size and process (the sizes taking turns) after {WARM_UP} unmeasured rounds, pooled "
-        "over the processes, median (min–max). The Connect server is local (`harness.connect_server`, "
+        "over the processes, median (min–max). **CPU per warm decision**: user + system time of the process and "
+        "its children (the embedded driver's JVM; a Connect server's work is not in it) over the warm "
+        "decisions, divided by their number, median over the processes. The Connect server is local (`harness.connect_server`, "
         "`local[1]`, 512 MiB driver), started once and shared by the Connect runs: the first Connect process "
         "after its start pays the server's own warm-up (its first queries), the later ones do not.",
         table(["Spark", "cold start", "of which get_session()", "of which first decide()",
-               *[f"warm, {size} volumes" for size in SIZES]], rows),
+               *[f"warm, {size} volumes" for size in SIZES], "CPU per warm decision"], rows),
         provenance(this_command(), load),
     ])
     return Result(TITLE, markdown)
