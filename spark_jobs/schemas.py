@@ -40,6 +40,27 @@ BROKER_ROLE_SCHEMA = StructType(
         StructField("change_threshold_percent", DoubleType(), nullable=False),
         StructField("consecutive_failures", IntegerType(), nullable=False),
         StructField("failure_threshold", IntegerType(), nullable=False),
+        # KIP-73's lower bound: what the moves through this broker in this role take in, with the margin.
+        StructField("keep_up_floor_bytes_per_sec", DoubleType(), nullable=True),
+    ]
+)
+
+# One adding replica of an in-flight move (quota_sidecar.observation.MovingReplica) with the settings of its rule.
+MOVING_REPLICA_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), nullable=False),
+        StructField("partition", IntegerType(), nullable=False),
+        StructField("broker", IntegerType(), nullable=False),
+        StructField("leader", IntegerType(), nullable=False),
+        StructField("bytes_behind", LongType(), nullable=True),
+        StructField("lag_seconds", DoubleType(), nullable=True),
+        StructField("behind_then", LongType(), nullable=True),
+        StructField("replica_growth_bytes", LongType(), nullable=True),
+        StructField("replica_growth_seconds", DoubleType(), nullable=True),
+        StructField("leader_growth_bytes", LongType(), nullable=True),
+        StructField("leader_growth_seconds", DoubleType(), nullable=True),
+        StructField("stuck_after_seconds", DoubleType(), nullable=False),
+        StructField("keep_up_margin_percent", DoubleType(), nullable=False),
     ]
 )
 

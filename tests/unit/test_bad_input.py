@@ -65,6 +65,8 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("replication.network.window", "PT0S", {}),
     ("replication.check.interval", "-PT1S", {}),
     ("replication.cleanup.foreign.after", "soon", {}),
+    ("replication.stuck.after", "PT0S", {}),
+    ("replication.keep.up.margin.percent", "-5", {}),
     ("remote.copy.max.bytes.per.second", "-1", {}),
     ("remote.fetch.max.bytes.per.second", "x", {}),
     ("remote.copy.lift.on.violation", "yes", {}),

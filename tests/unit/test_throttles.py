@@ -8,7 +8,7 @@ from quota_sidecar.config import ReplicationConfig
 from quota_sidecar.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
                                        ReplicaSizes)
 from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
-                                     KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
+                                     KEEP_UP, KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
                                      catching_up, count_failures, entries_of, foreign_cleanup_due,
                                      global_override_expired, growth_rate, list_change, measured_replicas, roles,
                                      throttled_replicas, wanted_broker_configs, with_overrides)
@@ -54,7 +54,20 @@ def test_precedence_disk_guard_then_broker_then_global_then_fail_safe_then_compu
     assert with_overrides(computed, Overrides(), involved)[2] == BrokerRates(10, None, FAIL_SAFE, None)
 
 
-@pytest.mark.parametrize("computed_reason", [COMPUTED, FAIL_SAFE, KEPT, UNCHANGED])
+def test_keep_up_yields_to_the_disk_guard_and_the_overrides_and_reports_a_broken_upper_bound():
+    computed = {(b, FOLLOWER): (30, KEEP_UP, b == 4) for b in (1, 2, 3, 4)}
+    involved = {b: {FOLLOWER} for b in (1, 2, 3, 4)}
+    rates = with_overrides(computed, Overrides(global_rate=500, broker_rates={2: 50}), involved, guarded={1})
+    assert rates[1] == BrokerRates(None, 1, None, DISK_GUARD)
+    assert rates[2] == BrokerRates(50, 50, BROKER_OVERRIDE, BROKER_OVERRIDE)
+    assert rates[3] == BrokerRates(None, 500, None, GLOBAL_OVERRIDE)
+    alone = with_overrides(computed, Overrides(), involved)
+    assert alone[3] == BrokerRates(None, 30, None, KEEP_UP)
+    assert alone[4] == BrokerRates(None, 30, None, KEEP_UP, cannot_keep_up=(FOLLOWER,))
+    assert alone[4].to_json()["cannot_keep_up"] == [FOLLOWER]
+
+
+@pytest.mark.parametrize("computed_reason", [KEEP_UP, COMPUTED, FAIL_SAFE, KEPT, UNCHANGED])
 def test_disk_guard_slows_a_destination_whatever_the_rule_says(computed_reason):
     computed = {(3, FOLLOWER): (50_000_000, computed_reason)}
     rates = with_overrides(computed, Overrides(), {3: {FOLLOWER}}, guarded={3}, disk_guard_rate=7)
