@@ -89,6 +89,7 @@ class ReplicationConfig:
     cleanup_foreign_after: timedelta | None = None
     stuck_after: timedelta = timedelta(minutes=2)
     keep_up_margin_percent: float = 20.0
+    throttle_catch_up: bool = False
     remote_copy_rate: int | None = None
     remote_fetch_rate: int | None = None
     remote_copy_lift_on_violation: bool = False
@@ -210,6 +211,7 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
             cleanup_foreign_after=values["replication.cleanup.foreign.after"],
             stuck_after=values["replication.stuck.after"],
             keep_up_margin_percent=values["replication.keep.up.margin.percent"],
+            throttle_catch_up=values["replication.throttle.catch.up"],
             remote_copy_rate=values["remote.copy.max.bytes.per.second"],
             remote_fetch_rate=values["remote.fetch.max.bytes.per.second"],
             remote_copy_lift_on_violation=values["remote.copy.lift.on.violation"],

@@ -125,6 +125,9 @@ KEYS: tuple[Key, ...] = (
     Key("replication.keep.up.margin.percent", non_negative_percent, 20.0,
         "keep_up: a move's throttle stays this much above the traffic its partitions take in (KIP-73's lower "
         "bound), or the move never ends"),
+    Key("replication.throttle.catch.up", boolean, False,
+        "opt-in: throttle this broker as a destination, by the same rule, while it catches up outside any move "
+        "(out-of-sync replicas after a restart or a replacement; KIP-73 Q&A 2), with no override needed"),
     Key("replication.cleanup.foreign.after", duration, None,
         "opt-in: clear throttle rates other tools left on this broker once no move was seen this long",
         "unset (off)"),

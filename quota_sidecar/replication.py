@@ -52,8 +52,9 @@ class ReplicationRunner:
         except AdminError as error:  # own broker down: its rates wait, the lists of its replicas do not
             log.warning("broker %d not reachable, its rates wait for it: %s", self.broker_id, error)
             applied = {}
-        # A broker override also throttles this broker's out-of-sync replicas: then every topic is read.
-        with_override = self.broker_id in overrides.broker_rates
+        # A broker override, or replication.throttle.catch.up, also throttles this broker's out-of-sync
+        # replicas: then every topic is read.
+        with_override = self.broker_id in overrides.broker_rates or self.config.throttle_catch_up
         partitions = self.admin.describe_partitions(None if with_override else {m.topic for m in moves})
         rates = self.sampler.rates() if self.sampler else None
         leaders = {key: partition.leader for key, partition in partitions.items()}

@@ -152,10 +152,12 @@ def roles(reassignments: Iterable[Reassignment]) -> dict[int, set[str]]:
 
 
 def rate_inputs(observation: ReplicationObservation, config: ReplicationConfig, brokers: Iterable[int],
-                failures: Mapping[int, int], floors: Mapping[tuple[int, str], float | None] = {}) -> list[dict]:
-    """One row per (broker, role) for the Spark rate rule (spark_jobs.replication_rates)."""
+                failures: Mapping[int, int], floors: Mapping[tuple[int, str], float | None] = {},
+                involved: Mapping[int, set[str]] | None = None) -> list[dict]:
+    """One row per (broker, role) for the Spark rate rule (spark_jobs.replication_rates); the roles are the
+    moves' unless `involved` says otherwise."""
     rows = []
-    by_broker = roles(observation.reassignments)
+    by_broker = roles(observation.reassignments) if involved is None else involved
     for broker in sorted(brokers):
         load = observation.broker_load.get(broker)
         applied = observation.applied_rates.get(broker, {})
@@ -241,11 +243,15 @@ class ReplicationDecider:
 
     def decide(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> ReplicationDecision:
         involved = roles(observation.reassignments)
+        if self.config.throttle_catch_up:  # a broker catching up outside any move is a destination too
+            for replicas in observation.catching_up.values():
+                for _, broker in replicas:
+                    involved.setdefault(broker, set()).add(FOLLOWER)
         deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
         self.failures = count_failures(self.failures, deciding, observation.broker_load)
         progress = self.judge_progress(observation)
         floors = {(row["broker_id"], row["role"]): row["keep_up_floor_bytes_per_sec"] for row in progress["floors"]}
-        rows = rate_inputs(observation, self.config, deciding, self.failures, floors)
+        rows = rate_inputs(observation, self.config, deciding, self.failures, floors, involved)
         computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"], row["keep_up_capped"])
                     for row in self.judge_rates(rows)} if rows else {}
         overrides = observation.overrides

@@ -7,7 +7,6 @@ keep_up floor, (1 + margin) x the incoming rates of the moving partitions it rec
 (leader), which ``replication_rates`` compares with the rule's rate. Spark SQL text, as in the other jobs.
 """
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.functions import expr
 
 from quota_sidecar.moves import CANNOT_KEEP_UP, CAUGHT_UP, MOVING, NO_PROGRESS, STUCK
 from quota_sidecar.observation import FOLLOWER, LEADER
@@ -50,13 +49,17 @@ def transform(replicas_df: DataFrame) -> DataFrame:
 
 
 def destinations(moves_df: DataFrame) -> DataFrame:
-    """Per destination broker: its replicas, SumReplicaLag and the ETA of the slowest (null: one never ends)."""
-    return moves_df.groupBy("broker").agg(
-        expr("count(1)").alias("replicas"),
-        expr("sum(bytes_behind)").alias("sum_replica_lag_bytes"),
-        expr("CASE WHEN count(eta_seconds) = count(1) THEN max(eta_seconds) END").alias("eta_seconds"),
-        expr(f"count_if(state = '{STUCK}')").alias("stuck"),
-    )
+    """Per destination broker: its replicas, SumReplicaLag and the ETA of the slowest (null: one never ends).
+
+    Window aggregates in SQL text rather than groupBy().agg(Column): Spark Connect has no classic Columns."""
+    each = "OVER (PARTITION BY broker)"
+    return moves_df.selectExpr(
+        "broker",
+        f"count(1) {each} AS replicas",
+        f"sum(bytes_behind) {each} AS sum_replica_lag_bytes",
+        f"CASE WHEN count(eta_seconds) {each} = count(1) {each} THEN max(eta_seconds) {each} END AS eta_seconds",
+        f"count(CASE WHEN state = '{STUCK}' THEN 1 END) {each} AS stuck",
+    ).distinct()
 
 
 def keep_up_floors(moves_df: DataFrame) -> DataFrame:
@@ -66,8 +69,12 @@ def keep_up_floors(moves_df: DataFrame) -> DataFrame:
                                    "keep_up_margin_percent")
     led = moves_df.selectExpr("leader AS broker_id", f"'{LEADER}' AS role", "incoming_bytes_per_sec",
                               "keep_up_margin_percent")
-    return received.unionByName(led).groupBy("broker_id", "role").agg(
-        expr("sum(incoming_bytes_per_sec) * (1 + max(keep_up_margin_percent) / 100)").alias("keep_up_floor_bytes_per_sec"))
+    each = "OVER (PARTITION BY broker_id, role)"
+    return received.unionByName(led).selectExpr(
+        "broker_id", "role",
+        f"sum(incoming_bytes_per_sec) {each} * (1 + max(keep_up_margin_percent) {each} / 100) "
+        "AS keep_up_floor_bytes_per_sec",
+    ).distinct()
 
 
 def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) -> dict[str, list[dict]]:

@@ -67,6 +67,7 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("replication.cleanup.foreign.after", "soon", {}),
     ("replication.stuck.after", "PT0S", {}),
     ("replication.keep.up.margin.percent", "-5", {}),
+    ("replication.throttle.catch.up", "maybe", {}),
     ("remote.copy.max.bytes.per.second", "-1", {}),
     ("remote.fetch.max.bytes.per.second", "x", {}),
     ("remote.copy.lift.on.violation", "yes", {}),

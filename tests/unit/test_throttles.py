@@ -194,3 +194,21 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 def test_foreign_cleanup_is_due_once_no_move_was_seen_for_the_period(moving, override, last_seen, now, after,
                                                                     due, seen_after):
     assert foreign_cleanup_due(moving, override, last_seen, now, after) == (due, seen_after)
+
+
+def fake_rate_judge(rows):
+    """Stands in for the Spark rule (tested in tests/spark): every row gets 42 'computed'."""
+    return [{**row, "rate": 42, "reason": COMPUTED, "keep_up_capped": False} for row in rows]
+
+
+@pytest.mark.parametrize("catch_up, follower", [(True, (42, COMPUTED)), (False, (None, None))])
+def test_a_broker_catching_up_outside_moves_is_a_destination_only_when_asked(catch_up, follower):
+    from quota_sidecar.observation import ReplicationObservation
+    from quota_sidecar.throttles import ReplicationDecider
+
+    config = ReplicationConfig(capacity_default=100, throttle_catch_up=catch_up)
+    observation = ReplicationObservation(broker_load={3: BrokerLoad(0, 0)}, catching_up={"t": ((0, 3),)})
+    decision = ReplicationDecider(config, fake_rate_judge, own_broker=3).decide(observation, ())
+    rates = decision.brokers.get(3, BrokerRates())
+    assert (rates.follower_rate, rates.follower_reason) == follower
+    assert decision.topics["t"][FOLLOWER] == ("0:3",)

@@ -1,0 +1,128 @@
+"""KIP-73's test plan for moves you can watch, predict and unstick, on real rate-limited links.
+
+One lab (tests/harness/move_lab.py) for the module: brokers 1, 2, 3 each in a network namespace behind a
+6 MB/s link, a sidecar beside each, and a steady client load on the source broker: Kafka's producer writing
+0.8 MB/s into `client-load`, one reader tailing it and one re-reading its history at 1.6 MB/s.
+
+- (a)+(f): a partition with no produce moves under an operator's global throttle (the sidecars' override);
+  it runs at the throttle (Kafka's 0.5-1.1x band), the sidecars report its catch-up rate, and the ETA
+  they report 20 s into the move is within +-25 % of the time it then took.
+- (e): the `client-load` partition itself moves while the producer writes into it. The sidecars are told
+  the links carry 3 MB/s; the readers leave the source so little of that that the rule's leader rate is
+  below the partition's incoming rate: the move is reported stuck (cannot_keep_up), the source's rate is
+  raised to the keep_up floor, and the move ends.
+"""
+
+import re
+import time
+
+import pytest
+
+from harness.move_lab import DESTINATION, SOURCE, LabSettings, LoadProfile, MoveLab
+from harness.netns import unavailable_reason
+from harness.sidecar_process import http
+from quota_sidecar.throttles import LEADER_RATE
+
+pytestmark = [pytest.mark.integration, pytest.mark.netns]
+
+TOKEN = "moves-test-token"
+PRODUCE = 800_000
+SETTINGS = LabSettings(
+    capacity=6_000_000,
+    sidecar_capacity=3_000_000,
+    # Steady: the replaying reader's "peak" lasts an hour.
+    load=LoadProfile(produce=PRODUCE, replay=1_600_000, peak_seconds=3600, quiet_seconds=1),
+    move_bytes=40 << 20,
+    load_history_bytes=16 << 20,
+    moves=("eta",),
+    max_percent=90.0,
+    network_window_seconds=4,
+    check_interval_seconds=1,
+    subnet=3,
+    move_timeout=240.0,
+    sidecar_properties=(("api.token", TOKEN), ("replication.keep.up.margin.percent", 100)),
+)
+OVERRIDE = 1_000_000
+RATE_LOWER, RATE_UPPER = 0.5, 1.1  # Kafka's ReplicationQuotasTest band
+ETA_AT, ETA_TOLERANCE = 20.0, 0.25
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no rate-limited network namespaces on this machine: {reason}")
+    with MoveLab(SETTINGS, work_dir=str(tmp_path_factory.mktemp("moves-lab"))) as lab:
+        lab.start_sidecars()
+        yield lab
+
+
+def progress(lab, topic, broker=SOURCE) -> dict | None:
+    """The moving replica of topic-0 as a sidecar's /status shows it."""
+    status = lab.sidecar_get(broker, "/status") or {}
+    moves = status.get("replication", {}).get("progress", [])
+    return next((m for m in moves if m["topic"] == topic and m["partition"] == 0), None)
+
+
+def moving(lab, topic) -> bool:
+    return any(move.topic == topic for move in lab.admin.list_reassignments())
+
+
+def test_a_steady_move_runs_at_the_throttle_and_ends_when_its_eta_said(lab):
+    topic = lab.move_topics["eta"]
+    url = lab.sidecars[SOURCE].url + "/throttle"
+    code, answer = http("PUT", url, {"rate": OVERRIDE}, token=TOKEN)
+    assert code == 200, answer
+    try:
+        size = lab.admin.describe_replica_sizes(SOURCE, {topic: [0]})[(topic, 0)]
+        lab.admin.alter_reassignments({(topic, 0): [DESTINATION]})
+        started = time.monotonic()
+        eta, seen, growth = None, None, []
+        while moving(lab, topic):
+            now = time.monotonic() - started
+            assert now < SETTINGS.move_timeout, f"the move did not end in {SETTINGS.move_timeout}s; see {lab.work_dir}"
+            replica = lab.admin.describe_replica_sizes(DESTINATION, {topic: [0]}).get((topic, 0), 0)
+            growth.append((now, replica))
+            if eta is None and now >= ETA_AT:
+                seen = progress(lab, topic)
+                if seen is not None and seen["eta_seconds"] is not None:
+                    eta = (now, seen["eta_seconds"])
+            time.sleep(0.5)
+        took = time.monotonic() - started
+    finally:
+        http("DELETE", url, token=TOKEN)
+
+    assert eta is not None, f"no ETA was reported after {ETA_AT}s of the move; last progress {seen}"
+    reported_at, reported = eta
+    actual = took - reported_at
+    assert abs(reported - actual) <= ETA_TOLERANCE * actual, \
+        f"ETA {reported:.1f}s reported at {reported_at:.1f}s; the move took {actual:.1f}s more ({size} bytes)"
+    # (a) at the throttle: the destination's growth over the throttled part of the move (after the first 5 s)
+    steady = [(at, size_) for at, size_ in growth if at >= 5]
+    rate = (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0])
+    assert RATE_LOWER < rate / OVERRIDE < RATE_UPPER, f"the move ran at {rate:.0f} B/s under a {OVERRIDE} B/s throttle"
+    assert RATE_LOWER < seen["catch_up_bytes_per_sec"] / OVERRIDE < RATE_UPPER, f"reported catch-up: {seen}"
+    assert seen["state"] == "moving" and seen["incoming_bytes_per_sec"] == 0, seen
+
+
+def test_a_throttle_below_the_incoming_rate_is_reported_stuck_then_kept_up_and_the_move_ends(lab):
+    topic = lab.load_topic
+    lab.admin.alter_reassignments({(topic, 0): [DESTINATION]})
+    started, states, rates = time.monotonic(), set(), set()
+    while moving(lab, topic):
+        assert time.monotonic() - started < SETTINGS.move_timeout, \
+            f"the move did not end; states seen {states}, leader rates {rates}; see {lab.work_dir}\n{lab.logs()}"
+        seen = progress(lab, topic)
+        if seen is not None:
+            states.add((seen["state"], seen["stuck_reason"]))
+        leader = lab.admin.describe_configs("broker", [SOURCE], [LEADER_RATE]).get(str(SOURCE), {}).get(LEADER_RATE)
+        rates.add(None if leader is None else int(leader))
+        time.sleep(0.25)
+
+    log = lab.sidecars[DESTINATION].log_path.read_text(errors="replace")
+    source_log = lab.sidecars[SOURCE].log_path.read_text(errors="replace")
+    assert ("stuck", "cannot_keep_up") in states or "is stuck (cannot_keep_up)" in log, \
+        f"never reported cannot_keep_up; states {states}"
+    assert re.search(rf"broker {SOURCE} {re.escape(LEADER_RATE)}: .* \(keep_up\)", source_log), \
+        f"the source's leader rate was never raised for keep_up; rates {sorted(r for r in rates if r)}"
+    assert re.search(rf"move of {topic}-0 to broker {DESTINATION} ended after \d+ s", log), lab.logs()
