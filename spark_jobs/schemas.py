@@ -65,6 +65,24 @@ MOVING_REPLICA_SCHEMA = StructType(
 )
 
 
+# One partition of a reassignment plan and one broker's role in it: a destination receives the leader's bytes
+# (follower), the leader sends them (leader). `quota-sidecar plan` builds these.
+PLAN_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), nullable=False),
+        StructField("partition", IntegerType(), nullable=False),
+        StructField("broker_id", IntegerType(), nullable=False),
+        StructField("role", StringType(), nullable=False),
+        StructField("bytes", LongType(), nullable=False),
+        StructField("incoming_bytes_per_sec", DoubleType(), nullable=True),
+        StructField("capacity_bytes", LongType(), nullable=True),  # null: N not configured for the broker
+        StructField("replication_factor", IntegerType(), nullable=False),
+        StructField("throttle", LongType(), nullable=True),  # null: no throttle given or in force
+        StructField("within_seconds", DoubleType(), nullable=True),
+    ]
+)
+
+
 def frame_from_rows(spark: SparkSession, rows: list[dict], schema: StructType) -> DataFrame:
     """A DataFrame of ``rows`` (dicts keyed by field name; absent nullable fields are null)."""
     for row in rows:

@@ -48,11 +48,11 @@ ETA_AT, ETA_TOLERANCE = 20.0, 0.25
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
+def lab():
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(f"no rate-limited network namespaces on this machine: {reason}")
-    with MoveLab(SETTINGS, work_dir=str(tmp_path_factory.mktemp("moves-lab"))) as lab:
+    with MoveLab(SETTINGS) as lab:  # its own temporary dir, kept for the logs
         lab.start_sidecars()
         yield lab
 
