@@ -1,4 +1,4 @@
-"""The `quota-sidecar` command (run, status, evaluate, throttle, keys), and the wiring of the sidecar's parts."""
+"""The `quota-sidecar` command (run, status, evaluate, plan, throttle, keys), and the wiring of the sidecar's parts."""
 
 from __future__ import annotations
 
