@@ -49,12 +49,10 @@ integration: setup
 imports: venv
 	$(BIN)/lint-imports
 
+# Every cases* folder there: each is a set of snapshots with the decisions they must produce.
 conformance: setup
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases
-	@if [ -d "$(CONFORMANCE)/cases-replication" ]; then \
-	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-replication; fi
-	@if [ -d "$(CONFORMANCE)/cases-forecast" ]; then \
-	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-forecast; fi
+	@set -e; for cases in $(CONFORMANCE)/cases*/; do \
+	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $${cases%/}; done
 
 demo: setup
 	$(BIN)/python examples/demo.py
