@@ -10,6 +10,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
+from harness.local_cluster import GENERATIONS
 from harness.waiting import eventually
 from quota_sidecar import config as cfg
 from quota_sidecar.admin import ClusterAdmin
@@ -69,9 +70,10 @@ def test_volumes_of_every_broker_are_read_jbod_included(kafka_cluster, sidecars)
     assert (decision.throttle_factor, decision.source, decision.active_brokers) == (1.0, "computed", 3)
 
 
+@pytest.mark.parametrize("generation", GENERATIONS)
 def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_records(make_kafka_cluster, sidecars,
-                                                                                     unique_name):
-    cluster = make_kafka_cluster(small_log_dirs={(3, 0): 48 * MiB},
+                                                                                     unique_name, generation):
+    cluster = make_kafka_cluster(**GENERATIONS[generation], small_log_dirs={(3, 0): 48 * MiB},
                                  broker_properties={"log.segment.delete.delay.ms": "1000",
                                                     "file.delete.delay.ms": "1000"})
     small_dir = cluster.log_dirs(3)[0]
