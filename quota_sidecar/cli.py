@@ -105,8 +105,14 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         raise
     # Built with the opt-out too: what an earlier run cordoned is handed back.
     cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
+    znodes = None
+    if config.zookeeper_connect:
+        from .znode_volumes import ZnodeVolumes
+
+        znodes = ZnodeVolumes(config.zookeeper_connect, config.zookeeper_session_timeout.total_seconds(),
+                              config.broker_id)
     sidecar = Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None),
-                      replication=runner, cordoner=cordoner)
+                      replication=runner, cordoner=cordoner, znodes=znodes)
     if start_spark:
         sidecar.warm_up()
     return sidecar

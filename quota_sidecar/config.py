@@ -116,6 +116,8 @@ class SidecarConfig:
     http_port: int = 8080
     api_token: str = field(default="", repr=False)
     broker_id: int | None = None
+    zookeeper_connect: str = ""  # empty: no znode volumes
+    zookeeper_session_timeout: timedelta = timedelta(seconds=10)
     replication: ReplicationConfig = ReplicationConfig()
     admin_client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
 
@@ -133,7 +135,8 @@ class SidecarConfig:
                 "cordon_log_dirs": self.cordon_log_dirs,
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
-                "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id}
+                "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id,
+                "zookeeper_connect": self.zookeeper_connect or None}
 
 
 # ---------------------------------------------------------------- loading
@@ -193,6 +196,8 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
         http_port=values["http.port"],
         api_token=values["api.token"],
         broker_id=broker_id,
+        zookeeper_connect=values["zookeeper.connect"],
+        zookeeper_session_timeout=values["zookeeper.session.timeout"],
         replication=ReplicationConfig(
             capacity_default=values[CAPACITY_KEY],
             capacity_per_broker=capacities.values,

@@ -37,7 +37,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import waiting
 from harness.connect_server import ConnectServer
 from harness.kafka_tools import reassign_partitions
-from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.local_cluster import GENERATIONS, LocalKafkaCluster, SmallFilesystemUnavailable
 from harness.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess, http
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cluster_store import ClusterStore
@@ -237,10 +237,18 @@ def work_dir():
         yield Path(path)
 
 
+def pytest_generate_tests(metafunc):
+    """Tests marked both_generations run on Kafka 3.9 in ZooKeeper mode too; the others on KRaft only. The
+    module's cluster and sidecars are made once per generation and shared by its tests."""
+    if "cluster" in metafunc.fixturenames:
+        both = metafunc.definition.get_closest_marker("both_generations") is not None
+        metafunc.parametrize("cluster", list(GENERATIONS) if both else ["kraft-4.4"], indirect=True, scope="module")
+
+
 @pytest.fixture(scope="module")
-def cluster(report):
+def cluster(report, request):
     """Brokers 1, 2, 3 for the module's tests; each test works in topics of its own."""
-    with LocalKafkaCluster(brokers=3, broker_properties=BROKER_PROPERTIES) as cluster:
+    with LocalKafkaCluster(brokers=3, broker_properties=BROKER_PROPERTIES, **GENERATIONS[request.param]) as cluster:
         report.sources.append(_ClusterLogs(cluster))
         yield cluster
 
@@ -366,6 +374,7 @@ def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_co
                               [{REMOTE_FETCH: 1234567}, {}, {}]))  # the operator's put back, the rest gone
 
 
+@pytest.mark.both_generations
 def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster, admin, store, unique_name):
     """Two partitions move onto broker 3: T-0 [1, 2] -> [2, 3] and T-1 [2, 1] -> [1, 3].
 
@@ -517,6 +526,7 @@ def test_a_topic_deleted_in_the_middle_of_its_move_leaves_nothing_behind(
     eventually(lambda: _equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
 
 
+@pytest.mark.both_generations
 def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restarts(settled, admin):
     """Broker overrides apply without a move, in both roles, each by the sidecar beside that broker."""
     fleet = settled
