@@ -40,10 +40,9 @@ class ZnodeVolumes:
     def __init__(self, connect: str, session_timeout: float, broker_id: int | None, retry_deadline: float = 5.0):
         self.connect, self.broker_id = connect, broker_id
         self._retry_deadline = retry_deadline
-        self._client = KazooClient(
-            hosts=connect, timeout=session_timeout,
-            connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),  # reconnect for as long as we run
-            command_retry=KazooRetry(max_tries=-1, max_delay=1.0, deadline=retry_deadline))
+        self._retry = KazooRetry(max_tries=-1, max_delay=1.0, deadline=retry_deadline)  # copied per call
+        self._client = KazooClient(hosts=connect, timeout=session_timeout, command_retry=self._retry,
+                                   connection_retry=KazooRetry(max_tries=-1, max_delay=1.0))  # reconnect while we run
         self._lock = threading.Lock()  # the loop and the local watch's thread both publish
         self._started = False
         self._children: list[str] | None = None  # kept current by the children watch
@@ -80,7 +79,7 @@ class ZnodeVolumes:
         with self._lock:
             try:
                 self._connect()
-                retry = self._client.retry.copy()
+                retry = self._retry.copy()
                 retry.deadline = deadline.left(self._retry_deadline) or self._retry_deadline
                 return retry(function, *args)
             except (KazooException, KazooTimeoutError, RetryFailedError) as error:
