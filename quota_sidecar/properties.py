@@ -173,6 +173,16 @@ def zookeeper_connect(raw: str) -> str:
 zookeeper_connect.allowed = "empty (off), or host:port[,host:port...][/chroot] as in the broker's zookeeper.connect"
 
 
+def state_store(raw: str) -> str:
+    value = raw.strip()
+    if value not in ("topic", "zookeeper"):
+        raise ValueError
+    return value
+
+
+state_store.allowed = "topic (the compacted topic __quota_sidecar_state) or zookeeper (needs zookeeper.connect)"
+
+
 def token(raw: str) -> str:
     """A bearer token: printable ASCII without spaces, as an HTTP header carries it."""
     value = raw.strip()

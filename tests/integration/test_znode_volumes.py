@@ -46,7 +46,8 @@ def published_brokers(cluster) -> list[int]:
 
 def next_pass(sidecar, condition, timeout: float, what: str):
     """Passes one a second until one meets `condition`; that pass's decision."""
-    return eventually(lambda: (decision := sidecar.run_pass()) if condition(decision) else None, timeout, what, every=1)
+    return eventually(lambda: decision if condition(decision := sidecar.run_pass()) else None, timeout, what,
+                      every=1)
 
 
 def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka_cluster, sidecars, tmp_path):
