@@ -75,7 +75,8 @@ def run(polls: int = 20) -> Result:
               [["Admin API (DescribeCluster + DescribeLogDirs)", cell(admin_times, "ms", 1e-3, 2),
                 started_load.split()[0]],
                ["znode volumes (publish + read 3)", cell(znode_times, "ms", 1e-3, 2), started_load.split()[0]]]),
-        provenance(this_command(), load),
+        provenance(this_command(), load) + " (The Kafka version named there is the KRaft clusters'; these brokers "
+        "are 3.9.2.)",
     ])
     return Result(TITLE, markdown)
 
