@@ -8,6 +8,7 @@ a ZooKeeper server stopped for longer than the session timeout makes the polls f
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -51,10 +52,12 @@ def next_pass(sidecar, condition, timeout: float, what: str):
 
 
 def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka_cluster, sidecars, tmp_path):
+    """Both sidecars keep their records in ZooKeeper too (state.store=zookeeper): no topic of theirs."""
     cluster = make_kafka_cluster(brokers=2, **BEFORE_KIP_827)
-    beside_1 = build_sidecar(cfg.from_properties(properties(cluster, 1)))
+    in_zookeeper = {"state.store": "zookeeper"}
+    beside_1 = build_sidecar(cfg.from_properties(properties(cluster, 1, **in_zookeeper)))
     sidecars.append(beside_1)
-    with SidecarProcess("sidecar-2", tmp_path, properties(cluster, 2)) as beside_2:
+    with SidecarProcess("sidecar-2", tmp_path, properties(cluster, 2, **in_zookeeper)) as beside_2:
         beside_2.wait_ready()
         eventually(lambda: published_brokers(cluster) == [2], 60, "sidecar 2's znode")
         both = next_pass(beside_1, lambda d: d.error is None and {v.broker_id for v in d.volumes if v.usable} == {1, 2},
@@ -69,6 +72,9 @@ def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka
         assert [v for v in kept.volumes if v.broker_id == 2 and v.observed_at < kept.at], "broker 2's last volumes count"
         fallback = next_pass(beside_1, lambda d: d.source == "fallback", VALIDITY_SECONDS + 30, "the fallback")
         assert fallback.throttle_factor == 0.5 and "absent" in fallback.error
+        assert beside_1.quotas_in_force[None]["producer_byte_rate"] == 500_000.0  # the fallback's quota, written
+        assert any(json.loads(key)[0] == "quota" for key in beside_1.store.read_all()), "its records, in ZooKeeper"
+        assert beside_1.admin.describe_partitions(["__quota_sidecar_state"]) == {}, "no state topic"
 
 
 def test_a_zookeeper_session_loss_fails_the_polls_then_the_fallback_applies_and_it_recovers(make_kafka_cluster,
