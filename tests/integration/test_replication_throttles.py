@@ -260,6 +260,10 @@ def cluster(report, request):
 @pytest.fixture(scope="module")
 def fleet(cluster, spark_url, work_dir, report):
     fleet = fleet_of(cluster, spark_url, work_dir, report).start()
+    # A first poll may fail while Spark warms up on a loaded machine; a move started then can be over (the
+    # reassign tool's at 1 MB/s takes seconds) before any sidecar saw it. Tests start once every one passed.
+    waiting.eventually(lambda: all(sidecar.status()["throttle"]["last_success"] for sidecar in fleet.sidecars.values()),
+                       180, "a successful poll of every sidecar")
     yield fleet
     assert fleet.stop() == {1: 0, 2: 0, 3: 0}, "a sidecar failed its clean-up at the end of the module"
 

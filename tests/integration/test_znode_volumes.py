@@ -51,7 +51,8 @@ def next_pass(sidecar, condition, timeout: float, what: str):
                       every=1)
 
 
-def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka_cluster, sidecars, tmp_path):
+def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka_cluster, sidecars, tmp_path,
+                                                                     caplog):
     """Both sidecars keep their records in ZooKeeper too (state.store=zookeeper): no topic of theirs."""
     cluster = make_kafka_cluster(brokers=2, **BEFORE_KIP_827)
     in_zookeeper = {"state.store": "zookeeper"}
@@ -75,6 +76,8 @@ def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka
         assert beside_1.quotas_in_force[None]["producer_byte_rate"] == 500_000.0  # the fallback's quota, written
         assert any(json.loads(key)[0] == "quota" for key in beside_1.store.read_all()), "its records, in ZooKeeper"
         assert beside_1.admin.describe_partitions(["__quota_sidecar_state"]) == {}, "no state topic"
+    # Found from ApiVersions, said once per broker however many passes asked.
+    assert caplog.text.count("Broker 1 answers DescribeLogDirs below v4 (before KIP-827)") == 1
 
 
 def test_a_zookeeper_session_loss_fails_the_polls_then_the_fallback_applies_and_it_recovers(make_kafka_cluster,
