@@ -19,13 +19,20 @@ $(VENV)/.installed: setup.cfg setup.py
 
 # The Kafka broker's classpath, resolved by Maven from pom.xml, and its command-line tools' from
 # pom-tools.xml (a version behind, see there); the jars stay in ~/.m2.
-kafka: build/kafka.classpath build/kafka-tools.classpath
+kafka: build/kafka.classpath build/kafka-tools.classpath build/kafka-zookeeper.classpath build/kafka-3.2.classpath
 build/kafka.classpath: pom.xml
 	mkdir -p build
 	mvn -q -B dependency:build-classpath -Dmdep.outputFile=$@
 build/kafka-tools.classpath: pom-tools.xml
 	mkdir -p build
 	mvn -q -B -f pom-tools.xml dependency:build-classpath -Dmdep.outputFile=$@
+# ZooKeeper-era brokers (pom-zookeeper.xml): Kafka 3.9 with its ZooKeeper server, and 3.2 (before KIP-827).
+build/kafka-zookeeper.classpath: pom-zookeeper.xml
+	mkdir -p build
+	mvn -q -B -f pom-zookeeper.xml dependency:build-classpath -Dmdep.outputFile=$@
+build/kafka-3.2.classpath: pom-zookeeper.xml
+	mkdir -p build
+	mvn -q -B -f pom-zookeeper.xml -Dkafka.version=3.2.3 dependency:build-classpath -Dmdep.outputFile=$@
 
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 test: setup imports

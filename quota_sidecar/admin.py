@@ -14,6 +14,7 @@ topic, each part would share that state through a base class without being short
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from datetime import datetime
@@ -42,6 +43,8 @@ from .kafka_client import (admin_error, attempt, error_for_code, error_name, ope
                            with_cause)
 from .observation import Entity, Partition, Reassignment, Volume
 
+log = logging.getLogger(__name__)
+
 _RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC.value, "broker": ConfigResourceType.BROKER.value}
 # The source of a value set on the resource itself (for broker "": the dynamic default of all brokers).
 _OWN_SOURCES = {
@@ -50,6 +53,7 @@ _OWN_SOURCES = {
     ("broker", True): ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG,
 }
 _MATCH_EXACT, _MATCH_DEFAULT = 0, 1
+_CONTROLLER = object()  # _send's node_id for the controller
 
 
 class ClusterAdmin:
@@ -65,6 +69,8 @@ class ClusterAdmin:
         self._client_config = dict(client_config)
         self._client: KafkaAdminClient | None = None
         self._connecting = threading.Lock()  # the loop and the HTTP thread may both make the first call
+        self._controller_moved = False  # a broker answered NOT_CONTROLLER: ask the metadata again
+        self._said_without_sizes: set[int] = set()  # brokers whose DescribeLogDirs has no sizes, logged once
         self._retrying = tenacity.Retrying(
             stop=tenacity.stop_after_delay(retry_deadline) | (lambda _: deadline.expired()),
             wait=tenacity.wait_random_exponential(multiplier=0.1, max=1.0),  # backoff with full jitter
@@ -109,10 +115,7 @@ class ClusterAdmin:
 
     async def _describe_volumes(self, broker_ids: list[int], now: datetime) -> list[Volume]:
         # Sent to all brokers at once, so brokers that hang cost one request timeout, not one each.
-        # topics=[] (not null): only the dirs and their sizes, no partitions. Sizes need v4+.
-        calls = {broker: self._manager.call_soon(self._send(DescribeLogDirsRequest(topics=[], min_version=4),
-                                                    f"DescribeLogDirs to broker {broker}", node_id=broker))
-                 for broker in broker_ids}
+        calls = {broker: self._manager.call_soon(self._log_dirs(broker)) for broker in broker_ids}
         volumes, errors = [], []
         for broker, call in calls.items():
             what = f"DescribeLogDirs to broker {broker}"
@@ -126,6 +129,20 @@ class ClusterAdmin:
                                error_name(result.error_code)) for result in response.results]
         raise_any(errors)
         return volumes
+
+    async def _log_dirs(self, broker: int):
+        # topics=[] (not null): only the dirs and their sizes, no partitions. Sizes need v4+ (KIP-827, Kafka 3.3).
+        what = f"DescribeLogDirs to broker {broker}"
+        try:
+            return await self._send(DescribeLogDirsRequest(topics=[], min_version=4), what, node_id=broker,
+                                    passing=(Errors.IncompatibleBrokerVersion,))
+        except Errors.IncompatibleBrokerVersion:  # the broker's ApiVersions stop below v4
+            if broker not in self._said_without_sizes:
+                self._said_without_sizes.add(broker)
+                log.warning("Broker %d answers DescribeLogDirs below v4 (before KIP-827): its log dirs come without "
+                            "sizes, so its volumes are judged from the sidecars' znodes when zookeeper.connect is "
+                            "set, else shown as unusable and not judged", broker)
+            return await self._send(DescribeLogDirsRequest(topics=[]), what, node_id=broker)
 
     def describe_replica_sizes(self, broker_id: int,
                                partitions: Mapping[str, Iterable[int]]) -> dict[tuple[str, int], int]:
@@ -282,7 +299,7 @@ class ClusterAdmin:
         request = CreateTopicsRequest(timeout_ms=self._timeout_ms, validate_only=False, topics=[topic(
             name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
             configs=[topic.CreatableTopicConfig(name=key, value=value) for key, value in configs.items()])])
-        result = (await self._send(request, f"CreateTopics of {name!r}")).topics[0]
+        result = (await self._send(request, f"CreateTopics of {name!r}", node_id=_CONTROLLER)).topics[0]
         if Errors.for_code(result.error_code) is Errors.TopicAlreadyExistsError:
             return False
         raise_any([error_for_code(result.error_code, result.error_message, f"CreateTopics of {name!r}")])
@@ -296,7 +313,7 @@ class ClusterAdmin:
 
     async def _list_reassignments(self) -> list[Reassignment]:
         request = ListPartitionReassignmentsRequest(topics=None, timeout_ms=self._timeout_ms)
-        response = await self._send(request, "ListPartitionReassignments")
+        response = await self._send(request, "ListPartitionReassignments", node_id=_CONTROLLER)
         raise_any([error_for_code(response.error_code, response.error_message, "ListPartitionReassignments")])
         return sorted((Reassignment(topic.name, partition.partition_index, tuple(partition.replicas),
                                     tuple(partition.adding_replicas), tuple(partition.removing_replicas))
@@ -318,7 +335,7 @@ class ClusterAdmin:
                 topic.ReassignablePartition(partition_index=partition, replicas=replicas))
         request = AlterPartitionReassignmentsRequest(
             timeout_ms=self._timeout_ms, topics=[topic(name=name, partitions=parts) for name, parts in by_topic.items()])
-        response = await self._send(request, "AlterPartitionReassignments")
+        response = await self._send(request, "AlterPartitionReassignments", node_id=_CONTROLLER)
         errors = [error_for_code(response.error_code, response.error_message, "AlterPartitionReassignments")]
         for topic_result in response.responses:
             for result in topic_result.partitions:
@@ -331,6 +348,13 @@ class ClusterAdmin:
         raise_any(errors)
 
     # -------------------------------------------------------------- plumbing
+
+    async def _controller_id(self) -> int | None:
+        if self._manager.cluster.controller is None or self._controller_moved:
+            await self._manager.cluster.refresh_metadata()
+            self._controller_moved = False
+        controller = self._manager.cluster.controller
+        return None if controller is None else controller.node_id
 
     @property
     def _manager(self):
@@ -356,15 +380,34 @@ class ClusterAdmin:
                                            deadline.left(doing="connecting to the cluster"))
             return self._client
 
-    async def _send(self, request, what: str, node_id: int | None = None):
-        """Send one request (to node_id, else to the least loaded broker); failures name `what`."""
+    async def _send(self, request, what: str, node_id: int | object | None = None, passing: tuple = ()):
+        """Send one request (to node_id, else to the least loaded broker); failures name `what`, but for the
+        kafka-python errors `passing`, raised as they are.
+
+        node_id _CONTROLLER: to the controller the metadata names, as Kafka's Java admin client sends topic and
+        reassignment requests. A KRaft broker forwards them from anywhere; a ZooKeeper-mode broker that is
+        not the controller answers NOT_CONTROLLER, and the retry goes where fresh metadata points.
+        """
         try:
+            to_controller = node_id is _CONTROLLER
+            if to_controller:
+                node_id = await self._controller_id()
             if node_id is not None and self._manager.cluster.broker_metadata(node_id) is None:
                 # A broker that just joined: the connection manager only reaches brokers its metadata knows.
                 await self._manager.cluster.refresh_metadata()
-            return await self._manager.send(request, node_id=node_id)
+            response = await self._manager.send(request, node_id=node_id)
+            self._controller_moved |= to_controller and _not_controller(response)
+            return response
+        except passing:
+            raise
         except (Errors.KafkaError, OSError) as error:
             raise admin_error(error, what) from error
+
+
+def _not_controller(response) -> bool:
+    codes = [getattr(response, "error_code", 0)] + [topic.error_code for topic in getattr(response, "topics", ())
+                                                    if hasattr(topic, "error_code")]
+    return Errors.NotControllerError.errno in codes
 
 
 def _components(entity: Entity) -> list[tuple[str, str | None]]:

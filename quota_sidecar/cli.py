@@ -143,7 +143,18 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     from .judges import on_spark
     from .loop import Sidecar
 
-    admin, store = ClusterAdmin(config.admin_client), ClusterStore(config.admin_client)
+    session = None
+    if config.zookeeper_connect:
+        from .zookeeper_session import ZooKeeperSession
+
+        session = ZooKeeperSession(config.zookeeper_connect, config.zookeeper_session_timeout.total_seconds())
+    admin = ClusterAdmin(config.admin_client)
+    if config.state_store == "zookeeper":
+        from .zookeeper_store import ZooKeeperStore
+
+        store = ZooKeeperStore(session)
+    else:
+        store = ClusterStore(config.admin_client)
     runner = (build_replication(config, admin, store, measure_network, start_spark)
               if config.replication.enabled else None)
     try:
@@ -154,8 +165,13 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         raise
     # Built with the opt-out too: what an earlier run cordoned is handed back.
     cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
+    znodes = None
+    if session is not None:
+        from .znode_volumes import ZnodeVolumes
+
+        znodes = ZnodeVolumes(session, config.broker_id)
     sidecar = Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None),
-                      replication=runner, cordoner=cordoner)
+                      replication=runner, cordoner=cordoner, znodes=znodes)
     if start_spark:
         sidecar.warm_up()
     return sidecar

@@ -119,6 +119,9 @@ class SidecarConfig:
     http_port: int = 8080
     api_token: str = field(default="", repr=False)
     broker_id: int | None = None
+    zookeeper_connect: str = ""  # empty: no znode volumes
+    zookeeper_session_timeout: timedelta = timedelta(seconds=10)
+    state_store: str = "topic"  # or "zookeeper"
     replication: ReplicationConfig = ReplicationConfig()
     admin_client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
 
@@ -136,7 +139,8 @@ class SidecarConfig:
                 "cordon_log_dirs": self.cordon_log_dirs,
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
-                "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id}
+                "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id,
+                "zookeeper_connect": self.zookeeper_connect or None, "state_store": self.state_store}
 
 
 # ---------------------------------------------------------------- loading
@@ -174,6 +178,8 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
     if broker_id is None:
         broker_id = _broker_id_from_file(properties)
 
+    if values["state.store"] == "zookeeper" and not values["zookeeper.connect"]:
+        raise ConfigError(f"{PREFIX}state.store=zookeeper: needs {PREFIX}zookeeper.connect, the cluster's ZooKeeper")
     admin_client = client_kwargs(admin)  # checks the kafka.admin.* pass-through now, not at the first poll
     config = SidecarConfig(
         admin_properties=dict(admin),
@@ -196,6 +202,9 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
         http_port=values["http.port"],
         api_token=values["api.token"],
         broker_id=broker_id,
+        zookeeper_connect=values["zookeeper.connect"],
+        zookeeper_session_timeout=values["zookeeper.session.timeout"],
+        state_store=values["state.store"],
         replication=ReplicationConfig(
             capacity_default=values[CAPACITY_KEY],
             capacity_per_broker=capacities.values,

@@ -40,6 +40,7 @@ class Decision:
     entered_fallback: bool = False
     replication: ReplicationDecision | None = None  # when replication throttles are on
     replication_error: str | None = None  # why the replication throttles could not be decided
+    published_volumes: tuple[Volume, ...] = ()  # the sidecars' znode volumes (zookeeper.connect), for status
 
     @property
     def active_brokers(self) -> int:
@@ -135,6 +136,7 @@ class Decider:
             entered_fallback=self.factor.fallback_switches > previous.fallback_switches,
             replication=replication,
             replication_error=replication_error,
+            published_volumes=observation.published_volumes,
         )
         self.last = decision
         return decision

@@ -15,7 +15,7 @@ import isodate
 
 from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent, path_list,
                          percent, port, positive_duration, positive_int, positive_number, principal_list, ratio,
-                         spark_url, text, token)
+                         spark_url, state_store, text, token, zookeeper_connect)
 
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
 HARD_KEYS = ("storage.per.volume.limit.min.available.bytes", "storage.per.volume.limit.min.available.ratio")
@@ -88,6 +88,13 @@ KEYS: tuple[Key, ...] = (
     Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
     Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
         "how long a factor stays valid while polls fail"),
+    Key("zookeeper.connect", zookeeper_connect, "", "the cluster's ZooKeeper (Kafka 3.x in ZooKeeper mode): the "
+        "sidecars publish their broker's local volumes in ephemeral znodes under <chroot>/quota-sidecar/volumes, "
+        "the volume source for brokers whose DescribeLogDirs has no sizes (Kafka < 3.3)", "empty (off)"),
+    Key("zookeeper.session.timeout", positive_duration, timedelta(seconds=10),
+        "the sidecar's ZooKeeper session: how long after it dies its znode goes (ZooKeeper bounds it by its tick)"),
+    Key("state.store", state_store, "topic", "where the sidecars keep their records and the overrides: the compacted "
+        "topic, or the znode <chroot>/quota-sidecar/state (versioned writes)"),
     Key("produce", positive_number, None, "producer quota in bytes/s per principal, scaled by the factor",
         "unset (unlimited)"),
     Key("fetch", positive_number, None, "consumer quota in bytes/s per principal, never scaled", "unset (no quota)"),

@@ -14,9 +14,11 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Callable, Mapping
+from datetime import datetime
+from typing import Callable, Iterable, Mapping
 
 from .config import LocalWatchConfig, StorageLimit
+from .observation import Volume
 from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, in_danger
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,18 @@ def statvfs_sample(log_dir: str, at: float) -> LocalSample:
     """What Kafka reports for a log dir (File.getTotalSpace, File.getUsableSpace), read locally."""
     found = os.statvfs(log_dir)
     return LocalSample(log_dir, at, found.f_blocks * found.f_frsize, found.f_bavail * found.f_frsize)
+
+
+def own_volumes(broker_id: int, log_dirs: Iterable[str], now: datetime) -> list[Volume]:
+    """The broker's log dirs read now, as volumes (its znode, znode_volumes.py); none that cannot be read."""
+    found = []
+    for log_dir in log_dirs:
+        try:
+            sample = statvfs_sample(log_dir, 0.0)
+        except OSError:  # the watch says so, once
+            continue
+        found.append(Volume(broker_id, log_dir, sample.total_bytes, sample.available_bytes, now))
+    return found
 
 
 class LocalWatch:

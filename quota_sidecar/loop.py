@@ -22,11 +22,12 @@ from .cordoning import Cordoner
 from .decider import Decider, Decision
 from .errors import AdminError, DecisionFailed, RetryableAdminError
 from .failure_report import FailureReport
-from .local_watch import LocalWatch
+from .local_watch import LocalWatch, own_volumes
 from .observation import Observation, Volume
 from .replication import ReplicationRunner
 from .snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
-from .volumes import default_horizon, foreign_dirs
+from .volumes import default_horizon, foreign_dirs, with_published
+from .znode_volumes import ZnodeVolumes
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,9 @@ class GracefulShutdown:
 class Sidecar:
     def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
                  clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None,
-                 cordoner: Cordoner | None = None):
+                 cordoner: Cordoner | None = None, znodes: ZnodeVolumes | None = None):
         self.config = config
+        self.znodes = znodes  # the sidecars' volumes in ZooKeeper, when zookeeper.connect is set
         self.replication = replication  # when replication throttles are on
         self.cordoner = cordoner  # when this sidecar's broker is known
         self.admin = admin
@@ -197,10 +199,15 @@ class Sidecar:
     def observe(self, all_records: records.Records, now: datetime) -> Observation:
         """Storage first, then replication while the deadline lasts (the moves' lists are kept up to date
         even when a broker's volumes cannot be read). When both fail, the poll's WARNING is the one line."""
-        brokers, volumes, error = (), (), None
+        brokers, volumes, published, error = (), (), {}, None
         try:
             brokers = tuple(self.admin.live_broker_ids())
-            volumes = tuple(self.admin.describe_volumes(brokers, now)) if self.config.storage_check_enabled else ()
+            if self.config.storage_check_enabled:
+                volumes = tuple(self.admin.describe_volumes(brokers, now))
+                if self.znodes is not None:  # a lost ZooKeeper session fails the poll like a lost broker
+                    self.znodes.publish(own_volumes(self.config.broker_id, self.config.local_watch.log_dirs, now))
+                    published = self.znodes.read()
+                    brokers, volumes = with_published(brokers, volumes, published)
         except AdminError as failure:
             error = str(failure)
         replication = None
@@ -212,7 +219,8 @@ class Sidecar:
                     self.replication_report.failure(str(failure))
         if error is not None:
             return Observation(at=now, error=error, replication=replication)
-        return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication)
+        return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication,
+                           published_volumes=tuple(v for vs in published.values() for v in vs))
 
     def read_records(self) -> dict[tuple, dict]:
         """Everything the sidecars keep in the cluster, read once a pass: ownership records, overrides."""
@@ -291,6 +299,8 @@ class Sidecar:
             self.replication.close()
         self.admin.close()
         self.store.close()
+        if self.znodes is not None:
+            self.znodes.close()
 
     # -------------------------------------------------------------- the loop
 

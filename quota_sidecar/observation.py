@@ -150,5 +150,6 @@ class Observation:
     error: str | None = None
     replication: ReplicationObservation | None = None  # when replication throttles are on
     local_samples: tuple[Volume, ...] = ()  # this broker's own dirs between polls (the local watch): fill history
+    published_volumes: tuple[Volume, ...] = ()  # the sidecars' znode volumes (zookeeper.connect), for status
 
 

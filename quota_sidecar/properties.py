@@ -162,6 +162,27 @@ def host(raw: str) -> str:
 host.allowed = "a host name or an IP address to listen on"
 
 
+def zookeeper_connect(raw: str) -> str:
+    """The broker's zookeeper.connect syntax: host:port[,host:port...][/chroot]; empty for none."""
+    value = raw.strip()
+    if value and not re.fullmatch(r"[A-Za-z0-9._-]+:\d{1,5}(,[A-Za-z0-9._-]+:\d{1,5})*(/[A-Za-z0-9._/-]*[^/])?", value):
+        raise ValueError
+    return value
+
+
+zookeeper_connect.allowed = "empty (off), or host:port[,host:port...][/chroot] as in the broker's zookeeper.connect"
+
+
+def state_store(raw: str) -> str:
+    value = raw.strip()
+    if value not in ("topic", "zookeeper"):
+        raise ValueError
+    return value
+
+
+state_store.allowed = "topic (the compacted topic __quota_sidecar_state) or zookeeper (needs zookeeper.connect)"
+
+
 def token(raw: str) -> str:
     """A bearer token: printable ASCII without spaces, as an HTTP header carries it."""
     value = raw.strip()

@@ -36,7 +36,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         },
         "limit": config.storage_limit.describe() if config.storage_limit else "storage check disabled",
         "volumes": [_volume(volume, config.storage_limit, judged.get((volume.broker_id, volume.log_dir)), decision.at)
-                    for volume in decision.volumes] if decision else [],
+                    | _published(volume, decision.published_volumes) for volume in decision.volumes] if decision else [],
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
                             sorted(snapshot.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
     }
@@ -93,6 +93,14 @@ def _overrides(overrides: Overrides) -> dict:
             "brokers": {str(b): r for b, r in sorted(overrides.broker_rates.items())}}
 
 
+def _published(volume, published) -> dict:
+    """With zookeeper.connect, beside what the decision used: what the broker's sidecar published (None: nothing)."""
+    if not published:
+        return {}
+    same = [p for p in published if (p.broker_id, p.log_dir) == (volume.broker_id, volume.log_dir)]
+    return {"published_available_bytes": same[0].available_bytes if same else None}
+
+
 def _volume(volume, limit, judged: dict | None, decided_at) -> dict:
     """A volume as the last decision saw it; `judged` is its row from the Spark job (None: not judged)."""
     judged = judged or {}
@@ -131,8 +139,11 @@ def render(status: dict) -> str:
     if throttle["last_error"]:
         lines.append(f"last poll failed: {throttle['last_error']}")
     lines += _render_watch(status.get("local_watch"))
-    lines += ["", table(["broker", "log dir", "total", "available", "ratio", "margin", "fill", "limit", "state"],
+    znodes = any("published_available_bytes" in v for v in status["volumes"])  # side by side
+    lines += ["", table(["broker", "log dir", "total", "available", *(["znode avail."] if znodes else []), "ratio",
+                         "margin", "fill", "limit", "state"],
                         [[v["broker_id"], v["log_dir"], _bytes(v["total_bytes"]), _bytes(v["available_bytes"]),
+                          *([_bytes(v.get("published_available_bytes"))] if znodes else []),
                           _ratio(v["available_ratio"]), _margin(v["margin"]), _fill(v.get("fill_bytes_per_sec")),
                           _time_to_limit(v.get("seconds_to_limit")), v["state"]]
                          for v in status["volumes"]])]

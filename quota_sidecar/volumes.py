@@ -145,3 +145,25 @@ def foreign_dirs(latest: Mapping[str, LocalSample], reported: Iterable[Volume]) 
 
 def _same_size(a: int, b: int) -> bool:
     return abs(a - b) <= 0.01 * max(a, b)  # filesystems report the same size; allow rounding by block
+
+
+def with_published(brokers: Sequence[int], reported: Sequence[Volume],
+                   published: VolumesByBroker) -> tuple[tuple[int, ...], tuple[Volume, ...]]:
+    """The brokers that answered and their volumes, once the sidecars' znode volumes are known.
+
+    A broker whose DescribeLogDirs carries sizes keeps them: the broker's own word. One whose log dirs come
+    without sizes (Kafka < 3.3) takes the volumes its sidecar published; with none published (no sidecar
+    beside it, or its znode vanished with its sidecar) it counts as absent, so its last volumes count
+    until the validity duration, as for a broker that left the cluster.
+    """
+    reported_by_broker = by_broker(brokers, reported)
+    answered, volumes = [], []
+    for broker in brokers:
+        own = reported_by_broker[broker]
+        if not any(volume.error is None and volume.total_bytes < 0 for volume in own):
+            answered.append(broker)
+            volumes += own
+        elif published.get(broker):
+            answered.append(broker)
+            volumes += published[broker]
+    return tuple(answered), tuple(volumes)

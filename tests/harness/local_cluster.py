@@ -10,6 +10,12 @@ a static controller quorum and listen on free loopback ports:
 - SASL_PLAINTEXT with SASL/PLAIN, for the users given to the constructor;
 - CONTROLLER: the KRaft quorum.
 
+With zookeeper=True the cluster is ZooKeeper-era instead: one ZooKeeper server
+(harness/zookeeper_server.py) and brokers in ZooKeeper mode under the chroot /kafka, started from
+build/kafka-zookeeper.classpath (Kafka 3.9, the last release with ZooKeeper) or, with
+classpath_file=KAFKA_3_2_CLASSPATH_FILE, Kafka 3.2 (before KIP-827: DescribeLogDirs without sizes). Same
+listeners (no CONTROLLER), JBOD and small filesystems.
+
 There is no authorizer: every principal may do everything. Any log dir can sit on a small
 size-limited filesystem (tmpfs, else a loop-mounted ext4 image) so that tests can fill a disk for real.
 A broker can run inside a network namespace the caller made (`ip netns exec`), listening on that
@@ -34,20 +40,32 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
+from kafka.protocol.metadata import MetadataRequest
 
 from harness.ports import free_loopback_ports
+from harness.zookeeper_server import LOG4J_CONFIG as LOG4J1_CONFIG
+from harness.zookeeper_server import LocalZooKeeper, tail
 
 log = logging.getLogger(__name__)
 
 DEFAULT_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
-DEFAULT_CLASSPATH_FILE = Path(__file__).resolve().parents[2] / "build" / "kafka.classpath"
+_BUILD = Path(__file__).resolve().parents[2] / "build"
+DEFAULT_CLASSPATH_FILE = _BUILD / "kafka.classpath"
+ZOOKEEPER_CLASSPATH_FILE = _BUILD / "kafka-zookeeper.classpath"  # Kafka 3.9 and its ZooKeeper server
+KAFKA_3_2_CLASSPATH_FILE = _BUILD / "kafka-3.2.classpath"  # ZooKeeper mode only; its ZooKeeper is 3.6
+ZOOKEEPER_CHROOT = "/kafka"
+
+# The version matrix, as constructor arguments: Kafka 4.4 in KRaft mode (pom.xml), Kafka 3.9 in ZooKeeper
+# mode (pom-zookeeper.xml). Tests parametrized over it run on both.
+GENERATIONS = {"kraft-4.4": {}, "zookeeper-3.9": {"zookeeper": True}}
+# Kafka 3.2.3, the newest before KIP-827 (DescribeLogDirs without sizes) that runs on Java 17.
+BEFORE_KIP_827 = {"zookeeper": True, "classpath_file": KAFKA_3_2_CLASSPATH_FILE}
 
 # Light and quick to start on a 2-core machine: a small serial-GC heap, and only the C1 compiler,
 # which roughly halves the CPU a broker burns while warming up.
@@ -71,10 +89,16 @@ TEST_BROKER_PROPERTIES = {
     "log.segment.bytes": str(1 << 20),
     "log.index.size.max.bytes": str(64 << 10),
     "log.retention.check.interval.ms": "1000",
+}
+KRAFT_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
     # A restarted broker may register again only once the session of its previous run expired
     # (DUPLICATE_BROKER_REGISTRATION until then): keep the session short, the default is 9 s.
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "3000",
+}
+ZOOKEEPER_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
+    # Likewise for a broker's ZooKeeper registration; ZooKeeper grants at most 10 s (harness/zookeeper_server.py).
+    "zookeeper.session.timeout.ms": "6000",
 }
 
 LOG4J2_CONFIG = """\
@@ -131,6 +155,7 @@ class LocalKafkaCluster:
         <namespace>` and listens (clients, inter-broker, controller) on ip, which must be an address
         of that namespace that the other brokers and this process reach. The caller makes and
         removes the namespaces; brokers not named stay on 127.0.0.1 of this process's namespace.
+    zookeeper: a ZooKeeper server and brokers in ZooKeeper mode (Kafka 3.x) instead of KRaft nodes.
     base_dir: where the cluster lives, kept by stop(); by default a temporary dir that stop() removes.
     start_timeout: how long start(), stop_broker() and start_broker() wait for the brokers to settle.
     """
@@ -144,8 +169,9 @@ class LocalKafkaCluster:
         small_log_dirs: Mapping[tuple[int, int], int] | None = None,
         broker_properties: Mapping[str, str] | None = None,
         network_namespaces: Mapping[int, tuple[str, str]] | None = None,
+        zookeeper: bool = False,
         base_dir: str | os.PathLike | None = None,
-        classpath_file: str | os.PathLike = DEFAULT_CLASSPATH_FILE,
+        classpath_file: str | os.PathLike | None = None,
         jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
         start_timeout: float = 120.0,
         stop_timeout: float = 30.0,
@@ -154,9 +180,13 @@ class LocalKafkaCluster:
         self.users = dict(DEFAULT_USERS if users is None else users)
         self._log_dir_counts = {broker_id: 1 for broker_id in self.broker_ids} | dict(log_dirs or {})
         self._small_log_dirs = dict(small_log_dirs or {})
-        self._broker_properties = TEST_BROKER_PROPERTIES | dict(broker_properties or {})
+        self.zookeeper_mode = zookeeper
+        defaults = ZOOKEEPER_BROKER_PROPERTIES if zookeeper else KRAFT_BROKER_PROPERTIES
+        self._broker_properties = defaults | dict(broker_properties or {})
         self._network_namespaces = dict(network_namespaces or {})
         self._requested_base_dir = base_dir
+        if classpath_file is None:
+            classpath_file = ZOOKEEPER_CLASSPATH_FILE if zookeeper else DEFAULT_CLASSPATH_FILE
         self._classpath_file = Path(classpath_file)
         self._jvm_options = list(jvm_options)
         self._start_timeout = start_timeout
@@ -168,6 +198,7 @@ class LocalKafkaCluster:
         self._created_base_dir: Path | None = None  # removed by stop(); a base_dir given is kept
         self._classpath = ""
         self._nodes: dict[int, _Node] = {}
+        self.zookeeper: LocalZooKeeper | None = None  # in ZooKeeper mode; tests may stop and start it
         self._mounts: list[Path] = []
         self._started = False
 
@@ -225,6 +256,13 @@ class LocalKafkaCluster:
             "sasl_plain_password": self.users[user],
         }
 
+    @property
+    def zookeeper_connect(self) -> str:
+        """The brokers' zookeeper.connect: host:port and the chroot."""
+        if self.zookeeper is None:
+            raise LocalClusterError("a KRaft cluster has no ZooKeeper")
+        return self.zookeeper.connect_string + ZOOKEEPER_CHROOT
+
     def log_dirs(self, broker_id: int) -> list[str]:
         return [str(path) for path in self._nodes[broker_id].log_dirs]
 
@@ -246,7 +284,10 @@ class LocalKafkaCluster:
         try:
             self._classpath = read_classpath(self._classpath_file)
             self._lay_out()
-            self._format_storage()
+            if self.zookeeper is not None:
+                self.zookeeper.start()
+            else:
+                self._format_storage()
             for node in self._nodes.values():
                 self._launch(node)
             self._wait_for_serving_brokers(set(self.broker_ids))
@@ -259,6 +300,8 @@ class LocalKafkaCluster:
     def stop(self) -> None:
         """Stop every broker, unmount what was mounted, remove the base dir made; safe to repeat."""
         self._stop_processes(list(self._nodes.values()))
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
         self._unmount_all()
         if self._created_base_dir is not None:
             shutil.rmtree(self._created_base_dir)
@@ -279,13 +322,14 @@ class LocalKafkaCluster:
         self._wait_for_serving_brokers(self._running_broker_ids())
 
     def dump_logs(self, lines: int = 60) -> str:
-        """The last lines of every broker's log and console output, for a test failure report."""
+        """The last lines of every broker's (and ZooKeeper's) log and console output, for a test failure report."""
         if self.base_dir is None:
             return ""
-        return "\n".join(
-            f"==> {path} (last {lines} lines) <==\n{_tail(path, lines)}"
+        brokers = "\n".join(
+            f"==> {path} (last {lines} lines) <==\n{tail(path, lines)}"
             for path in sorted((self.base_dir / "logs").glob("broker-*"))
         )
+        return brokers if self.zookeeper is None else f"{brokers}\n{self.zookeeper.dump_logs(lines)}"
 
     # -- setting up ------------------------------------------------------------------------------
 
@@ -297,6 +341,9 @@ class LocalKafkaCluster:
             self.base_dir.mkdir(parents=True, exist_ok=True)
         (self.base_dir / "logs").mkdir()
         (self.base_dir / "log4j2.properties").write_text(LOG4J2_CONFIG)
+        (self.base_dir / "log4j.properties").write_text(LOG4J1_CONFIG)  # Kafka 3.x logs through reload4j
+        if self.zookeeper_mode:
+            self.zookeeper = LocalZooKeeper(self.base_dir / "zookeeper", self._classpath, self._jvm_options)
 
         ports = iter(free_loopback_ports(3 * len(self.broker_ids)))
         for broker_id in self.broker_ids:
@@ -318,21 +365,30 @@ class LocalKafkaCluster:
     def _server_properties(self, node: _Node) -> dict[str, str]:
         client_listeners = (f"PLAINTEXT://{node.host}:{node.plaintext_port},"
                             f"SASL_PLAINTEXT://{node.host}:{node.sasl_port}")
-        voters = ",".join(f"{other.node_id}@{other.host}:{other.controller_port}" for other in self._nodes.values())
         users = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
-        return {
-            "node.id": str(node.node_id),
-            "process.roles": "broker,controller",
-            "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER",
-            "listeners": f"{client_listeners},CONTROLLER://{node.host}:{node.controller_port}",
+        common = {
             "advertised.listeners": client_listeners,
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
             "sasl.enabled.mechanisms": "PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config":
                 f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
             "log.dirs": ",".join(str(path) for path in node.log_dirs),
+        }
+        if self.zookeeper_mode:
+            return common | {
+                "broker.id": str(node.node_id),
+                "zookeeper.connect": self.zookeeper_connect,
+                "listeners": client_listeners,
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            } | self._broker_properties
+        voters = ",".join(f"{other.node_id}@{other.host}:{other.controller_port}" for other in self._nodes.values())
+        return common | {
+            "node.id": str(node.node_id),
+            "process.roles": "broker,controller",
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"{client_listeners},CONTROLLER://{node.host}:{node.controller_port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
             "metadata.log.dir": str(node.metadata_dir),
         } | self._broker_properties
 
@@ -388,9 +444,12 @@ class LocalKafkaCluster:
             )
 
     def _java(self, log_file: Path) -> list[str]:
+        logging_configuration = (
+            f"-Dlog4j.configuration=file:{self.base_dir / 'log4j.properties'}" if self.zookeeper_mode
+            else f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}"
+        )
         return [
-            "java", *self._jvm_options,
-            f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}",
+            "java", *self._jvm_options, logging_configuration,
             f"-Dquota_sidecar.log_file={log_file}",
             "-cp", self._classpath,
         ]
@@ -431,6 +490,11 @@ class LocalKafkaCluster:
             with KafkaAdminClient(
                 bootstrap_servers=addresses, bootstrap_timeout_ms=5000, request_timeout_ms=5000
             ) as admin:
+                if self.zookeeper_mode:
+                    # ZooKeeper-era brokers know no fencing; Metadata lists the registered ones. (kafka-python's
+                    # describe_cluster fails on DescribeCluster v0, which Kafka 3.2 answers.)
+                    response = admin._manager.run(admin._manager.send, MetadataRequest(topics=[]))
+                    return {broker.node_id for broker in response.brokers}
                 brokers = admin.describe_cluster()["brokers"]
         except KafkaError:
             return set()
@@ -502,11 +566,6 @@ def _run(command: list[str]) -> str | None:
     if result.returncode == 0:
         return None
     return result.stderr.strip() or f"exit code {result.returncode}"
-
-
-def _tail(path: Path, lines: int) -> str:
-    with open(path, errors="replace") as file:
-        return "".join(deque(file, maxlen=lines))
 
 
 # -- nothing left behind when Python exits -------------------------------------------------------

@@ -3,6 +3,11 @@
 `kafka_cluster` is one cluster for the whole session, shared by tests that each work in their own
 topics and principals (`unique_name`); `make_kafka_cluster` starts clusters of a test's own, for
 tests that stop brokers or otherwise disturb the cluster.
+
+The version matrix: GENERATIONS (harness/local_cluster.py) names the kinds of cluster a test can run on, as LocalKafkaCluster
+arguments. A test runs on each with `@pytest.mark.parametrize("generation", GENERATIONS)` and
+`make_kafka_cluster(**GENERATIONS[generation], ...)`; `zookeeper_kafka_cluster` is the session cluster's
+ZooKeeper-mode twin, started for the first test that asks for it.
 """
 
 import re
@@ -11,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.local_cluster import GENERATIONS, LocalKafkaCluster, SmallFilesystemUnavailable
 
 SMALL_DIR_BROKER_ID = 3
 SMALL_DIR_BYTES = 64 << 20
@@ -42,15 +47,24 @@ class SessionKafka:
 
 @pytest.fixture(scope="session")
 def kafka_cluster():
+    yield from _session_cluster()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_kafka_cluster():
+    yield from _session_cluster(**GENERATIONS["zookeeper-3.9"])
+
+
+def _session_cluster(**generation):
     small_dir, reason = None, None
     try:
         cluster = LocalKafkaCluster(
-            brokers=3, log_dirs={1: 2}, small_log_dirs={(SMALL_DIR_BROKER_ID, 0): SMALL_DIR_BYTES}
+            brokers=3, log_dirs={1: 2}, small_log_dirs={(SMALL_DIR_BROKER_ID, 0): SMALL_DIR_BYTES}, **generation
         ).start()
         small_dir = cluster.log_dirs(SMALL_DIR_BROKER_ID)[0]
     except SmallFilesystemUnavailable as unavailable:
         reason = str(unavailable)
-        cluster = LocalKafkaCluster(brokers=3, log_dirs={1: 2}).start()
+        cluster = LocalKafkaCluster(brokers=3, log_dirs={1: 2}, **generation).start()
     _running_clusters.append(cluster)
     yield SessionKafka(
         cluster=cluster,
@@ -109,5 +123,5 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if report.failed:
         for cluster in _running_clusters:
-            report.sections.append((f"Kafka broker logs ({cluster.base_dir})", cluster.dump_logs()))
+            report.sections.append((f"Kafka broker (and ZooKeeper) logs ({cluster.base_dir})", cluster.dump_logs()))
     return report

@@ -9,7 +9,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from harness.local_cluster import LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.local_cluster import BEFORE_KIP_827, GENERATIONS, LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
 
 pytestmark = pytest.mark.integration
 
@@ -175,3 +175,46 @@ def test_a_broker_in_a_network_namespace_serves_on_its_address(make_kafka_cluste
             assert round_trip({"bootstrap_servers": cluster.bootstrap_servers}, unique_name, values) == values
         finally:
             cluster.stop()  # before its namespace goes
+
+
+# -- ZooKeeper mode --------------------------------------------------------------------------------
+
+
+def registered_in_zookeeper(cluster: LocalKafkaCluster) -> list[int]:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=cluster.zookeeper_connect)
+    client.start(timeout=15)
+    try:
+        return sorted(int(broker_id) for broker_id in client.get_children("/brokers/ids"))
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.parametrize("generation", [GENERATIONS["zookeeper-3.9"], BEFORE_KIP_827], ids=["3.9", "3.2"])
+def test_a_zookeeper_mode_cluster_registers_its_brokers_in_zookeeper_and_serves(make_kafka_cluster, unique_name,
+                                                                               generation):
+    cluster = make_kafka_cluster(brokers=2, log_dirs={1: 2}, **generation)
+    assert cluster.zookeeper_connect.endswith("/kafka")
+    assert registered_in_zookeeper(cluster) == [1, 2]
+    create_topic(cluster.bootstrap_servers, unique_name, replication_factor=2)
+    values = [b"through", b"zookeeper", b"mode"]
+    assert round_trip(cluster.sasl_client_config("alice"), unique_name, values) == values
+    assert "binding to port" in cluster.zookeeper.log_file.read_text()  # ZooKeeper's own log...
+    assert str(cluster.zookeeper.log_file) in cluster.dump_logs()  # ...in failure reports
+
+    cluster.stop_broker(2)
+    assert registered_in_zookeeper(cluster) == [1]
+    cluster.start_broker(2)
+    assert registered_in_zookeeper(cluster) == [1, 2]
+
+
+def test_a_zookeeper_mode_cluster_leaves_no_process_behind(make_kafka_cluster):
+    cluster = make_kafka_cluster(brokers=1, zookeeper=True)
+    assert len(processes_using(cluster.base_dir)) == 2  # the broker and the ZooKeeper server
+
+    cluster.stop()
+
+    assert processes_using(cluster.base_dir) == []
+    assert not cluster.base_dir.exists()

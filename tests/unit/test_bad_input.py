@@ -50,6 +50,10 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("request", "inf", {}),
     ("excluded.principal.name.list", "Group:admins", {}),
     ("spark.url", "sc//x", {}),
+    ("zookeeper.connect", "zk1:2181/kafka/", {}),
+    ("zookeeper.session.timeout", "10", {}),
+    ("state.store", "etcd", {}),
+    ("state.store", "zookeeper", {}),  # without zookeeper.connect
     ("http.host", "not a host", {}),
     ("http.port", "70000", {}),
     ("api.token", "two words", {}),

@@ -138,3 +138,24 @@ def test_cordoned_dirs_of_this_broker_say_which_the_sidecar_added(a_snapshot, la
     older = status.render(status.build(a_snapshot(cordons=CordonView(3, True, unavailable=True)), later, "running"))
     assert "unavailable, the broker does not know the key (Kafka < 4.3)" in older
     assert "cordoned" not in status.build(a_snapshot(), later, mode="running")
+
+
+def test_with_zookeeper_the_published_volumes_are_shown_beside_describe_log_dirs(a_snapshot, later):
+    snapshot = a_snapshot()
+    reported = snapshot.decision.volumes[0]
+    published = replace(reported, available_bytes=7 << 20)
+    decision = replace(snapshot.decision, published_volumes=(published,))
+
+    built = status.build(a_snapshot(decision=decision), later, mode="running")
+
+    assert [v["published_available_bytes"] for v in built["volumes"]] == [7 << 20, None, None]
+    text = status.render(built)
+    assert "znode avail." in text
+    assert "7.0 MiB" in next(line for line in text.splitlines() if reported.log_dir in line)
+
+
+def test_without_zookeeper_there_is_no_published_column(a_snapshot, later):
+    built = status.build(a_snapshot(), later, mode="running")
+
+    assert all("published_available_bytes" not in v for v in built["volumes"])
+    assert "znode avail." not in status.render(built)
