@@ -104,12 +104,11 @@ def run(args: argparse.Namespace) -> dict:
     low = PRODUCE * 3 // 8
     with MoveLab(settings) as lab:
         without = keep_up_move(lab, low, args.limit)  # no sidecars yet: the operator's throttle alone
-        if not without["ended"]:  # let it end unthrottled before the sidecars start
-            reassign(lab, lab.load_topic, "--verify")
-            kafka_tools.reassign_partitions(lab.cluster.bootstrap_servers, {(lab.load_topic, 0): [SOURCE]},
-                                            "--execute")
-        while moving(lab, lab.load_topic):
-            time.sleep(1.0)
+        if not without["ended"]:  # cancelled (the partition stays on the source), its throttles removed
+            lab.admin.alter_reassignments({(lab.load_topic, 0): None})
+            while moving(lab, lab.load_topic):
+                time.sleep(1.0)
+            lab.clear_static_throttles(lab.load_topic)
         lab.start_sidecars()
         eta = eta_over_a_move(lab, args.throttle)
         back = {(lab.load_topic, 0): [SOURCE]}  # the load partition back on the source, then moved again
