@@ -6,8 +6,9 @@ tests that stop brokers or otherwise disturb the cluster.
 
 The version matrix: GENERATIONS (harness/local_cluster.py) names the kinds of cluster a test can run on, as LocalKafkaCluster
 arguments. A test runs on each with `@pytest.mark.parametrize("generation", GENERATIONS)` and
-`make_kafka_cluster(**GENERATIONS[generation], ...)`; `zookeeper_kafka_cluster` is the session cluster's
-ZooKeeper-mode twin, started for the first test that asks for it.
+`make_kafka_cluster(**GENERATIONS[generation], ...)`, or through a module-scoped cluster fixture
+parametrized over it (test_replication_throttles.py), so that the tests of a module share one cluster per
+generation.
 """
 
 import re
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.local_cluster import GENERATIONS, LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
 
 SMALL_DIR_BROKER_ID = 3
 SMALL_DIR_BYTES = 64 << 20
@@ -47,24 +48,15 @@ class SessionKafka:
 
 @pytest.fixture(scope="session")
 def kafka_cluster():
-    yield from _session_cluster()
-
-
-@pytest.fixture(scope="session")
-def zookeeper_kafka_cluster():
-    yield from _session_cluster(**GENERATIONS["zookeeper-3.9"])
-
-
-def _session_cluster(**generation):
     small_dir, reason = None, None
     try:
         cluster = LocalKafkaCluster(
-            brokers=3, log_dirs={1: 2}, small_log_dirs={(SMALL_DIR_BROKER_ID, 0): SMALL_DIR_BYTES}, **generation
+            brokers=3, log_dirs={1: 2}, small_log_dirs={(SMALL_DIR_BROKER_ID, 0): SMALL_DIR_BYTES}
         ).start()
         small_dir = cluster.log_dirs(SMALL_DIR_BROKER_ID)[0]
     except SmallFilesystemUnavailable as unavailable:
         reason = str(unavailable)
-        cluster = LocalKafkaCluster(brokers=3, log_dirs={1: 2}, **generation).start()
+        cluster = LocalKafkaCluster(brokers=3, log_dirs={1: 2}).start()
     _running_clusters.append(cluster)
     yield SessionKafka(
         cluster=cluster,
