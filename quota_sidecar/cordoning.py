@@ -9,13 +9,11 @@ on; a dir the broker refuses to cordon is said once and not tried again until it
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from . import cordons, records
+from . import cordons, ownership, records
 from .errors import AdminError, PermanentAdminError
-from .ownership import SECOND_LOOK_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +68,17 @@ class Cordoner:
             self._change(frozenset(), all_records, "clean-up", force=True)
 
     def _change(self, wanted: frozenset[str], all_records: records.Records, why: str, force: bool = False) -> None:
-        recorded = records.cordoned(all_records, self.broker_id)
-        in_force = self.read()
-        if in_force is None:
-            return
-        change = cordons.change(wanted, in_force, recorded, force)
-        if change.yielded:  # a second look: the broker answering may not show the last write yet
-            time.sleep(SECOND_LOOK_SECONDS)
-            recorded = records.cordoned(records.parse(self.store.read_all()), self.broker_id)
-            if (in_force := self.read()) is None:
-                return
-            change = cordons.change(wanted, in_force, recorded, force)
-        self._write(change, in_force, why)
+        def planned(all_records: records.Records):
+            in_force = self.read()
+            if in_force is None:
+                return None
+            return in_force, cordons.change(wanted, in_force, records.cordoned(all_records, self.broker_id), force)
+
+        found = ownership.with_second_look(planned, all_records, lambda: records.parse(self.store.read_all()),
+                                           yields=lambda found: found is not None and found[1].yielded)
+        if found is not None:
+            in_force, change = found
+            self._write(change, in_force, why)
 
     def _write(self, change: cordons.CordonChange, in_force: cordons.InForce, why: str) -> None:
         def key(log_dir: str) -> str:

@@ -232,12 +232,8 @@ class Sidecar:
             in_force = self.read_quotas(wanted, owned)
             return in_force, ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), owned)
 
-        in_force, writes = planned(all_records)
-        if any(write.left_alone for write in writes):
-            # Another sidecar may have written since this pass read the records, or the broker answering may
-            # lag the last write: a second look before leaving a quota to someone else.
-            time.sleep(ownership.SECOND_LOOK_SECONDS)
-            in_force, writes = planned(self.read_records())
+        in_force, writes = ownership.with_second_look(planned, all_records, self.read_records,
+                                                      yields=lambda planned: ownership.leaves_alone(planned[1]))
         self._write_quotas(writes)
         self.quotas_in_force = _after(in_force, writes)
 
@@ -248,18 +244,15 @@ class Sidecar:
 
     def cleanup(self) -> None:
         """Hand back every quota the sidecars set: the value it replaced, unless someone changed it since."""
-        def planned() -> tuple[records.Records, list[ownership.Write]]:
-            all_records = self.read_records()
+        def planned(all_records: records.Records) -> tuple[records.Records, list[ownership.Write]]:
             # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
             owned = dict(sorted(records.owned(all_records, records.QUOTA).items(),
                                 key=lambda item: isinstance(item[0][0], tuple)))
             in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in owned)))
             return all_records, ownership.restore(quotas.flatten(in_force), owned)
 
-        all_records, writes = planned()
-        if any(write.left_alone for write in writes):  # the last pass's write may not read back yet
-            time.sleep(ownership.SECOND_LOOK_SECONDS)
-            all_records, writes = planned()
+        all_records, writes = ownership.with_second_look(planned, self.read_records(), self.read_records,
+                                                         yields=lambda planned: ownership.leaves_alone(planned[1]))
         self._write_quotas(writes, force=True)
         if self.replication is not None:
             self.replication.cleanup(all_records)

@@ -14,15 +14,17 @@ target they forget it instead of putting back what they once replaced.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
-from typing import Callable, Hashable, Mapping
+from typing import Callable, Hashable, Iterable, Mapping, TypeVar
 
-from .records import Owned
+from .records import Owned, Records
 
 Target = Hashable
 # Before leaving a target to someone else, the writer reads again after this long: a broker answering a
 # describe may lag the sidecars' last write by a moment, and another sidecar may have written since.
 SECOND_LOOK_SECONDS = 0.5
+Planned = TypeVar("Planned")
 
 
 @dataclass(frozen=True)
@@ -116,3 +118,19 @@ def same(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, rel_tol=1e-9)
+
+
+def leaves_alone(writes: Iterable[Write]) -> bool:
+    return any(write.left_alone for write in writes)
+
+
+def with_second_look(plan: Callable[[Records], Planned], all_records: Records, read_records: Callable[[], Records],
+                     yields: Callable[[Planned], bool] = leaves_alone,
+                     sleep: Callable[[float], None] = time.sleep) -> Planned:
+    """plan(all_records); when that leaves a target to someone else, planned once more SECOND_LOOK_SECONDS
+    later on records read anew (the broker may not show the last write yet, or another sidecar wrote)."""
+    planned = plan(all_records)
+    if yields(planned):
+        sleep(SECOND_LOOK_SECONDS)
+        planned = plan(read_records())
+    return planned

@@ -166,14 +166,10 @@ class ReplicationRunner:
             in_force = self._broker_configs(set(wanted) | set(owned))
             return ownership.plan({**{key: None for key in owned}, **wanted}, in_force, owned)
 
-        self._write_configs(self._second_look(planned, all_records), why)
+        self._write_configs(ownership.with_second_look(planned, all_records, self._read_records), why)
 
-    def _second_look(self, planned, all_records: records.Records) -> list[ownership.Write]:
-        writes = planned(all_records)
-        if any(write.left_alone for write in writes):  # the broker may not show our last write yet
-            time.sleep(ownership.SECOND_LOOK_SECONDS)
-            writes = planned(records.parse(self.store.read_all()))
-        return writes
+    def _read_records(self) -> records.Records:
+        return records.parse(self.store.read_all())
 
     def _write_configs(self, writes: list[ownership.Write], why: dict[str, str], force: bool = False) -> None:
         def set_config(key: str, value: float | None) -> None:
@@ -212,7 +208,7 @@ class ReplicationRunner:
             owned = records.owned_configs(all_records, self.broker_id)
             return ownership.restore(self._broker_configs(set(owned)), owned)
 
-        self._write_configs(self._second_look(planned, all_records), {}, force=True)
+        self._write_configs(ownership.with_second_look(planned, all_records, self._read_records), {}, force=True)
 
     def close(self) -> None:
         if self.sampler is not None:

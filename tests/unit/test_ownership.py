@@ -76,3 +76,27 @@ def test_the_reason_says_what_is_in_force_and_what_the_sidecar_wrote():
     [write] = ownership.plan({RATE: None}, {RATE: 2.0}, {RATE: Owned(1.0, 3.0)})
     assert ownership.left_alone_reason(write, lambda v: "none" if v is None else f"{v:.0f}") == (
         "2 in force, changed by someone else since the sidecar wrote 3: forgotten")
+
+
+def test_a_plan_that_leaves_a_target_alone_is_made_again_on_records_read_after_the_second_look():
+    slept, reads = [], []
+    first, fresh = {"records": "first"}, {"records": "fresh"}
+
+    def plan(all_records):
+        left_alone = all_records is first  # what the pass read is older than the last write
+        return [Write("t", 1.0, 1.0, None, left_alone=left_alone, written=2.0 if left_alone else None)]
+
+    def read_records():
+        reads.append(fresh)
+        return fresh
+
+    writes = ownership.with_second_look(plan, first, read_records, sleep=slept.append)
+    assert slept == [ownership.SECOND_LOOK_SECONDS] and reads == [fresh]
+    assert not ownership.leaves_alone(writes)
+
+
+def test_a_plan_that_leaves_nothing_alone_is_kept_without_a_second_look():
+    slept = []
+    writes = [Write("t", None, 1.0, None)]
+    assert ownership.with_second_look(lambda _: writes, {}, lambda: 1 / 0, sleep=slept.append) is writes
+    assert slept == []
