@@ -6,7 +6,7 @@ CONFORMANCE ?= ../shared/conformance
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
-.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean
+.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean test-chart
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -29,7 +29,7 @@ build/kafka-tools.classpath: pom-tools.xml
 
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 test: setup imports
-	$(BIN)/pytest
+	$(BIN)/pytest --ignore=tests/chart
 	@if [ -d "$(CONFORMANCE)" ]; then $(MAKE) --no-print-directory conformance; \
 	 else echo "conformance cases not found at $(CONFORMANCE): skipped"; fi
 
@@ -55,6 +55,20 @@ conformance: setup
 	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-replication; fi
 	@if [ -d "$(CONFORMANCE)/cases-forecast" ]; then \
 	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-forecast; fi
+
+# The Helm chart (charts/quota-sidecar): helm lint, every values combination rendered and validated
+# (kubernetes-validate --strict), the alerts through promtool, the rendered container run against a local
+# cluster. helm comes from the Go module proxy into build/tools (once, ~2 min), promtool from Debian's
+# prometheus package (as root); without them the tests skip and say why.
+HELM_VERSION ?= v3.22.0
+HELM := build/tools/bin/helm
+test-chart: setup
+	@if [ ! -x $(HELM) ] && command -v go >/dev/null; then \
+	 echo "installing helm $(HELM_VERSION) into build/tools"; \
+	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	 DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; fi
+	HELM=$(abspath $(HELM)) $(BIN)/pytest tests/chart
 
 demo: setup
 	$(BIN)/python examples/demo.py
