@@ -29,7 +29,7 @@ build/kafka-tools.classpath: pom-tools.xml
 
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 test: setup imports
-	$(BIN)/pytest --ignore=tests/chart
+	$(BIN)/pytest --ignore=tests/chart --ignore=tests/docker
 	@if [ -d "$(CONFORMANCE)" ]; then $(MAKE) --no-print-directory conformance; \
 	 else echo "conformance cases not found at $(CONFORMANCE): skipped"; fi
 
