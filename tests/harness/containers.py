@@ -71,7 +71,7 @@ class Container:
 
     def rss_bytes(self) -> int:
         """The resident memory of every process in the container, summed (VmRSS, /proc)."""
-        script = "for f in /proc/[0-9]*/status; do sed -n 's/^VmRSS: *\\([0-9]*\\) kB/\\1/p' $f; done"
+        script = "for f in /proc/[0-9]*/status; do sed -n 's/^VmRSS:[[:space:]]*\\([0-9]*\\) kB/\\1/p' $f; done"
         return 1024 * sum(int(line) for line in self.exec("sh", "-c", script).split())
 
     def inspect(self, template: str) -> str:
