@@ -27,7 +27,7 @@ VOLUME = 256 * MiB  # compose.yaml's tmpfs data volume
 LIMIT = 160 * MiB   # min.available.bytes: a flood of ~100 MiB crosses it
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def compose_environment(tmp_path_factory):
     reason = containers.why_not()
     if reason:
@@ -53,22 +53,22 @@ def compose_environment(tmp_path_factory):
 
 
 # pytest-docker's fixtures, for Debian's docker-compose 1.29 (no `up --wait`; the test waits itself).
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def docker_compose_file(compose_environment):
     return str(HERE / "compose.yaml")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def docker_compose_command():
     return "docker-compose"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def docker_setup():
     return ["up -d"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def docker_compose_project_name():
     return f"quota-sidecar-test-{os.getpid()}"
 
@@ -87,8 +87,12 @@ def test_a_flood_is_throttled_and_the_throttle_lifts(docker_services, compose_en
         except Exception as error:  # not up yet: compose exec fails, or the sidecar does not answer
             raise AssertionError(f"no status yet: {error}") from None
 
-    first = eventually(lambda: status()["throttle"]["source"] == "computed" and status(), timeout=300,
-                       what="the sidecar's first successful pass", every=3)
+    try:
+        first = eventually(lambda: status()["throttle"]["source"] == "computed" and status(), timeout=300,
+                           what="the sidecar's first successful pass", every=3)
+    except AssertionError as error:
+        logs = docker_services._docker_compose.execute("logs --tail 20 sidecar").decode(errors="replace")
+        raise AssertionError(f"{error}\n{logs}") from None
     assert first["throttle"]["factor"] == 1.0 and first["sidecar"]["broker_id"] == 1
     assert first["local_watch"]["watched"] == ["/var/lib/kafka/data"]
 
