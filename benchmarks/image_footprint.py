@@ -100,7 +100,7 @@ def main(seconds: float = 60.0) -> None:
             for container in started:
                 container.remove()
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
-    print(f"| image | size | what runs | RSS median | RSS peak |\n|---|---|---|---|---|")
+    print("| image | size | what runs | RSS median | RSS peak |\n|---|---|---|---|---|")
     for image, what, samples in rows:
         name = image.split(" ")[0]
         print(f"| `{image}` | {size(name) / MiB:.0f} MiB | {what} | {statistics.median(samples) / MiB:.0f} MiB "

@@ -23,60 +23,15 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from harness.chart import CHART, COMBINATIONS, KUBE_VERSION, ROOT, render
 from harness.local_cluster import LocalKafkaCluster
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
 
 pytestmark = pytest.mark.chart
-
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "quota-sidecar"
-KUBE_VERSION = "1.32.0"  # the chart needs 1.28+ (the pod-index label); helm built without ldflags says 1.20
 # Kinds of the Prometheus operator (CRDs): no schema in kubernetes-validate; their rules go through promtool.
 OPERATOR_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
-
-# Every supported combination of values: name -> --set arguments.
-COMBINATIONS = {
-    "defaults": [],
-    "secrets": ["secrets.api\\.token=s3cret",
-                "secrets.kafka\\.admin\\.sasl\\.jaas\\.config=org.apache.kafka.common.security.plain.PlainLoginModule "
-                "required username=\"qs\" password=\"pw\";"],
-    "existing-secret": ["existingSecret=my-secret"],
-    "bitnami-broker-properties": ["brokerId=none", "brokerProperties=/opt/bitnami/kafka/config/server.properties",
-                                  "dataVolume.mountPath=/bitnami/kafka", "dataVolume.logDirs=/bitnami/kafka/data",
-                                  "extraVolumeMounts[0].name=kafka-config",
-                                  "extraVolumeMounts[0].mountPath=/opt/bitnami/kafka/config",
-                                  "extraVolumeMounts[0].readOnly=true"],
-    "example": ["example.enabled=true"],
-    "example-native-sidecar": ["example.enabled=true", "example.nativeSidecar=true"],
-    "example-spark-connect": ["example.enabled=true", "sparkConnect.enabled=true"],
-    "example-everything": ["example.enabled=true", "sparkConnect.enabled=true", "secrets.api\\.token=s3cret",
-                           "monitoring.podMonitor=true", "monitoring.serviceMonitor=true",
-                           "monitoring.prometheusRule=true", "monitoring.dashboard=true",
-                           "probes.readinessMaxAge=120"],
-    "no-probes-no-policy": ["probes.liveness=false", "probes.readiness=false", "networkPolicy.enabled=false"],
-}
-
-
-@pytest.fixture(scope="session")
-def helm(tmp_path_factory) -> list[str]:
-    candidates = [os.environ.get("HELM"), str(ROOT / "build" / "tools" / "bin" / "helm"), shutil.which("helm")]
-    found = next((path for path in candidates if path and os.access(path, os.X_OK)), None)
-    if not found:
-        pytest.skip("helm not found ($HELM, build/tools/bin/helm, PATH): `make test-chart` installs it")
-    home = tmp_path_factory.mktemp("helm-home")  # nothing in ~
-    os.environ.update(HELM_CACHE_HOME=str(home / "cache"), HELM_CONFIG_HOME=str(home / "config"),
-                      HELM_DATA_HOME=str(home / "data"))
-    return [found]
-
-
-def render(helm: list[str], settings: list[str], release: str = "qs") -> list[dict]:
-    arguments = [item for setting in settings for item in ("--set", setting)]
-    output = subprocess.run([*helm, "template", release, str(CHART), "--kube-version", KUBE_VERSION, *arguments],
-                            check=True, capture_output=True, text=True).stdout
-    return [doc for doc in yaml.safe_load_all(output) if doc]
-
 
 @pytest.mark.parametrize("name", COMBINATIONS)
 def test_helm_lint_is_clean(helm, name):
