@@ -58,8 +58,10 @@ conformance: setup
 
 # The Helm chart (charts/quota-sidecar): helm lint, every values combination rendered and validated
 # (kubernetes-validate --strict), the alerts through promtool, the rendered container run against a local
-# cluster. helm comes from the Go module proxy into build/tools (once, ~2 min), promtool from Debian's
-# prometheus package (as root); without them the tests skip and say why.
+# cluster, a real Prometheus firing the alerts on a sidecar, and helm install --wait into a real control plane
+# (tests/chart/kube/build.sh: kube-apiserver & co from Go modules, once, ~10 min; KUBE=0 skips it). helm comes
+# from the Go module proxy into build/tools (once, ~2 min), promtool and prometheus from Debian's prometheus
+# package (as root); without them the tests skip and say why.
 HELM_VERSION ?= v3.22.0
 HELM := build/tools/bin/helm
 test-chart: setup
@@ -68,6 +70,7 @@ test-chart: setup
 	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
 	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	 DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; fi
+	@if command -v go >/dev/null && [ "$(KUBE)" != 0 ]; then tests/chart/kube/build.sh build/tools/kube; fi
 	HELM=$(abspath $(HELM)) $(BIN)/pytest tests/chart
 
 # The images of deploy/Containerfile (quota-sidecar, quota-sidecar-thin, quota-sidecar-kafka) with the Docker
