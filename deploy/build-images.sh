@@ -16,7 +16,7 @@ if [ -z "${DOCKER_HOST:-}" ] && ! docker version >/dev/null 2>&1; then
     started=yes
 fi
 export DOCKER_HOST
-trap '[ -n "$started" ] && deploy/docker-engine.sh stop' EXIT
+trap 'if [ -n "$started" ]; then deploy/docker-engine.sh stop; fi' EXIT
 
 echo "== context $context: wheels, Kafka's jars"
 rm -rf "$context" && mkdir -p "$context/wheels" "$context/kafka-libs"

@@ -20,7 +20,7 @@ if [ -n "${DOCKER_HOST:-}" ]; then
 fi
 "$python" -m pytest tests/docker
 status=$?
-[ -n "$started" ] && deploy/docker-engine.sh stop
+if [ -n "$started" ]; then deploy/docker-engine.sh stop; fi
 
 after=$(network_state)
 if [ "$before" != "$after" ]; then
