@@ -56,13 +56,15 @@ class ControlPlane:
 
 
 def kwok_stages() -> list[str]:
-    """The stage YAMLs kwok ships in its module (kustomize/stage/{node,pod}/fast): nodes Ready, pods Running."""
+    """The stage files kwok ships in its module: nodes become Ready and keep a heartbeat, pods reach Running."""
     found = subprocess.run(["go", "list", "-m", "-json", "sigs.k8s.io/kwok@latest"], capture_output=True, text=True,
                            cwd=BIN)
     directory = json.loads(found.stdout).get("Dir") if found.returncode == 0 else None
     if not directory:
         return []
-    return sorted(str(path) for kind in ("node", "pod") for path in (Path(directory) / "kustomize" / "stage" / kind / "fast").glob("*.yaml"))
+    stages = Path(directory) / "kustomize" / "stage"
+    return sorted(str(path) for kind in ("node/fast", "node/heartbeat", "pod/fast")
+                  for path in (stages / kind).glob("*.yaml") if path.name != "kustomization.yaml")
 
 
 @pytest.fixture(scope="module")
