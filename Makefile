@@ -6,7 +6,7 @@ CONFORMANCE ?= ../shared/conformance
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
-.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean
+.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean test-chart image test-docker
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -36,7 +36,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 test: setup imports
-	$(BIN)/pytest
+	$(BIN)/pytest --ignore=tests/chart --ignore=tests/docker
 	@if [ -d "$(CONFORMANCE)" ]; then $(MAKE) --no-print-directory conformance; \
 	 else echo "conformance cases not found at $(CONFORMANCE): skipped"; fi
 
@@ -60,6 +60,37 @@ imports: venv
 conformance: setup
 	@set -e; for cases in $(CONFORMANCE)/cases*/; do \
 	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $${cases%/}; done
+
+# The Helm chart (charts/quota-sidecar): helm lint, every values combination rendered and validated
+# (kubernetes-validate --strict), the alerts through promtool, the rendered container run against a local
+# cluster, a real Prometheus firing the alerts on a sidecar, and helm install --wait into a real control plane
+# (tests/chart/kube/build.sh: kube-apiserver & co from Go modules, once, ~10 min; KUBE=0 skips it). helm comes
+# from the Go module proxy into build/tools (once, ~2 min), promtool and prometheus from Debian's prometheus
+# package (as root); without them the tests skip and say why.
+HELM_VERSION ?= v3.22.0
+HELM := build/tools/bin/helm
+test-chart: setup
+	@if [ ! -x $(HELM) ] && command -v go >/dev/null; then \
+	 echo "installing helm $(HELM_VERSION) into build/tools"; \
+	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	 DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; fi
+	@if command -v go >/dev/null && [ "$(KUBE)" != 0 ]; then tests/chart/kube/build.sh build/tools/kube; fi
+	HELM=$(abspath $(HELM)) $(BIN)/pytest tests/chart
+
+# The images of deploy/Containerfile (quota-sidecar, quota-sidecar-thin, quota-sidecar-kafka) with the Docker
+# engine of DOCKER_HOST, or one of the project's own (deploy/docker-engine.sh: no bridge, no iptables rules),
+# on a debootstrap base when no registry answers. ~5 min on 2 shared cores, ~2.5 GB in build/docker.
+image: setup
+	PYTHON=$(abspath $(BIN)/python) deploy/build-images.sh
+
+# The images against real Kafka: run locked down (tests/docker/test_images.py), and pytest-docker's compose
+# end to end, flood -> throttle -> lift (tests/docker/test_compose.py). As root it brings up the project's own
+# engine (no bridge, no iptables rules, ip_forward untouched), builds the images if missing and stops the
+# engine after, then checks that the host's FORWARD chain and bridges are as they were. ~4 min with the images
+# built (~5 min more without). Elsewhere the tests skip and say why.
+test-docker: setup
+	PYTHON=$(abspath $(BIN)/python) deploy/test-docker.sh
 
 demo: setup
 	$(BIN)/python examples/demo.py

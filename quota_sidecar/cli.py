@@ -27,9 +27,9 @@ def fail(message: str, code: int = BAD_CONFIGURATION) -> NoReturn:
     sys.exit(code)
 
 
-def load_config(path: str | None, overrides: tuple[str, ...]) -> configuration.SidecarConfig:
+def load_config(paths: tuple[str, ...], overrides: tuple[str, ...]) -> configuration.SidecarConfig:
     try:
-        return configuration.load(path, overrides)
+        return configuration.load(paths, overrides)
     except ConfigError as error:
         fail(str(error))
 
@@ -37,8 +37,9 @@ def load_config(path: str | None, overrides: tuple[str, ...]) -> configuration.S
 def config_options(command):
     command = click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                            help="Override one property (the client.quota.callback.static. prefix may be left out).")(command)
-    return click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                        help="A Java-style properties file, e.g. the broker's server.properties.")(command)
+    return click.option("--config", "config_paths", multiple=True, type=click.Path(dir_okay=False),
+                        help="A Java-style properties file, e.g. the broker's server.properties; repeat it to read "
+                             "several (a later file's key wins), e.g. one of secrets mounted apart.")(command)
 
 
 @click.group(epilog="Exit codes: 0 ok; 1 the cluster could not be reached (status); 2 bad configuration or "
@@ -106,14 +107,14 @@ def plan(config_path: str | None, overrides: tuple[str, ...], plan_path: str, th
 @config_options
 @click.option("--snapshots", "snapshots_path", required=True, type=click.Path(dir_okay=False),
               help="A JSON list of recorded observations in time order.")
-def evaluate(config_path: str | None, overrides: tuple[str, ...], snapshots_path: str) -> None:
+def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str) -> None:
     """Replay recorded observations through the decision path (Spark included), without a cluster."""
     from spark_jobs import move_progress, replication_rates, volume_violations
 
     from .evaluate import SnapshotError, evaluate as replay, load_snapshots
     from .judges import on_spark
 
-    config = load_config(config_path, overrides)
+    config = load_config(config_paths, overrides)
     try:
         items = load_snapshots(snapshots_path)
         rates = moves = None
@@ -249,9 +250,9 @@ def listen_error(config: configuration.SidecarConfig, error: OSError) -> str:
 @click.option("--cleanup", is_flag=True,
               help="When stopped, put back every quota the sidecars set, as it was before, and uncordon the log dirs "
                    "this one cordoned.")
-def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> None:
+def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool) -> None:
     """Run the sidecar loop until SIGTERM or Ctrl-C."""
-    config = load_config(config_path, overrides)
+    config = load_config(config_paths, overrides)
     try:
         check_host(config)
     except ConfigError as error:
@@ -294,7 +295,7 @@ def run(config_path: str | None, overrides: tuple[str, ...], cleanup: bool) -> N
 @click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds to wait for the sidecar's answer, and for each read of the cluster with --direct "
                    "(an embedded Spark's start is not counted).")
-def status(config_path: str | None, overrides: tuple[str, ...], url: str | None, direct: bool, as_json: bool,
+def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str | None, direct: bool, as_json: bool,
            timeout: float) -> None:
     """Brokers, log dirs, the throttle factor and the quotas in force, at a glance.
 
@@ -302,7 +303,7 @@ def status(config_path: str | None, overrides: tuple[str, ...], url: str | None,
     """
     from . import status as view
 
-    config = load_config(config_path, overrides) if (config_path or overrides or not url) else None
+    config = load_config(config_paths, overrides) if (config_paths or overrides or not url) else None
     url = url or f"http://{config.http_host}:{config.http_port}"
     data, why = (None, None) if direct else _status_from_sidecar(url, timeout)
     if data is None:
@@ -359,12 +360,12 @@ def throttle_options(command):
     return config_options(command)
 
 
-def _call_api(method: str, config_path, overrides, url, broker_id, body=None) -> None:
+def _call_api(method: str, config_paths, overrides, url, broker_id, body=None) -> None:
     import os
     import urllib.error
     import urllib.request
 
-    config = load_config(config_path, overrides) if config_path or overrides else None
+    config = load_config(config_paths, overrides) if config_paths or overrides else None
     base = url or (f"http://{config.http_host}:{config.http_port}" if config else "http://127.0.0.1:8080")
     token = os.environ.get("QUOTA_SIDECAR_API_TOKEN") or (config.api_token if config else "")
     path = "/throttle" if broker_id is None else f"/throttle/{broker_id}"
@@ -383,25 +384,25 @@ def _call_api(method: str, config_path, overrides, url, broker_id, body=None) ->
 
 @throttle.command("get")
 @throttle_options
-def throttle_get(config_path, overrides, url, broker_id) -> None:
+def throttle_get(config_paths, overrides, url, broker_id) -> None:
     """Show the global override, or one broker's."""
-    _call_api("GET", config_path, overrides, url, broker_id)
+    _call_api("GET", config_paths, overrides, url, broker_id)
 
 
 @throttle.command("set")
 @throttle_options
 @click.argument("rate", type=click.IntRange(min=1))
 @click.option("--autoremove", is_flag=True, help="Remove the global override once the current moves finish.")
-def throttle_set(config_path, overrides, url, broker_id, rate: int, autoremove: bool) -> None:
+def throttle_set(config_paths, overrides, url, broker_id, rate: int, autoremove: bool) -> None:
     """Set an override RATE in bytes/s (token: QUOTA_SIDECAR_API_TOKEN or api.token of --config)."""
-    _call_api("PUT", config_path, overrides, url, broker_id, {"rate": rate, "autoremove": autoremove})
+    _call_api("PUT", config_paths, overrides, url, broker_id, {"rate": rate, "autoremove": autoremove})
 
 
 @throttle.command("remove")
 @throttle_options
-def throttle_remove(config_path, overrides, url, broker_id) -> None:
+def throttle_remove(config_paths, overrides, url, broker_id) -> None:
     """Remove the global override, or one broker's."""
-    _call_api("DELETE", config_path, overrides, url, broker_id)
+    _call_api("DELETE", config_paths, overrides, url, broker_id)
 
 
 @main.command()

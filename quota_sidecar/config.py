@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import isodate
 
@@ -157,8 +157,12 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return result
 
 
-def load(path: str | None, overrides: list[str] | tuple[str, ...] = ()) -> SidecarConfig:
-    properties = read_properties(path) if path else {}
+def load(paths: str | Sequence[str] | None, overrides: list[str] | tuple[str, ...] = ()) -> SidecarConfig:
+    """The files in order (a later one's key wins: the broker's server.properties, then the sidecar's own,
+    then a file of secrets), then the overrides."""
+    properties = {}
+    for path in [paths] if isinstance(paths, str) else paths or ():
+        properties.update(read_properties(path))
     properties.update(parse_overrides(overrides))
     return from_properties(properties)
 

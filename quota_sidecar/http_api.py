@@ -35,8 +35,29 @@ def create_app(snapshot: Callable[[], Snapshot], store, api_token: str, registry
         last = snapshot().decision
         return jsonify({"ok": True, "last_poll": None if last is None else last.at.isoformat()})
 
+    @app.get("/readyz")
+    def readyz():
+        body, code = readiness(snapshot(), utcnow(), request.args.get("max_age"))
+        return jsonify(body), code
+
     add_override_routes(app, store, api_token)
     return app
+
+
+def readiness(snapshot: Snapshot, now, max_age: str | None) -> tuple[dict, int]:
+    """200 while the last successful pass is at most `max_age` seconds old (by default the factor's validity:
+    after it the fallback takes over), 503 before the first one and after; the body says the age either way."""
+    if max_age is None:
+        limit = snapshot.config.validity.total_seconds()
+    else:
+        try:
+            limit = float(max_age)
+        except ValueError:
+            return {"error": f"max_age={max_age!r}: expected seconds, a number"}, 400
+    last = snapshot.factor.last_success_at
+    age = None if last is None else (now - last).total_seconds()
+    ready = age is not None and age <= limit
+    return {"ready": ready, "last_success_age_seconds": age, "max_age_seconds": limit}, 200 if ready else 503
 
 
 def add_override_routes(app: Flask, store, token: str) -> None:
@@ -100,7 +121,7 @@ class HttpServer:
 
     def start(self) -> "HttpServer":
         self.thread.start()
-        log.info("HTTP endpoint on http://%s:%d (/metrics, /status, /healthz, /throttle)", self.host, self.port)
+        log.info("HTTP endpoint on http://%s:%d (/metrics, /status, /healthz, /readyz, /throttle)", self.host, self.port)
         return self
 
     def stop(self) -> None:

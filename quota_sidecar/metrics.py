@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .moves import CANNOT_KEEP_UP, NO_PROGRESS
+from .quotas import entity_label
 from .snapshot import Snapshot
 
 NAMESPACE = "quota_sidecar"
@@ -31,6 +32,12 @@ class SidecarCollector:
         factor = snapshot.factor
         yield _gauge("throttle_factor", "Throttle factor in force (1.0 = no throttle, 0.0 = producers stopped).",
                      factor.factor)
+        source = GaugeMetricFamily(f"{NAMESPACE}_throttle_factor_source",
+                                   "Where the factor in force comes from (1 for the current source): initial, "
+                                   "computed, last_valid or fallback.", labels=["source"])
+        source.add_metric([factor.source], 1)
+        yield source
+        yield _quotas_in_force(snapshot.quotas_in_force)
         yield _counter("fallback_applied", "Times the fallback throttle factor took over.", counters.fallback_applied)
         yield _counter("limit_violated", "Volumes found violating the storage limit, summed over polls.",
                        counters.limit_violations)
@@ -64,6 +71,8 @@ class SidecarCollector:
             yield _replication_rates(replication.decision)
             yield from _moves(replication.decision)
         if replication is not None and replication.observation is not None:
+            yield _gauge("moves_in_progress", "Partition moves (reassignments) in progress in the cluster.",
+                         len(replication.observation.reassignments))
             yield from _network_use(replication.observation)
 
 
@@ -84,6 +93,15 @@ def _forecast(judged):
             to_limit.add_metric(labels, row["seconds_to_limit"])
     yield fill
     yield to_limit
+
+
+def _quotas_in_force(in_force) -> GaugeMetricFamily:
+    quotas = GaugeMetricFamily(f"{NAMESPACE}_client_quota", "Client quotas in force that the sidecar manages, "
+                               "as last read from the cluster (9.2e18 = Kafka's unlimited).", labels=["entity", "quota"])
+    for entity, keys in in_force.items():
+        for key, value in keys.items():
+            quotas.add_metric([entity_label(entity), key], value)
+    return quotas
 
 
 def _replication_rates(decision) -> GaugeMetricFamily:

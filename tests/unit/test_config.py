@@ -207,6 +207,19 @@ def test_properties_file_and_overrides(tmp_path):
     assert config.quotas.produce == 2000.0 and config.fallback_factor == 0.5
 
 
+def test_later_files_win_and_overrides_win_over_files(tmp_path):
+    broker, sidecar, secrets = (tmp_path / name for name in ("server.properties", "sidecar.properties", "secret"))
+    broker.write_text("node.id=4\nlog.dirs=/data/kafka\n")
+    sidecar.write_text(f"{P}kafka.admin.bootstrap.servers=127.0.0.1:9092\n"
+                       f"{P}storage.per.volume.limit.min.available.bytes=100\n{P}produce=1000\n")
+    secrets.write_text(f"{P}api.token=s3cret\n{P}produce=3000\n")
+
+    config = cfg.load([str(broker), str(sidecar), str(secrets)], ["fetch=500"])
+
+    assert config.broker_id == 4 and config.local_watch.log_dirs == ("/data/kafka",)
+    assert config.api_token == "s3cret" and config.quotas.produce == 3000.0 and config.quotas.fetch == 500.0
+
+
 def test_override_without_equals_is_rejected():
     with pytest.raises(ConfigError, match="expected key=value"):
         cfg.parse_overrides(["produce"])

@@ -1,9 +1,13 @@
 """The HTTP endpoint without a cluster: status, health and metrics read the snapshot; override changes
 are refused before the store is touched unless the token is right."""
 
+from datetime import timedelta
+
+import builders
 import pytest
 
-from quota_sidecar.http_api import create_app
+from quota_sidecar.http_api import create_app, readiness
+from quota_sidecar.throttle_factor import FactorState
 from quota_sidecar.metrics import registry_for
 
 
@@ -64,3 +68,28 @@ def test_autoremove_is_only_for_the_global_override(client):
     response = client("t").put("/throttle/2", json={"rate": 5, "autoremove": True}, headers={"Authorization": "Bearer t"})
 
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize("seconds_since, max_age, code", [
+    (30, None, 200),          # within the factor's validity (the default)
+    (30, "10", 503),          # older than asked
+    (30, "30", 200),
+    (10_000, None, 503),      # the fallback has taken over
+])
+def test_readiness_follows_the_age_of_the_last_successful_pass(a_snapshot, seconds_since, max_age, code):
+    body, status = readiness(a_snapshot(), builders.AT + timedelta(seconds=seconds_since), max_age)
+
+    assert status == code and body["ready"] == (code == 200)
+    assert body["last_success_age_seconds"] == seconds_since
+
+
+def test_not_ready_before_the_first_successful_pass(a_snapshot):
+    body, status = readiness(a_snapshot(factor=FactorState()), builders.AT, None)
+
+    assert status == 503 and body["last_success_age_seconds"] is None
+
+
+def test_readiness_endpoint_refuses_a_max_age_that_is_not_a_number(client):
+    response = client().get("/readyz?max_age=soon")
+
+    assert response.status_code == 400 and "max_age='soon'" in response.get_json()["error"]

@@ -83,3 +83,14 @@ def test_before_the_first_pass_only_the_counters_are_there(a_snapshot):
 
     assert samples[("quota_sidecar_polls_total", ())] == 4
     assert not [key for key in samples if key[0].startswith("quota_sidecar_volume")]
+
+
+def test_the_factors_source_and_the_quotas_in_force(a_snapshot):
+    samples = scrape(a_snapshot())
+
+    assert samples[("quota_sidecar_throttle_factor_source", (("source", "computed"),))] == 1
+    assert samples[("quota_sidecar_client_quota", (("entity", "<default user>"), ("quota", "producer_byte_rate")))] == 1.0
+
+
+def test_moves_in_progress_with_replication_on(a_snapshot):
+    assert scrape(a_snapshot(replication=True))[("quota_sidecar_moves_in_progress", ())] == 1

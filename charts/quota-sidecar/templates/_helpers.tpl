@@ -1,0 +1,172 @@
+{{/* Names. */}}
+{{- define "quota-sidecar.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The broker pods the sidecar lives in: the example's, or those of brokerPodSelector. */}}
+{{- define "quota-sidecar.brokerSelector" -}}
+{{- if .Values.example.enabled -}}
+matchLabels:
+  app.kubernetes.io/name: {{ .Chart.Name }}-kafka
+  app.kubernetes.io/instance: {{ .Release.Name }}
+{{- else -}}
+{{ toYaml .Values.brokerPodSelector }}
+{{- end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.hasSecret" -}}
+{{- if or .Values.secrets .Values.existingSecret }}true{{ end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.secretName" -}}
+{{- .Values.existingSecret | default (printf "%s-secret" (include "quota-sidecar.fullname" .)) -}}
+{{- end -}}
+
+{{- define "quota-sidecar.image" -}}
+{{- if .Values.sparkConnect.enabled -}}
+{{ .Values.sparkConnect.thinImage.repository }}:{{ .Values.sparkConnect.thinImage.tag | default .Chart.AppVersion }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.httpPort" -}}
+{{- index .Values.config "http.port" | default "8080" -}}
+{{- end -}}
+
+{{/* The sidecar's properties: config, plus the log dirs of the data volume and the shared Spark's URL. */}}
+{{- define "quota-sidecar.properties" -}}
+{{- $props := deepCopy .Values.config -}}
+{{- if and .Values.dataVolume.logDirs (not (hasKey $props "storage.local.log.dirs")) -}}
+{{- $_ := set $props "storage.local.log.dirs" .Values.dataVolume.logDirs -}}
+{{- end -}}
+{{- if .Values.sparkConnect.enabled -}}
+{{- $_ := set $props "spark.url" (printf "sc://%s-spark-connect:%d" (include "quota-sidecar.fullname" .) (int .Values.sparkConnect.port)) -}}
+{{- end -}}
+# Rendered by the quota-sidecar chart from .Values.config (and dataVolume, sparkConnect).
+{{- range $key, $value := $props }}
+client.quota.callback.static.{{ $key }}={{ $value }}
+{{- end }}
+{{- end -}}
+
+{{- define "quota-sidecar.secretProperties" -}}
+{{- range $key, $value := .Values.secrets }}
+client.quota.callback.static.{{ $key }}={{ $value }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The sidecar container, for a broker pod's `containers` (Bitnami: broker.sidecars) or, with
+`restartPolicy: Always` added, its `initContainers` (a native sidecar). Its volumes: "quota-sidecar.volumes".
+*/}}
+{{- define "quota-sidecar.container" -}}
+name: quota-sidecar
+image: {{ include "quota-sidecar.image" . | quote }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+command: ["quota-sidecar"]
+args:
+  - run
+  {{- with .Values.brokerProperties }}
+  - --config
+  - {{ . | quote }}
+  {{- end }}
+  - --config
+  - /etc/quota-sidecar/sidecar.properties
+  {{- if include "quota-sidecar.hasSecret" . }}
+  - --config
+  - /etc/quota-sidecar-secret/secret.properties
+  {{- end }}
+  {{- if eq .Values.brokerId "podIndex" }}
+  - --set
+  - broker.id=$(POD_INDEX)
+  {{- end }}
+env:
+  {{- if eq .Values.brokerId "podIndex" }}
+  - name: POD_INDEX
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+  {{- end }}
+  # Everything the sidecar and its Spark write goes to /tmp (an emptyDir): the root filesystem is read-only.
+  - name: HOME
+    value: /tmp
+  - name: SPARK_LOCAL_IP
+    value: 127.0.0.1
+ports:
+  - name: sidecar-http
+    containerPort: {{ include "quota-sidecar.httpPort" . }}
+    protocol: TCP
+# The HTTP endpoint answers once Spark has started and warmed up (a minute or more on a busy node).
+startupProbe:
+  httpGet: {path: /healthz, port: sidecar-http}
+  periodSeconds: 10
+  failureThreshold: 30
+{{- if .Values.probes.liveness }}
+livenessProbe:
+  httpGet: {path: /healthz, port: sidecar-http}
+  periodSeconds: 20
+  timeoutSeconds: 5
+  failureThreshold: 3
+{{- end }}
+{{- if .Values.probes.readiness }}
+readinessProbe:
+  httpGet:
+    path: {{ if .Values.probes.readinessMaxAge }}/readyz?max_age={{ .Values.probes.readinessMaxAge }}{{ else }}/readyz{{ end }}
+    port: sidecar-http
+  periodSeconds: 15
+  timeoutSeconds: 5
+{{- end }}
+resources:
+  {{- toYaml (ternary .Values.thinResources .Values.resources .Values.sparkConnect.enabled) | nindent 2 }}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 10001
+  runAsGroup: 10001
+  readOnlyRootFilesystem: true
+  allowPrivilegeEscalation: false
+  capabilities: {drop: [ALL]}
+  seccompProfile: {type: RuntimeDefault}
+volumeMounts:
+  - name: quota-sidecar-config
+    mountPath: /etc/quota-sidecar
+    readOnly: true
+  {{- if include "quota-sidecar.hasSecret" . }}
+  - name: quota-sidecar-secret
+    mountPath: /etc/quota-sidecar-secret
+    readOnly: true
+  {{- end }}
+  - name: {{ .Values.dataVolume.name }}
+    mountPath: {{ .Values.dataVolume.mountPath }}
+    readOnly: true
+  - name: quota-sidecar-tmp
+    mountPath: /tmp
+  {{- with .Values.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The volumes the sidecar container needs besides the broker's data volume. */}}
+{{- define "quota-sidecar.volumes" -}}
+- name: quota-sidecar-config
+  configMap:
+    name: {{ include "quota-sidecar.fullname" . }}-config
+{{- if include "quota-sidecar.hasSecret" . }}
+- name: quota-sidecar-secret
+  secret:
+    secretName: {{ include "quota-sidecar.secretName" . }}
+{{- end }}
+- name: quota-sidecar-tmp
+  emptyDir: {}
+{{- end -}}

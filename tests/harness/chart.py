@@ -1,0 +1,49 @@
+"""charts/quota-sidecar for the tests of tests/chart: where it is, the values combinations it supports, helm."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "quota-sidecar"
+KUBE_VERSION = "1.32.0"  # the chart needs 1.28+ (the pod-index label); helm built without ldflags says 1.20
+
+# Every supported combination of values: name -> --set arguments.
+COMBINATIONS = {
+    "defaults": [],
+    "secrets": ["secrets.api\\.token=s3cret",
+                "secrets.kafka\\.admin\\.sasl\\.jaas\\.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+                "required username=\"qs\" password=\"pw\";"],
+    "existing-secret": ["existingSecret=my-secret"],
+    "bitnami-broker-properties": ["brokerId=none", "brokerProperties=/opt/bitnami/kafka/config/server.properties",
+                                  "dataVolume.mountPath=/bitnami/kafka", "dataVolume.logDirs=/bitnami/kafka/data",
+                                  "extraVolumeMounts[0].name=kafka-config",
+                                  "extraVolumeMounts[0].mountPath=/opt/bitnami/kafka/config",
+                                  "extraVolumeMounts[0].readOnly=true"],
+    "example": ["example.enabled=true"],
+    "example-native-sidecar": ["example.enabled=true", "example.nativeSidecar=true"],
+    "example-spark-connect": ["example.enabled=true", "sparkConnect.enabled=true"],
+    "example-everything": ["example.enabled=true", "sparkConnect.enabled=true", "secrets.api\\.token=s3cret",
+                           "monitoring.podMonitor=true", "monitoring.serviceMonitor=true",
+                           "monitoring.prometheusRule=true", "monitoring.dashboard=true",
+                           "probes.readinessMaxAge=120"],
+    "no-probes-no-policy": ["probes.liveness=false", "probes.readiness=false", "networkPolicy.enabled=false"],
+}
+
+
+def find_helm() -> str | None:
+    """$HELM, build/tools/bin/helm (make test-chart installs it there) or helm on PATH."""
+    candidates = [os.environ.get("HELM"), str(ROOT / "build" / "tools" / "bin" / "helm"), shutil.which("helm")]
+    return next((path for path in candidates if path and os.access(path, os.X_OK)), None)
+
+
+def render(helm: list[str], settings: list[str], release: str = "qs") -> list[dict]:
+    arguments = [item for setting in settings for item in ("--set", setting)]
+    output = subprocess.run([*helm, "template", release, str(CHART), "--kube-version", KUBE_VERSION, *arguments],
+                            check=True, capture_output=True, text=True).stdout
+    return [doc for doc in yaml.safe_load_all(output) if doc]
