@@ -15,6 +15,7 @@ from typing import Callable
 
 from .config import ReplicationConfig
 from .observation import FOLLOWER, LEADER, Partition
+from .text import duration, size, table
 from .throttles import FOLLOWER_RATE, LEADER_RATE
 
 
@@ -149,22 +150,20 @@ def render(result: dict) -> str:
     lines = [f"MoveRatio {result['move_ratio']:.3f} ({result['moved_partitions']} of {result['total_partitions']} "
              "partitions move)"]
     headers = ["broker", "receives", "sends", "IN B/s", "N B/s", "R", "bounds IN < T < N-IN/R", "T B/s", "MoveTime"]
-    rows = [[b["broker_id"], _bytes(b["receive_bytes"]), _bytes(b["send_bytes"]), f"{b['in_bytes_per_sec']:,.0f}",
+    rows = [[b["broker_id"], size(b["receive_bytes"]), size(b["send_bytes"]), f"{b['in_bytes_per_sec']:,.0f}",
              "-" if b["capacity_bytes"] is None else f"{b['capacity_bytes']:,}", b["replication_factor"],
              f"{b['lower_bound']:,.0f} < T < " + ("?" if b["upper_bound"] is None else f"{b['upper_bound']:,.0f}"),
              "-" if b["throttle"] is None else f"{b['throttle']:,}",
-             "never (T <= IN)" if b["move_seconds"] is None and b["throttle"] is not None else _time(b["move_seconds"])]
+             "never (T <= IN)" if b["move_seconds"] is None and b["throttle"] is not None else duration(b["move_seconds"])]
             for b in result["brokers"]]
-    cells = [headers] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.append(table(headers, rows))
     if result.get("within_seconds") is not None:
         if result["refused"]:
             lines.append(f"refused: {result['refused']}")
         else:
-            lines.append(f"to end within {_time(result['within_seconds'])}: throttle {result['throttle']:,} B/s")
+            lines.append(f"to end within {duration(result['within_seconds'])}: throttle {result['throttle']:,} B/s")
     else:
-        lines.append(f"MoveTime {_time(result['move_seconds'])}" if result["move_seconds"] is not None else
+        lines.append(f"MoveTime {duration(result['move_seconds'])}" if result["move_seconds"] is not None else
                      "MoveTime: no end at these throttles (T <= IN somewhere) or no throttle known; give --throttle")
     return "\n".join(lines)
 
@@ -175,19 +174,3 @@ def _slowest(values: list) -> float | None:
 
 def _int(value) -> int | None:
     return None if value is None else int(float(value))
-
-
-def _bytes(value: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-
-
-def _time(seconds) -> str:
-    if seconds is None:
-        return "-"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else (f"{minutes}m{secs:02d}s" if minutes else f"{secs}s")

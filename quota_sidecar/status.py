@@ -9,6 +9,7 @@ from .cordoning import CordonView
 from .decider import iso
 from .snapshot import ReplicationView, Snapshot
 from .observation import FOLLOWER, LEADER, Overrides
+from .text import duration, size, table
 
 VIOLATED, OK = "VIOLATED", "ok"
 
@@ -142,8 +143,8 @@ def render(status: dict) -> str:
     znodes = any("published_available_bytes" in v for v in status["volumes"])  # side by side
     lines += ["", table(["broker", "log dir", "total", "available", *(["znode avail."] if znodes else []), "ratio",
                          "margin", "fill", "limit", "state"],
-                        [[v["broker_id"], v["log_dir"], _bytes(v["total_bytes"]), _bytes(v["available_bytes"]),
-                          *([_bytes(v.get("published_available_bytes"))] if znodes else []),
+                        [[v["broker_id"], v["log_dir"], size(v["total_bytes"]), size(v["available_bytes"]),
+                          *([size(v.get("published_available_bytes"))] if znodes else []),
                           _ratio(v["available_ratio"]), _margin(v["margin"]), _fill(v.get("fill_bytes_per_sec")),
                           _time_to_limit(v.get("seconds_to_limit")), v["state"]]
                          for v in status["volumes"]])]
@@ -199,9 +200,9 @@ def _render_replication(replication: dict) -> str:
           for b in replication.get("brokers", []) if b.get("cannot_keep_up")),
         "moving replicas:",
         table(["topic", "partition", "broker", "behind", "lag", "catch-up", "incoming", "eta", "state"],
-              [[m["topic"], m["partition"], m["broker"], _bytes(m["bytes_behind"]), _duration(m["lag_seconds"]),
+              [[m["topic"], m["partition"], m["broker"], size(m["bytes_behind"]), duration(m["lag_seconds"]),
                 _per_second(m["catch_up_bytes_per_sec"]), _per_second(m["incoming_bytes_per_sec"]),
-                _duration(m["eta_seconds"]), m["state"] + (f" ({m['stuck_reason']})" if m["stuck_reason"] else "")]
+                duration(m["eta_seconds"]), m["state"] + (f" ({m['stuck_reason']})" if m["stuck_reason"] else "")]
                for m in replication.get("progress", [])]),
         *(destination_line(d) for d in replication.get("destinations", [])),
     ])
@@ -211,37 +212,17 @@ def destination_line(summary: dict) -> str:
     """One line per destination broker: "broker 3: 2 replicas, 1.2 GiB behind, done in ~4m10s"."""
     count = summary["replicas"]
     head = (f"  broker {summary['broker_id']}: {count} replica{'s' if count != 1 else ''}, "
-            f"{_bytes(summary['sum_replica_lag_bytes'])} behind")
+            f"{size(summary['sum_replica_lag_bytes'])} behind")
     if summary["eta_seconds"] == 0:
         return f"{head}, caught up"
     if summary["eta_seconds"] is None:
         stuck = f", {summary['stuck']} stuck" if summary["stuck"] else ""
         return f"{head}{stuck}, no end in sight at the present rates"
-    return f"{head}, done in ~{_duration(summary['eta_seconds'])}"
+    return f"{head}, done in ~{duration(summary['eta_seconds'])}"
 
 
 def _per_second(value) -> str:
-    return "-" if value is None else _bytes(value) + "/s"
-
-
-def _duration(seconds) -> str:
-    """4m10s, 1h05m, 12s; '-' when unknown."""
-    if seconds is None:
-        return "-"
-    whole = round(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
-def table(headers: list[str], rows: list[list]) -> str:
-    if not rows:
-        return "  (none)"
-    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+    return "-" if value is None else size(value) + "/s"
 
 
 def _rate(value):
@@ -252,15 +233,6 @@ def _rate(value):
 
 def _shown_rate(value) -> str:
     return "-" if value is None else value if isinstance(value, str) else f"{value:,.0f}"
-
-
-def _bytes(value: int) -> str:
-    if value is None or value < 0:
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
 
 
 def _ratio(value) -> str:
@@ -275,7 +247,7 @@ def _margin(value) -> str:
 
 def _fill(value) -> str:
     """Bytes/s a volume fills; negative while it frees space."""
-    return "-" if value is None else ("-" if value < 0 else "") + _bytes(abs(value)) + "/s"
+    return "-" if value is None else ("-" if value < 0 else "") + size(abs(value)) + "/s"
 
 
 def _time_to_limit(seconds) -> str:
