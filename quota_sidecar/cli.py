@@ -10,7 +10,7 @@ from typing import NoReturn
 
 import click
 
-from . import __version__, config as configuration
+from . import __version__, config as configuration, host_checks
 from .errors import AdminError, ConfigError, SparkUnavailable
 
 # Exit codes, as `quota-sidecar --help` documents them.
@@ -200,51 +200,6 @@ def build_replication(config: configuration.SidecarConfig, admin, store, measure
     return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
 
 
-def check_host(config: configuration.SidecarConfig) -> None:
-    """What only this host can say about the configuration, checked before anything starts: ConfigError
-    when the HTTP endpoint cannot listen where asked, the network interface to measure or a log dir named
-    for the local watch does not exist."""
-    from .netstats import host_interfaces
-
-    error = check_can_listen(config.http_host, config.http_port)
-    if error is not None:
-        raise ConfigError(listen_error(config, error))
-    interface = config.replication.network_interface
-    if interface and interface not in host_interfaces():
-        raise ConfigError(f"{configuration.PREFIX}replication.network.interface={interface!r}: expected a network "
-                          f"interface of this host: {', '.join(sorted(host_interfaces()))}")
-    # Dirs named for the watch must be here; those of the broker's file may be on another host (said at run).
-    missing = [path for path in config.local_watch.log_dirs if not os.path.isdir(path)]
-    if config.local_watch.named and missing:
-        raise ConfigError(f"{configuration.PREFIX}storage.local.log.dirs={','.join(config.local_watch.log_dirs)}: "
-                          f"expected directories of this host; not one: {', '.join(missing)}")
-
-
-def check_can_listen(host: str, port: int) -> OSError | None:
-    """Why the HTTP endpoint could not listen on host:port, or None when it can (the port is not kept)."""
-    import socket
-
-    try:
-        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                                flags=socket.AI_PASSIVE)[0]
-        with socket.socket(family, kind, protocol) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as waitress does
-            probe.bind(address)
-    except OSError as error:
-        return error
-    return None
-
-
-def listen_error(config: configuration.SidecarConfig, error: OSError) -> str:
-    import errno
-    import socket
-
-    key, value = ("http.port", config.http_port) if error.errno == errno.EADDRINUSE else ("http.host", config.http_host)
-    why = "host not found" if isinstance(error, socket.gaierror) else (error.strerror or str(error)).lower()
-    return (f"{configuration.PREFIX}{key}={value!r}: cannot listen on {config.http_host}:{config.http_port} "
-            f"({why}); expected a free port of an address of this host")
-
-
 @main.command()
 @config_options
 @click.option("--cleanup", is_flag=True,
@@ -254,7 +209,7 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
     """Run the sidecar loop until SIGTERM or Ctrl-C."""
     config = load_config(config_paths, overrides)
     try:
-        check_host(config)
+        host_checks.check_host(config)
     except ConfigError as error:
         fail(str(error))
     from . import metrics
@@ -276,7 +231,7 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         server = HttpServer(app, config.http_host, config.http_port).start()
     except OSError as error:  # taken since check_host looked
         sidecar.close()
-        fail(listen_error(config, error))
+        fail(host_checks.listen_error(config, error))
     try:
         sidecar.run(shutdown)
         if cleanup:
