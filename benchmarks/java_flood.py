@@ -75,7 +75,11 @@ def one_run(interval: str, watch: str, speed: float, work_dir: Path) -> dict:
                                                 RECORD, speed, work_dir / "producer.log", **FLOOD)
                 try:
                     deadline = started + 120
+                    # Until the limit is crossed, or (a lead time) the quota came first and held for 5 s.
                     while (crossed := disk.crossed_at(LIMIT)) is None and time.monotonic() < deadline:
+                        quota = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+                        if quota is not None and time.monotonic() > quota.at + 5:
+                            break
                         time.sleep(0.05)
                     written = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
                     while written is None and time.monotonic() < deadline and disk.lowest() > 0:
