@@ -67,7 +67,7 @@ def main(log_level: str) -> None:
 @click.option("--measure", default="PT10S", show_default=True,
               help="Time between the two readings of the leaders' sizes that give the incoming rates.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
-def plan(config_path: str | None, overrides: tuple[str, ...], plan_path: str, throttle: int | None,
+def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: str, throttle: int | None,
          within: str | None, measure: str, as_json: bool) -> None:
     """How long a reassignment takes and which throttle it needs (KIP-73's bounds), before it runs. Read-only."""
     from spark_jobs import move_plan
@@ -85,7 +85,7 @@ def plan(config_path: str | None, overrides: tuple[str, ...], plan_path: str, th
             durations[name] = None if value is None else positive_duration(value)
         except ValueError:
             fail(f"{name}={value!r}: expected {positive_duration.allowed}")
-    config = load_config(config_path, overrides)
+    config = load_config(config_paths, overrides)
     try:
         moves = read_plan(plan_path)
         admin = ClusterAdmin(config.admin_client)
