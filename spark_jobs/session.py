@@ -22,7 +22,10 @@ CONSOLE_LOG = os.path.join(tempfile.gettempdir(), f"quota-sidecar-spark-{os.getp
 
 # Each poll aggregates a few dozen rows: one shuffle partition is plenty and far faster than 200, and
 # adaptive execution would only run the shuffle as a job of its own (two jobs per poll instead of one).
-_SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+# For the same reason no broadcast joins: each broadcast is a job of its own, and the moves' progress
+# joins three aggregates of a few rows (a third of its time over Spark Connect).
+_SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
+                    "spark.sql.autoBroadcastJoinThreshold": "-1"}
 
 # The driver runs small queries now and then: the C2 compiler's work (half the JVM's CPU per decision in the
 # first hundred passes) never pays for itself, and under a flood it takes the cores the decision needs.
