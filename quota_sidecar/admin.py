@@ -5,11 +5,7 @@ clients are opened and their errors typed), the sidecar's only Kafka I/O. Every 
 AdminError (kafka_client.admin_error): retryable or permanent.
 
 Built on kafka-python's admin client, but most calls send the protocol requests themselves through its
-connection manager, because its high-level methods either leave out what we need (DescribeLogDirs
-with an empty topic list, user-only quota entities) or hide per-entry error codes.
-
-Just over our 400-line mark: one client, its connection and its retry policy serve every call; split by
-topic, each part would share that state through a base class without being shorter to read.
+connection manager (admin_requests.py builds them).
 """
 
 from __future__ import annotations
@@ -23,20 +19,16 @@ from typing import Callable, Iterable, Mapping
 import kafka.errors as Errors
 import tenacity
 from kafka import KafkaAdminClient
-from kafka.admin import AlterConfigOp, ConfigResourceType, ConfigSourceType
+from kafka.admin import ConfigSourceType
 from kafka.protocol.admin import (
-    AlterClientQuotasRequest,
-    AlterPartitionReassignmentsRequest,
     CreateTopicsRequest,
-    DescribeClientQuotasRequest,
     DescribeClusterRequest,
-    DescribeConfigsRequest,
     DescribeLogDirsRequest,
-    IncrementalAlterConfigsRequest,
     ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.metadata import MetadataRequest
 
+from . import admin_requests as requests
 from . import deadline
 from .errors import AdminError, RetryableAdminError
 from .kafka_client import (admin_error, attempt, error_for_code, error_name, open_client, raise_any, wait_for,
@@ -45,14 +37,6 @@ from .observation import Entity, Partition, Reassignment, Volume
 
 log = logging.getLogger(__name__)
 
-_RESOURCE_TYPES = {"topic": ConfigResourceType.TOPIC.value, "broker": ConfigResourceType.BROKER.value}
-# The source of a value set on the resource itself (for broker "": the dynamic default of all brokers).
-_OWN_SOURCES = {
-    ("topic", False): ConfigSourceType.DYNAMIC_TOPIC_CONFIG,
-    ("broker", False): ConfigSourceType.DYNAMIC_BROKER_CONFIG,
-    ("broker", True): ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG,
-}
-_MATCH_EXACT, _MATCH_DEFAULT = 0, 1
 _CONTROLLER = object()  # _send's node_id for the controller
 
 
@@ -205,8 +189,8 @@ class ClusterAdmin:
     async def _describe_user_quotas(self, users: list[Entity]) -> dict[Entity, dict[str, float]]:
         quotas = {}
         for user in users:
-            what = f"DescribeClientQuotas for {_user_label(user)}"
-            response = await self._send(_describe_user_request(user), what)
+            what = f"DescribeClientQuotas for {requests.entity_label(user)}"
+            response = await self._send(requests.describe_quotas_request(user), what)
             raise_any([error_for_code(response.error_code, response.error_message, what)])
             quotas[user] = {value.key: value.value for entry in response.entries or () for value in entry.values}
         return quotas
@@ -218,14 +202,7 @@ class ClusterAdmin:
             self._call("AlterClientQuotas", self._alter_user_quotas, entries)
 
     async def _alter_user_quotas(self, changes: dict[Entity, dict[str, float | None]]) -> None:
-        entry = AlterClientQuotasRequest.EntryData
-        # One entry per entity: the broker refuses a request that names an entity twice.
-        request = AlterClientQuotasRequest(entries=[
-            entry(entity=[entry.EntityData(entity_type=kind, entity_name=name) for kind, name in _components(user)],
-                  ops=[entry.OpData(key=key, value=0.0 if value is None else value, remove=value is None)
-                       for key, value in keys.items()])
-            for user, keys in changes.items()])
-        response = await self._send(request, "AlterClientQuotas")
+        response = await self._send(requests.alter_quotas_request(changes), "AlterClientQuotas")
         raise_any(error_for_code(result.error_code, result.error_message,
                                    "AlterClientQuotas for " + ", ".join(f"{e.entity_type} {e.entity_name!r}"
                                                                         for e in result.entity))
@@ -240,13 +217,13 @@ class ClusterAdmin:
         resource_type is 'topic' or 'broker' (name: broker id, or "" for the default of all brokers).
         keys limits the answer to those keys; None means every key. Raises ValueError for another type.
         """
-        _check_resource_type(resource_type)
+        requests.check_resource_type(resource_type)
         return self._call(f"DescribeConfigs of {resource_type}s", self._describe_configs,
                           resource_type, [str(name) for name in names], None if keys is None else list(keys))
 
     async def _describe_configs(self, resource_type: str, names: list[str], keys: list[str] | None) -> dict:
         return {name: {entry.name: entry.value for entry in await self._config_entries(resource_type, name, keys)
-                       if entry.config_source == _OWN_SOURCES[(resource_type, name == "")]} for name in names}
+                       if requests.is_own_source(entry, resource_type, name)} for name in names}
 
     def describe_config_layers(self, broker_id: int, keys: Iterable[str]) -> dict[str, dict[str, str | None]]:
         """key -> {source: value} of one broker, each layer it reports (DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG,
@@ -258,10 +235,9 @@ class ClusterAdmin:
                 for entry in await self._config_entries("broker", name, keys, synonyms=True)}
 
     async def _config_entries(self, resource_type: str, name: str, keys: list[str] | None, synonyms: bool = False):
-        what, resource = f"DescribeConfigs of {resource_type} {name!r}", DescribeConfigsRequest.DescribeConfigsResource
-        request = DescribeConfigsRequest(include_synonyms=synonyms, resources=[resource(
-            resource_type=_RESOURCE_TYPES[resource_type], resource_name=name, configuration_keys=keys)])
-        result = (await self._send(request, what, node_id=_config_node(resource_type, name))).results[0]
+        what = f"DescribeConfigs of {resource_type} {name!r}"
+        request = requests.describe_configs_request(resource_type, name, keys, synonyms)
+        result = (await self._send(request, what, node_id=requests.config_node(resource_type, name))).results[0]
         raise_any([error_for_code(result.error_code, result.error_message, what)])
         return result.configs
 
@@ -273,17 +249,16 @@ class ClusterAdmin:
         and keep the items others put there; DELETE ignores the value. Raises ValueError for another
         resource type or op.
         """
-        _check_resource_type(resource_type)
-        configs = [_alterable_config(key, op, value) for key, (op, value) in ops.items()]
+        requests.check_resource_type(resource_type)
+        configs = [requests.alterable_config(key, op, value) for key, (op, value) in ops.items()]
         if configs:
             self._call(f"IncrementalAlterConfigs of {resource_type} {str(name)!r}", self._incremental_alter_configs,
                        resource_type, str(name), configs)
 
     async def _incremental_alter_configs(self, resource_type: str, name: str, configs: list) -> None:
         what = f"IncrementalAlterConfigs of {resource_type} {name!r}"
-        request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
-            resource_type=_RESOURCE_TYPES[resource_type], resource_name=name, configs=configs)])
-        response = await self._send(request, what, node_id=_config_node(resource_type, name))
+        request = requests.incremental_alter_configs_request(resource_type, name, configs)
+        response = await self._send(request, what, node_id=requests.config_node(resource_type, name))
         raise_any(error_for_code(result.error_code, result.error_message, what) for result in response.responses)
 
     # -------------------------------------------------------------- topics
@@ -328,13 +303,7 @@ class ClusterAdmin:
                         for partition, replicas in targets.items()})
 
     async def _alter_reassignments(self, targets: dict[tuple[str, int], list[int] | None]) -> None:
-        topic = AlterPartitionReassignmentsRequest.ReassignableTopic
-        by_topic: dict[str, list] = {}
-        for (name, partition), replicas in targets.items():
-            by_topic.setdefault(name, []).append(
-                topic.ReassignablePartition(partition_index=partition, replicas=replicas))
-        request = AlterPartitionReassignmentsRequest(
-            timeout_ms=self._timeout_ms, topics=[topic(name=name, partitions=parts) for name, parts in by_topic.items()])
+        request = requests.alter_reassignments_request(targets, self._timeout_ms)
         response = await self._send(request, "AlterPartitionReassignments", node_id=_CONTROLLER)
         errors = [error_for_code(response.error_code, response.error_message, "AlterPartitionReassignments")]
         for topic_result in response.responses:
@@ -396,53 +365,9 @@ class ClusterAdmin:
                 # A broker that just joined: the connection manager only reaches brokers its metadata knows.
                 await self._manager.cluster.refresh_metadata()
             response = await self._manager.send(request, node_id=node_id)
-            self._controller_moved |= to_controller and _not_controller(response)
+            self._controller_moved |= to_controller and requests.not_controller(response)
             return response
         except passing:
             raise
         except (Errors.KafkaError, OSError) as error:
             raise admin_error(error, what) from error
-
-
-def _not_controller(response) -> bool:
-    codes = [getattr(response, "error_code", 0)] + [topic.error_code for topic in getattr(response, "topics", ())
-                                                    if hasattr(topic, "error_code")]
-    return Errors.NotControllerError.errno in codes
-
-
-def _components(entity: Entity) -> list[tuple[str, str | None]]:
-    """(entity type, name) pairs; name None is the type's default entity."""
-    if isinstance(entity, tuple):
-        user, client_id = entity
-        return [("user", user), ("client-id", client_id)]
-    return [("user", entity)]
-
-
-def _describe_user_request(entity: Entity) -> DescribeClientQuotasRequest:
-    component = DescribeClientQuotasRequest.ComponentData
-    # match must be null for a default entity, not kafka-python's default ""
-    matches = [component(entity_type=kind, match_type=_MATCH_DEFAULT, match=None) if name is None else
-               component(entity_type=kind, match_type=_MATCH_EXACT, match=name)
-               for kind, name in _components(entity)]
-    return DescribeClientQuotasRequest(components=matches, strict=True)  # strict: exactly this entity
-
-
-def _user_label(entity: Entity) -> str:
-    labels = {"user": "the default user", "client-id": "the default client id"}
-    return " and ".join(labels[kind] if name is None else f"{kind} {name!r}" for kind, name in _components(entity))
-
-
-def _check_resource_type(resource_type: str) -> None:
-    if resource_type not in _RESOURCE_TYPES:
-        raise ValueError(f"resource_type {resource_type!r}: expected 'topic' or 'broker'")
-
-
-def _alterable_config(key: str, op: str, value: str | None):
-    op_code = AlterConfigOp.value_for(op)  # ValueError for an unknown op
-    return IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig(
-        name=key, config_operation=op_code, value=None if op_code == AlterConfigOp.DELETE else value)
-
-
-def _config_node(resource_type: str, name: str) -> int | None:
-    """Broker configs go to that broker (as the Java client does); the rest to any broker."""
-    return int(name) if resource_type == "broker" and name != "" else None
