@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Mapping
 
 from .config import LocalWatchConfig, StorageLimit
 from .observation import Volume
-from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, in_danger
+from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, in_danger, until_judged
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ class LocalWatch:
         self.dirs = list(config.log_dirs)
         self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
         self.danger: list[str] = []
+        self.until_judged: float | None = None  # seconds from the last sample until a dir is judged violated
         self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -102,6 +103,7 @@ class LocalWatch:
                 while samples and now - samples[0].at > TRIGGER_WINDOW_SECONDS:
                     samples.popleft()
             self.danger = in_danger(self._history, self.limit, self.horizon())
+            self.until_judged = until_judged(self._history, self.limit)
             return list(self.danger)
 
     def _run(self) -> None:

@@ -26,7 +26,7 @@ from .local_watch import LocalWatch, own_volumes
 from .observation import Observation, Volume
 from .replication import ReplicationRunner
 from .snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
-from .volumes import default_horizon, foreign_dirs, with_published
+from .volumes import default_horizon, foreign_dirs, hold_the_pass, with_published
 from .znode_volumes import ZnodeVolumes
 
 log = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ class Sidecar:
         self.wake = threading.Event()  # the local watch asks for a pass now
         self.watch = self._local_watch()
         self._near_the_limit = False
+        self._held_since: float | None = None  # since when a pass the watch asked for waits (_held)
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
         self.publish()
@@ -235,7 +236,7 @@ class Sidecar:
         in_force, writes = ownership.with_second_look(planned, all_records, self.read_records,
                                                       yields=lambda planned: ownership.leaves_alone(planned[1]))
         self._write_quotas(writes)
-        self.quotas_in_force = _after(in_force, writes)
+        self.quotas_in_force = quotas.after(in_force, writes)
 
     def read_quotas(self, wanted: quotas.ClientQuotas, owned) -> dict:
         """The quotas in force for every entity the sidecars want or once wrote."""
@@ -262,10 +263,11 @@ class Sidecar:
     def _write_quotas(self, writes: list[ownership.Write], force: bool = False) -> None:
         def changed(write: ownership.Write) -> None:
             if write.left_alone:
-                log.info("%s: %s", _quota_label(write.target), ownership.left_alone_reason(write, _rate))
+                log.info("%s: %s", quotas.target_label(write.target), ownership.left_alone_reason(write, quotas.rate_text))
                 return
             self.counters.writes += 1
-            log.info("%s: %s -> %s", _quota_label(write.target), _rate(write.old), _rate(write.new))
+            log.info("%s: %s -> %s", quotas.target_label(write.target), quotas.rate_text(write.old),
+                     quotas.rate_text(write.new))
 
         ownership.carry_out(writes, self.store, lambda target: records.key(records.QUOTA, *target), self._alter_quota,
                             changed, force)
@@ -306,23 +308,25 @@ class Sidecar:
         shutdown.also_wakes(self.wake)
         if self.watch is not None:
             self.watch.start()
-        next_full = time.monotonic()
+        next_full = next_any = time.monotonic()
         while not shutdown.event.is_set():
             started = time.monotonic()
             now = self._pass_now()
             full = now or started >= next_full
-            try:
-                if full:
-                    self.run_pass()
-                else:
-                    self.run_replication_pass()
-            except Exception:  # one failed pass must not stop the protection
-                self.counters.pass_failures += 1
-                log.exception("sidecar pass failed; the next pass retries")
-                self.publish()
-            if full and not now:  # at a fixed rate from each pass's start: a slow pass does not push the next back
-                next_full = started + full_every
-            self.wake.wait(max(0.0, min(started + every, next_full) - time.monotonic()))
+            if full or started >= next_any:  # else the watch woke the loop for a pass it holds back
+                try:
+                    if full:
+                        self.run_pass()
+                    else:
+                        self.run_replication_pass()
+                except Exception:  # one failed pass must not stop the protection
+                    self.counters.pass_failures += 1
+                    log.exception("sidecar pass failed; the next pass retries")
+                    self.publish()
+                if full and not now:  # at a fixed rate from each pass's start: a slow pass does not push the next back
+                    next_full = started + full_every
+                next_any = started + every
+            self.wake.wait(max(0.0, min(next_any, next_full) - time.monotonic()))
 
     # -------------------------------------------------------------- the local watch
 
@@ -352,9 +356,16 @@ class Sidecar:
         elif self._near_the_limit and not near:
             log.info("local dirs away from the limit again: passes every %gs", self.config.check_interval.total_seconds())
         self._near_the_limit = bool(near)
-        now = asked and bool(near)
+        now = asked and bool(near) and not self._held()
         self.counters.watch_passes += now
         return now
+
+    def _held(self) -> bool:
+        """volumes.hold_the_pass, with how long this pass has waited already."""
+        held_since = self._held_since or time.monotonic()
+        held = hold_the_pass(self.watch.until_judged, self.counters.last_poll_seconds, time.monotonic() - held_since)
+        self._held_since = held_since if held else None
+        return held
 
     def _local_samples(self, now: datetime) -> tuple[Volume, ...]:
         """This broker's local samples as volume measurements for the fill history (its broker id known)."""
@@ -365,26 +376,3 @@ class Sidecar:
         return tuple(Volume(broker, sample.log_dir, sample.total_bytes, sample.available_bytes,
                             datetime.fromtimestamp(sample.at + offset, timezone.utc))
                      for samples in self.watch.history().values() for sample in samples)
-
-
-def _after(in_force: dict, writes: list[ownership.Write]) -> dict:
-    result = {entity: dict(keys) for entity, keys in in_force.items()}
-    for write in writes:
-        entity, key = write.target
-        keys = result.setdefault(entity, {})
-        if write.new is None:
-            keys.pop(key, None)
-        else:
-            keys[key] = write.new
-    return result
-
-
-def _quota_label(target) -> str:
-    entity, key = target
-    return f"quota {quotas.entity_label(entity)} {key}"
-
-
-def _rate(value: float | None) -> str:
-    if value is None:
-        return "none"
-    return "unlimited" if value >= quotas.UNLIMITED else f"{value:.0f}"

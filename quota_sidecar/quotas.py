@@ -71,6 +71,30 @@ def entity_label(entity: Entity) -> str:
     return "<default user>" if entity is None else f"User:{entity}"
 
 
+def target_label(target: tuple[Entity, str]) -> str:
+    entity, key = target
+    return f"quota {entity_label(entity)} {key}"
+
+
+def rate_text(value: float | None) -> str:
+    if value is None:
+        return "none"
+    return "unlimited" if value >= UNLIMITED else f"{value:.0f}"
+
+
+def after(in_force: Mapping[Entity, Quotas], writes) -> dict[Entity, dict[str, float]]:
+    """The quotas in force once `writes` (ownership.Write of (entity, key) targets) are carried out."""
+    result = {entity: dict(keys) for entity, keys in in_force.items()}
+    for write in writes:
+        entity, key = write.target
+        keys = result.setdefault(entity, {})
+        if write.new is None:
+            keys.pop(key, None)
+        else:
+            keys[key] = write.new
+    return result
+
+
 def _json_rate(value: float | None) -> int | float | None:
     if value is None:
         return None

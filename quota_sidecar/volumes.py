@@ -128,6 +128,23 @@ def in_danger(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit,
             if samples and (left := seconds_to_limit(samples, limit)) is not None and left <= horizon]
 
 
+def until_judged(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> float | None:
+    """Seconds until the first local dir is judged violated at its fill rate: when it reaches the limit, or the
+    lead time before that; 0 when one is already; None when none is filling."""
+    lead = limit.lead_time.total_seconds()
+    left = [seconds for samples in history.values() if samples
+            and (seconds := seconds_to_limit(samples, limit)) is not None]
+    return max(0.0, min(left) - lead) if left else None
+
+
+def hold_the_pass(until: float | None, pass_seconds: float, held_for: float) -> bool:
+    """Whether a pass should wait for the next sample: the watch expects a dir to be judged violated while the
+    pass runs, too late for its decision (made on the free space at its start) to see it, so its quota would
+    come only with the pass after. The pass that starts once a sample shows it is one pass late, not up to two.
+    Never for longer than a pass: the forecast may be wrong."""
+    return until is not None and 0.0 < until < pass_seconds and held_for < pass_seconds
+
+
 def default_horizon(last_pass_seconds: float | None, interval: float) -> float:
     """A few passes' worth, so the throttle lands before the crossing; never less than one watch interval."""
     return max(HORIZON_PASSES * (last_pass_seconds or 1.0), interval)

@@ -9,7 +9,8 @@ from quota_sidecar import config as cfg
 from quota_sidecar.config import LocalWatchConfig, StorageLimit
 from quota_sidecar.local_watch import LocalWatch
 from quota_sidecar.observation import Volume
-from quota_sidecar.volumes import LocalSample, default_horizon, fill_rate, foreign_dirs, in_danger, seconds_to_limit
+from quota_sidecar.volumes import (LocalSample, default_horizon, fill_rate, foreign_dirs, hold_the_pass, in_danger,
+                                  seconds_to_limit, until_judged)
 
 MiB = 1 << 20
 LIMIT = StorageLimit(min_available_bytes=100 * MiB)
@@ -54,6 +55,23 @@ def test_dirs_in_danger_are_those_within_the_horizon():
     history = {"/fast": filling(100 * MiB, 400 * MiB), "/slow": filling(MiB, 400 * MiB), "/empty": []}
     assert in_danger(history, LIMIT, horizon=3.0) == ["/fast"]
     assert in_danger(history, LIMIT, horizon=1.0) == []
+
+
+def test_a_dir_is_judged_violated_at_the_limit_or_a_lead_time_before_it():
+    history = {"/fast": filling(100 * MiB, 400 * MiB), "/slow": filling(10 * MiB, 400 * MiB), "/still": filling(0, 400 * MiB)}
+    assert until_judged(history, LIMIT) == pytest.approx(2.0)  # the nearest: 200 MiB left at 100 MiB/s
+    assert until_judged(history, StorageLimit(100 * MiB, lead_time=timedelta(seconds=0.5))) == pytest.approx(1.5)
+    assert until_judged(history, StorageLimit(100 * MiB, lead_time=timedelta(seconds=5))) == 0.0
+    assert until_judged({"/still": filling(0, 400 * MiB)}, LIMIT) is None
+
+
+def test_a_pass_waits_when_its_decision_would_come_just_before_the_verdict_changes():
+    assert hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.0)  # it would judge the free space of 0.1 s early
+    assert hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.25)
+    assert not hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.3)  # never longer than a pass: a forecast
+    assert not hold_the_pass(until=0.0, pass_seconds=0.3, held_for=0.0)  # violated already: the pass sees it
+    assert not hold_the_pass(until=0.5, pass_seconds=0.3, held_for=0.0)  # a pass ends before: it updates the rest
+    assert not hold_the_pass(until=None, pass_seconds=0.3, held_for=0.0)
 
 
 def test_the_default_horizon_is_a_few_passes_never_below_one_interval():

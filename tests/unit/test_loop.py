@@ -125,6 +125,17 @@ def test_a_local_dir_at_the_limit_starts_passes_long_before_the_interval(tmp_pat
     assert car.snapshot().local_watch.near_the_limit == (str(tmp_path),)
 
 
+def test_a_pass_the_watch_asks_for_waits_while_the_dir_is_judged_violated_only_during_it(tmp_path):
+    car = sidecar(FailingStore(RuntimeError("unused")), **{"storage.local.log.dirs": str(tmp_path)})
+    car.counters.last_poll_seconds = 0.4
+    car.watch.danger, car.watch.until_judged = [str(tmp_path)], 0.2  # as a sample 0.2 s before the crossing finds
+    car.wake.set()
+    assert not car._pass_now()  # its decision would see the free space of just before the crossing
+    car.watch.until_judged = 0.0  # the next sample: at the limit
+    car.wake.set()
+    assert car._pass_now() and car.counters.watch_passes == 1
+
+
 def test_without_local_dirs_there_is_no_watch_and_the_interval_holds():
     car = sidecar(FailingStore(RuntimeError("unused")))
     assert car.watch is None and car.snapshot().local_watch is None
