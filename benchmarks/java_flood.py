@@ -18,6 +18,7 @@ Per run:
 - the wall time of the passes from the flood's start to the quota.
 
     .venv/bin/python benchmarks/java_flood.py [--intervals PT1S,PT10S,PT1M] [--watch off,on,lead] [--runs 1]
+        [--speeds 'full speed,40 MB/s'] [--producer-nice 0]
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def stalled_at(samples: list[tuple[float, int]], after: float) -> float | None:
     return None
 
 
-def one_run(interval: str, watch: str, speed: float, work_dir: Path) -> dict:
+def one_run(interval: str, watch: str, speed: float, work_dir: Path, niceness: int = 0) -> dict:
     with LocalKafkaCluster(brokers=1, small_log_dirs={(1, 0): LIMIT + MARGIN}) as cluster:
         small_dir = cluster.log_dirs(1)[0]
         create_topics(cluster.bootstrap_servers, {"flood": {"assignments": {0: [1]}}})
@@ -72,7 +73,7 @@ def one_run(interval: str, watch: str, speed: float, work_dir: Path) -> dict:
                 first_pass = int(sidecar.metrics()["quota_sidecar_polls_total"]) + 1
                 started = time.monotonic()
                 producer = producer_performance(cluster.bootstrap_servers, "flood", 4 * (LIMIT + MARGIN) // RECORD,
-                                                RECORD, speed, work_dir / "producer.log", **FLOOD)
+                                                RECORD, speed, work_dir / "producer.log", niceness, **FLOOD)
                 try:
                     deadline = started + 120
                     # Until the limit is crossed, or (a lead time) the quota came first and held for 5 s.
@@ -105,13 +106,14 @@ def one_run(interval: str, watch: str, speed: float, work_dir: Path) -> dict:
             "passes": [seconds for number, seconds in passes.durations.items() if first_pass <= number <= last_pass]}
 
 
-def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs: int = 1) -> Result:
+def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs: int = 1, niceness: int = 0,
+        speeds: tuple[str, ...] = tuple(SPEEDS)) -> Result:
     rows, every_run = [], []
     with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-java-flood-") as work_dir:
-        for speed_name, speed in SPEEDS.items():
+        for speed_name, speed in ((name, SPEEDS[name]) for name in speeds):
             for interval in intervals:
                 for watch in watches:
-                    results = [one_run(interval, watch, speed, Path(work_dir)) for _ in range(runs)]
+                    results = [one_run(interval, watch, speed, Path(work_dir), niceness) for _ in range(runs)]
                     for r in results:
                         every_run.append([speed_name, f"`{interval}`", WATCH_NAMES[watch], seconds(r["crossing"]),
                                           written_text(r), seconds(r["stalled"]), f"{r['lowest'] / MiB:.0f} MiB",
@@ -136,7 +138,10 @@ def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs
         "< 1 MiB in the next 2 s (– when the disk filled). **Offline**: the log dir went offline (the broker "
         "reports it so, or shut down with it). **Passes**: wall time of each pass from the flood's start to the "
         f"quota (the sidecar's /metrics every 0.1 s). {runs} run(s) per line of the first table, median "
-        "(min–max); every run in the second.",
+        "(min–max); every run in the second."
+        + (f" The producer runs at nice {niceness}: on this 2-core machine it shares the cores with the broker and "
+           "the sidecar, where in production it runs on another machine; niced, it still floods at full speed "
+           "on the CPU they leave." if niceness else ""),
         table(["producer", "check interval", "local watch", "quota written after the crossing",
                "written before the crossing", "never written",
                "lowest free", "offline", "passes during the flood"], rows),
@@ -167,8 +172,12 @@ def main() -> None:
     parser.add_argument("--intervals", default="PT1S,PT10S,PT1M", help="comma-separated ISO-8601 check intervals")
     parser.add_argument("--watch", default="off,on,lead", help="comma-separated: off, on, lead (on with a lead time)")
     parser.add_argument("--runs", type=int, default=1, help="runs per producer, interval and watch")
+    parser.add_argument("--producer-nice", type=int, default=0,
+                        help="run the producer at this niceness (as if on another machine: the sidecar's CPU first)")
+    parser.add_argument("--speeds", default=",".join(SPEEDS), help=f"comma-separated, of: {', '.join(SPEEDS)}")
     args = parser.parse_args()
-    print_result(run(tuple(args.intervals.split(",")), tuple(args.watch.split(",")), args.runs))
+    print_result(run(tuple(args.intervals.split(",")), tuple(args.watch.split(",")), args.runs, args.producer_nice,
+                     tuple(args.speeds.split(","))))
 
 
 if __name__ == "__main__":

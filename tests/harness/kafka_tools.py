@@ -4,6 +4,7 @@ clients, not ours. kafka-tools is a version behind the brokers until Maven Centr
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -26,15 +27,16 @@ def run_tool(main_class: str, *arguments: str, timeout: float = 120) -> subproce
                           stdin=subprocess.DEVNULL)
 
 
-def start_tool(main_class: str, *arguments: str, log_file: Path) -> subprocess.Popen:
-    """A tool started in the background, its output appended to `log_file`."""
+def start_tool(main_class: str, *arguments: str, log_file: Path, niceness: int = 0) -> subprocess.Popen:
+    """A tool started in the background, its output appended to `log_file`; `niceness` > 0 lets every other
+    process of the machine have the CPU first (a client that, in production, runs on another machine)."""
     with open(log_file, "ab") as output:
         return subprocess.Popen(tool_command(main_class, *arguments), stdout=output, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, preexec_fn=(lambda: os.nice(niceness)) if niceness else None)
 
 
 def producer_performance(bootstrap_servers: str, topic: str, records: int, record_size: int, throughput: float,
-                         log_file: Path, **producer_properties) -> subprocess.Popen:
+                         log_file: Path, niceness: int = 0, **producer_properties) -> subprocess.Popen:
     """Kafka's own producer benchmark on a JVM (`--throughput -1`: as fast as it can), with several requests
     in flight: a real client, which computes the batches' CRC-32C natively where kafka-python does it in
     pure Python at a few MB/s."""
@@ -42,7 +44,7 @@ def producer_performance(bootstrap_servers: str, topic: str, records: int, recor
     return start_tool(PRODUCER_PERFORMANCE, "--topic", topic, "--num-records", str(records),
                       "--record-size", str(record_size), "--throughput", f"{throughput:g}",
                       "--producer-props", *(f"{key}={value}" for key, value in properties.items()),
-                      log_file=log_file)
+                      log_file=log_file, niceness=niceness)
 
 
 def acknowledged_so_far(output: str) -> int:
