@@ -23,10 +23,13 @@ def check_host(config: configuration.SidecarConfig) -> None:
         raise ConfigError(f"{configuration.PREFIX}replication.network.interface={interface!r}: expected a network "
                           f"interface of this host: {', '.join(sorted(host_interfaces()))}")
     # Dirs named for the watch must be here; those of the broker's file may be on another host (said at run).
-    missing = [path for path in config.local_watch.log_dirs if not os.path.isdir(path)]
+    # A dir whose parent is here is the broker's not yet: on a new volume, a sidecar that starts before the
+    # broker formats it must not exit (the watch says so once and watches the dir from when it appears).
+    missing = [path for path in config.local_watch.log_dirs
+               if not os.path.isdir(path) and not os.path.isdir(os.path.dirname(path.rstrip("/")))]
     if config.local_watch.named and missing:
         raise ConfigError(f"{configuration.PREFIX}storage.local.log.dirs={','.join(config.local_watch.log_dirs)}: "
-                          f"expected directories of this host; not one: {', '.join(missing)}")
+                          f"expected directories of this host, or to be made in one; not one: {', '.join(missing)}")
 
 
 def check_can_listen(host: str, port: int) -> OSError | None:

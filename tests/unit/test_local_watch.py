@@ -7,6 +7,7 @@ import pytest
 
 from quota_sidecar import config as cfg
 from quota_sidecar.config import LocalWatchConfig, StorageLimit
+from quota_sidecar.host_checks import check_host
 from quota_sidecar.local_watch import LocalWatch
 from quota_sidecar.observation import Volume
 from quota_sidecar.volumes import (LocalSample, default_horizon, fill_rate, foreign_dirs, hold_the_pass, in_danger,
@@ -115,6 +116,17 @@ def test_an_unreadable_dir_is_said_once_and_the_others_are_watched(tmp_path, cap
     assert [r.message for r in caplog.records] == [
         f"not watching {missing} locally: cannot read it: No such file or directory; passes keep their interval"]
     assert list(local.history()) == [str(tmp_path)] and str(missing) in local.unreadable
+
+
+def test_a_dir_not_made_yet_is_accepted_at_start_and_watched_from_when_it_appears(tmp_path):
+    data = tmp_path / "data"  # a new volume: the broker (or its init container) makes the dir after the sidecar started
+    check_host(cfg.from_properties({cfg.PREFIX + "kafka.admin.bootstrap.servers": "127.0.0.1:1",
+                                    cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": "1",
+                                    cfg.PREFIX + "http.port": "0", cfg.PREFIX + "storage.local.log.dirs": str(data)}))
+    local = watch([data], StorageLimit(min_available_ratio=1.0), [])
+    assert local.sample() == [] and str(data) in local.unreadable
+    data.mkdir()
+    assert local.sample() == [str(data)] and local.unreadable == {}
 
 
 def test_the_log_dirs_come_from_the_brokers_file_unless_a_key_names_them():
