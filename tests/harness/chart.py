@@ -11,6 +11,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "quota-sidecar"
+# The Prometheus operator's kinds: kubernetes-validate has no schema for them, the API server has their CRDs.
+OPERATOR_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
 KUBE_VERSION = "1.32.0"  # the chart needs 1.28+ (the pod-index label); helm built without ldflags says 1.20
 
 # Every supported combination of values: name -> --set arguments.
@@ -32,6 +34,9 @@ COMBINATIONS = {
                            "monitoring.podMonitor=true", "monitoring.serviceMonitor=true",
                            "monitoring.prometheusRule=true", "monitoring.dashboard=true",
                            "probes.readinessMaxAge=120"],
+    "monitoring": ["monitoring.podMonitor=true", "monitoring.serviceMonitor=true", "monitoring.prometheusRule=true",
+                   "monitoring.dashboard=true", "monitoring.labels.release=kube-prometheus-stack",
+                   "monitoring.interval=15s"],
     "no-probes-no-policy": ["probes.liveness=false", "probes.readiness=false", "networkPolicy.enabled=false"],
 }
 
