@@ -77,7 +77,8 @@ def test_the_native_sidecar_is_an_init_container_that_restarts(helm):
 
     spec = statefulset["spec"]["template"]["spec"]
     assert [c["name"] for c in spec["containers"]] == ["kafka"]
-    assert [(c["name"], c["restartPolicy"]) for c in spec["initContainers"]] == [("quota-sidecar", "Always")]
+    assert [(c["name"], c.get("restartPolicy")) for c in spec["initContainers"]] == [
+        ("kafka-format", None), ("quota-sidecar", "Always")]  # the log dir is there before the sidecar starts
 
 
 def test_the_network_policy_fences_only_the_sidecars_port(helm):

@@ -61,7 +61,10 @@ class Container:
     name: str
 
     def logs(self) -> str:
-        return docker("logs", self.name, check=False)
+        """Its output and its errors, as written (the docker CLI gives them back on its own two)."""
+        done = subprocess.run(["docker", "logs", self.name], env=docker_environment(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=120)
+        return done.stdout
 
     def running(self) -> bool:
         return docker("inspect", "-f", "{{.State.Running}}", self.name, check=False).strip() == "true"
