@@ -71,10 +71,10 @@ conformance: setup
 # package (as root); without them the tests skip and say why.
 HELM_VERSION ?= v3.22.0
 HELM := build/tools/bin/helm
-test-chart: setup
-	@if [ ! -x $(HELM) ] && command -v go >/dev/null; then \
-	 echo "installing helm $(HELM_VERSION) into build/tools"; \
+$(HELM):
+	@if command -v go >/dev/null; then echo "installing helm $(HELM_VERSION) into build/tools"; \
 	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+test-chart: setup $(HELM)
 	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	 DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; fi
 	@if command -v go >/dev/null && [ "$(KUBE)" != 0 ]; then tests/chart/kube/build.sh build/tools/kube; fi
@@ -87,11 +87,12 @@ image: setup
 	PYTHON=$(abspath $(BIN)/python) deploy/build-images.sh
 
 # The images against real Kafka: run locked down (tests/docker/test_images.py), and pytest-docker's compose
-# end to end, flood -> throttle -> lift (tests/docker/test_compose.py). As root it brings up the project's own
-# engine (no bridge, no iptables rules, ip_forward untouched), builds the images if missing and stops the
-# engine after, then checks that the host's FORWARD chain and bridges are as they were. ~4 min with the images
-# built (~5 min more without). Elsewhere the tests skip and say why.
-test-docker: setup
+# end to end, flood -> throttle -> lift (tests/docker/test_compose.py), and the chart's example pod: the broker's
+# start script and the sidecar beside it, as rendered by helm (tests/docker/test_example_pod.py). As root it
+# brings up the project's own engine (no bridge, no iptables rules, ip_forward untouched), builds the images if
+# missing and stops the engine after, then checks that the host's FORWARD chain and bridges are as they were.
+# ~4 min with the images built (~5 min more without). Elsewhere the tests skip and say why.
+test-docker: setup $(HELM)
 	PYTHON=$(abspath $(BIN)/python) deploy/test-docker.sh
 
 demo: setup

@@ -39,6 +39,10 @@ stop)
         i=0
         while kill -0 "$pid" 2>/dev/null && [ "$i" -lt 60 ]; do sleep 0.5; i=$((i + 1)); done
     fi
+    # dockerd leaves its default network namespace mounted: `rm -rf build` (make clean) would then fail.
+    if grep -q " $state/exec/netns/default " /proc/mounts 2>/dev/null; then
+        umount "$state/exec/netns/default" || echo "left mounted: $state/exec/netns/default" >&2
+    fi
     ;;
 *)
     echo "usage: $0 start|stop" >&2; exit 2

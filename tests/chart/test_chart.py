@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -23,15 +22,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from harness.chart import CHART, COMBINATIONS, KUBE_VERSION, ROOT, render
+from harness.chart import (CHART, COMBINATIONS, KUBE_VERSION, OPERATOR_KINDS, ROOT, container_env, containers_named,
+                           expand, render, volume_files)
 from harness.local_cluster import LocalKafkaCluster
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
 
 pytestmark = pytest.mark.chart
-# Kinds of the Prometheus operator (CRDs): no schema in kubernetes-validate; their rules go through promtool.
-OPERATOR_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
 
 @pytest.mark.parametrize("name", COMBINATIONS)
 def test_helm_lint_is_clean(helm, name):
@@ -49,19 +47,11 @@ def test_every_combination_renders_manifests_kubernetes_accepts(helm, name):
 
     validated = []
     for document in documents:
-        if document["kind"] in OPERATOR_KINDS:
+        if document["kind"] in OPERATOR_KINDS:  # no schema offline: the API server checks them (test_kube_install)
             continue
         kubernetes_validate.validate(document, KUBE_VERSION, strict=True)
         validated.append(document["kind"])
     assert "ConfigMap" in validated and "NetworkPolicy" in validated or name == "no-probes-no-policy"
-
-
-def containers_named(documents: list[dict], name: str) -> list[dict]:
-    found = []
-    for document in documents:
-        spec = document.get("spec", {}).get("template", {}).get("spec", {})
-        found += [c for c in spec.get("containers", []) + spec.get("initContainers", []) if c["name"] == name]
-    return found
 
 
 def test_the_example_runs_one_locked_down_sidecar_per_broker_pod(helm):
@@ -87,7 +77,8 @@ def test_the_native_sidecar_is_an_init_container_that_restarts(helm):
 
     spec = statefulset["spec"]["template"]["spec"]
     assert [c["name"] for c in spec["containers"]] == ["kafka"]
-    assert [(c["name"], c["restartPolicy"]) for c in spec["initContainers"]] == [("quota-sidecar", "Always")]
+    assert [(c["name"], c.get("restartPolicy")) for c in spec["initContainers"]] == [
+        ("kafka-format", None), ("quota-sidecar", "Always")]  # the log dir is there before the sidecar starts
 
 
 def test_the_network_policy_fences_only_the_sidecars_port(helm):
@@ -125,12 +116,6 @@ def test_promtool_rule_tests_pass():
 # ---------------------------------------------------------------- the rendered container, run for real
 
 
-def expand(text: str, env: dict[str, str]) -> str:
-    """The kubelet's $(VAR) expansion of command and args ($$ escapes; an unknown one stays as written)."""
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
-
-
 def mounted(path: str, mounts: dict[str, str]) -> str:
     """A path in the container as it is here: under the directory standing for the mount that holds it."""
     holders = [mount for mount in mounts if path == mount or path.startswith(mount + "/")]
@@ -157,7 +142,6 @@ def test_the_rendered_sidecar_container_runs_against_a_real_cluster(helm, tmp_pa
         statefulset = next(d for d in documents if d["kind"] == "StatefulSet")
         container, = containers_named([statefulset], "quota-sidecar")
         volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
-        by_name = {(d["kind"], d["metadata"]["name"]): d for d in documents}
 
         mounts = {}  # mountPath in the container -> the directory that stands for it here
         for mount in container["volumeMounts"]:
@@ -167,21 +151,11 @@ def test_the_rendered_sidecar_container_runs_against_a_real_cluster(helm, tmp_pa
                 continue
             directory = tmp_path / mount["name"]
             directory.mkdir()
-            if "configMap" in volume:
-                files = by_name[("ConfigMap", volume["configMap"]["name"])]["data"]
-            elif "secret" in volume:
-                files = by_name[("Secret", volume["secret"]["secretName"])]["stringData"]
-            else:
-                files = {}
-            for file_name, content in files.items():
+            for file_name, content in volume_files(documents, volume).items():
                 (directory / file_name).write_text(content)
             mounts[mount["mountPath"]] = str(directory)
 
-        pod = {"metadata.labels['apps.kubernetes.io/pod-index']": "1"}
-        env = {}
-        for variable in container["env"]:
-            env[variable["name"]] = (pod[variable["valueFrom"]["fieldRef"]["fieldPath"]] if "valueFrom" in variable
-                                     else expand(variable["value"], env))
+        env = container_env(container, {"metadata.labels['apps.kubernetes.io/pod-index']": "1"})
         env = {name: mounted(value, mounts) for name, value in env.items()}  # HOME=/tmp: the emptyDir
         command = [mounted(expand(item, env), mounts) for item in container["command"] + container["args"]]
         assert command[0] == "quota-sidecar"

@@ -61,7 +61,10 @@ class Container:
     name: str
 
     def logs(self) -> str:
-        return docker("logs", self.name, check=False)
+        """Its output and its errors, as written (the docker CLI gives them back on its own two)."""
+        done = subprocess.run(["docker", "logs", self.name], env=docker_environment(), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=120)
+        return done.stdout
 
     def running(self) -> bool:
         return docker("inspect", "-f", "{{.State.Running}}", self.name, check=False).strip() == "true"
@@ -82,8 +85,10 @@ class Container:
 
 
 def run(image: str, *arguments: str, mounts: dict[str, tuple[str, bool]] | None = None,
-        env: dict[str, str] | None = None, entrypoint: str | None = None, network: str = "host") -> Container:
-    """`docker run -d` of `image` locked down; mounts: host path -> (container path, read-only)."""
+        env: dict[str, str] | None = None, entrypoint: str | None = None, network: str = "host",
+        hosts: dict[str, str] | None = None) -> Container:
+    """`docker run -d` of `image` locked down; mounts: host path -> (container path, read-only); hosts: names
+    for /etc/hosts -> their addresses."""
     name = f"quota-sidecar-test-{uuid.uuid4().hex[:8]}"
     options = ["--name", name, "--network", network, "--read-only", "--user", "10001:10001",
                "--tmpfs", "/tmp:rw,exec,size=1g,mode=1777", "--cap-drop", "ALL",
@@ -92,6 +97,8 @@ def run(image: str, *arguments: str, mounts: dict[str, tuple[str, bool]] | None 
         options += ["--volume", f"{host}:{inside}:{'ro' if read_only else 'rw'}"]
     for key, value in (env or {}).items():
         options += ["--env", f"{key}={value}"]
+    for host_name, address in (hosts or {}).items():
+        options += ["--add-host", f"{host_name}:{address}"]
     if entrypoint is not None:
         options += ["--entrypoint", entrypoint]
     docker("run", "-d", *options, image, *arguments)
