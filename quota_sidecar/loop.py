@@ -189,6 +189,8 @@ class Sidecar:
         if observation.error is not None:
             raise RetryableAdminError(observation.error)
         decision = self.decider.decide(observation)  # a Spark not started yet starts now, outside the timeout
+        if self.replication is not None:  # what a pass would write, shown rather than written
+            self.replication.last = decision.replication
         with deadline.within(timeout, "status --direct"):
             owned = records.owned(all_records, records.QUOTA)
             self.quotas_in_force = self.read_quotas(decision.client_quotas, owned)
