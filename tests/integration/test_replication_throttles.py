@@ -40,7 +40,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import waiting
 from harness.connect_server import ConnectServer
 from harness.kafka_tools import reassign_partitions
-from harness.local_cluster import GENERATIONS, LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.local_cluster import (BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS, LocalKafkaCluster,
+                                   SmallFilesystemUnavailable)
 from harness.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess, http
 from harness.zookeeper_server import children
 from quota_sidecar.admin import ClusterAdmin
@@ -247,22 +248,29 @@ def work_dir():
         yield Path(path)
 
 
+# Every generation a test of this module may run on (the module's cluster fixture's parameter).
+MATRIX = {**GENERATIONS, BEFORE_KIP_827_NAME: BEFORE_KIP_827}
+
+
 def pytest_generate_tests(metafunc):
-    """Tests marked both_generations run on Kafka 3.9 in ZooKeeper mode too; the others on KRaft only. The
-    module's cluster and sidecars are made once per generation and shared by its tests.
+    """Tests marked both_generations run on Kafka 3.9 in ZooKeeper mode too, and with before_kip_827=True on
+    Kafka 3.2 as well (its moves and rates need nothing DescribeLogDirs' sizes give); the others on KRaft only.
+    The module's cluster and sidecars are made once per generation and shared by its tests.
 
     The tests that hold a move with its destination down cannot run on ZooKeeper mode: its controller
     refuses a reassignment onto a broker that is not alive (KRaft takes a fenced one). The move there is
     held by Kafka's own tool and its --throttle instead."""
     if "cluster" in metafunc.fixturenames:
-        both = metafunc.definition.get_closest_marker("both_generations") is not None
-        metafunc.parametrize("cluster", list(GENERATIONS) if both else ["kraft-4.4"], indirect=True, scope="module")
+        marker = metafunc.definition.get_closest_marker("both_generations")
+        generations = ["kraft-4.4"] if marker is None else [
+            *GENERATIONS, *([BEFORE_KIP_827_NAME] if marker.kwargs.get("before_kip_827") else [])]
+        metafunc.parametrize("cluster", generations, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")
 def cluster(report, request):
     """Brokers 1, 2, 3 for the module's tests; each test works in topics of its own."""
-    with LocalKafkaCluster(brokers=3, broker_properties=BROKER_PROPERTIES, **GENERATIONS[request.param]) as cluster:
+    with LocalKafkaCluster(brokers=3, broker_properties=BROKER_PROPERTIES, **MATRIX[request.param]) as cluster:
         report.sources.append(_ClusterLogs(cluster))
         yield cluster
 
@@ -445,7 +453,7 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
     admin.incremental_alter_configs("broker", 3, {FOLLOWER_RATE: ("DELETE", None)})
 
 
-@pytest.mark.both_generations
+@pytest.mark.both_generations(before_kip_827=True)
 def test_after_kafka_reassign_partitions_verify_no_throttle_comes_back(settled, cluster, admin, store, unique_name):
     """Kafka's own tool: `--execute --throttle 1000000`; the sidecars set their rates over it; paused, they
     miss the rest: the operator raises the throttle (`--additional --throttle`, as KIP-73 advises) and
@@ -544,7 +552,7 @@ def test_a_topic_deleted_in_the_middle_of_its_move_leaves_nothing_behind(
     eventually(lambda: _equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
 
 
-@pytest.mark.both_generations
+@pytest.mark.both_generations(before_kip_827=True)
 def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restarts(settled, admin):
     """Broker overrides apply without a move, in both roles, each by the sidecar beside that broker."""
     fleet = settled
