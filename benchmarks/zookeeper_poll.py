@@ -56,7 +56,7 @@ def run(polls: int = 20) -> Result:
 
             def znode_poll():
                 ours.publish(own_volumes(1, cluster.log_dirs(1), now()))
-                assert len(ours.read()) == 3
+                assert len(ours.read(now())) == 3
 
             started_load = uptime()
             admin_times, znode_times = timed(polls, admin_poll), timed(polls, znode_poll)
@@ -68,7 +68,8 @@ def run(polls: int = 20) -> Result:
         f"{polls} polls after 2 warm-up ones, median (min–max), on a local 3-broker Kafka 3.9.2 cluster in "
         "ZooKeeper mode (ZooKeeper 3.8.4 on loopback). Admin API: `live_broker_ids()` + `describe_volumes()` "
         "(DescribeCluster, then DescribeLogDirs `[]` to the three brokers at once). Znode volumes: one sidecar "
-        "publishes its broker's dirs (one setData) and reads the three znodes (one getData each; the children "
+        "publishes its broker's dirs when they changed (one setData; the local watch's thread does it between "
+        "polls) and reads the three znodes (one getData each; the children "
         "watch keeps their list). The znode path is what a Kafka < 3.3 broker needs; on 3.9 the sidecar uses "
         "the Admin API and shows the znodes beside it.",
         table(["volume source", "one poll's wall time", "1-min load at start"],

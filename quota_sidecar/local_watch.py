@@ -5,6 +5,8 @@ the check interval is a minute by default, and a producer can fill a disk in les
 log dirs of the sidecar's own broker every `storage.local.watch.interval` (a statvfs call costs
 microseconds) and wakes the loop when one is at the limit or would reach it within the trigger horizon
 (volumes.in_danger). In a pod, the dirs are the broker's data volume mounted read-only into the sidecar.
+Each round's samples also go to `on_sample` (the znode of the sidecar's volumes, znode_volumes.py), which
+must not wait: the watch keeps its cadence whatever ZooKeeper does.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 import threading
 import time
 from collections import deque
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping
 
 from .config import LocalWatchConfig, StorageLimit
@@ -28,6 +30,13 @@ def statvfs_sample(log_dir: str, at: float) -> LocalSample:
     """What Kafka reports for a log dir (File.getTotalSpace, File.getUsableSpace), read locally."""
     found = os.statvfs(log_dir)
     return LocalSample(log_dir, at, found.f_blocks * found.f_frsize, found.f_bavail * found.f_frsize)
+
+
+def as_volumes(broker_id: int, samples: Iterable[LocalSample], now: datetime) -> tuple[Volume, ...]:
+    """Samples (monotonic times) as volume measurements of this broker, at wall-clock times relative to `now`."""
+    offset = now.timestamp() - time.monotonic()
+    return tuple(Volume(broker_id, sample.log_dir, sample.total_bytes, sample.available_bytes,
+                        datetime.fromtimestamp(sample.at + offset, timezone.utc)) for sample in samples)
 
 
 def own_volumes(broker_id: int, log_dirs: Iterable[str], now: datetime) -> list[Volume]:
@@ -47,8 +56,10 @@ class LocalWatch:
 
     def __init__(self, config: LocalWatchConfig, limit: StorageLimit, wake: Callable[[], None],
                  horizon: Callable[[], float], read: Callable[[str, float], LocalSample] = statvfs_sample,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 on_sample: Callable[[list[LocalSample]], None] | None = None):
         self.limit, self.wake, self.horizon, self.read, self.clock = limit, wake, horizon, read, clock
+        self.on_sample = on_sample
         self.interval = config.interval.total_seconds()
         self.dirs = list(config.log_dirs)
         self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
@@ -69,6 +80,15 @@ class LocalWatch:
         if self._thread.is_alive():
             self._thread.join(5)
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def latest(self) -> list[LocalSample]:
+        """The newest sample of every watched dir."""
+        with self._lock:
+            return [samples[-1] for samples in self._history.values() if samples]
+
     def history(self) -> dict[str, list[LocalSample]]:
         """The samples of the last trigger window, per watched dir."""
         with self._lock:
@@ -86,6 +106,7 @@ class LocalWatch:
     def sample(self) -> list[str]:
         """One round: read every dir, keep the window, and return the dirs in the danger zone."""
         now = self.clock()
+        found_now = []
         with self._lock:
             for log_dir in list(self._history):
                 try:
@@ -100,11 +121,15 @@ class LocalWatch:
                     log.info("watching %s locally again", log_dir)
                 samples = self._history[log_dir]
                 samples.append(found)
+                found_now.append(found)
                 while samples and now - samples[0].at > TRIGGER_WINDOW_SECONDS:
                     samples.popleft()
             self.danger = in_danger(self._history, self.limit, self.horizon())
             self.until_judged = until_judged(self._history, self.limit)
-            return list(self.danger)
+            danger = list(self.danger)
+        if self.on_sample is not None and found_now:
+            self.on_sample(found_now)
+        return danger
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

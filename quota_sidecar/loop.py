@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Callable
 
 from . import deadline, ownership, quotas, records
@@ -22,7 +22,7 @@ from .cordoning import Cordoner
 from .decider import Decider, Decision
 from .errors import AdminError, DecisionFailed, RetryableAdminError
 from .failure_report import FailureReport
-from .local_watch import LocalWatch, own_volumes
+from .local_watch import LocalWatch, as_volumes, own_volumes
 from .observation import Observation, Volume
 from .replication import ReplicationRunner
 from .snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
@@ -185,10 +185,12 @@ class Sidecar:
         ends within `timeout` seconds; AdminError when the cluster could not be read."""
         with deadline.within(timeout, "status --direct"):
             all_records = records.parse(self.store.read_all(create=False))
-            observation = self.observe(all_records, self.clock())
+            observation = self.observe(all_records, self.clock(), publish_own=False)
         if observation.error is not None:
             raise RetryableAdminError(observation.error)
         decision = self.decider.decide(observation)  # a Spark not started yet starts now, outside the timeout
+        if self.replication is not None:  # what a pass would write, shown rather than written
+            self.replication.last = decision.replication
         with deadline.within(timeout, "status --direct"):
             owned = records.owned(all_records, records.QUOTA)
             self.quotas_in_force = self.read_quotas(decision.client_quotas, owned)
@@ -197,17 +199,19 @@ class Sidecar:
         self.publish()
         return self.snapshot()
 
-    def observe(self, all_records: records.Records, now: datetime) -> Observation:
+    def observe(self, all_records: records.Records, now: datetime, publish_own: bool = True) -> Observation:
         """Storage first, then replication while the deadline lasts (the moves' lists are kept up to date
-        even when a broker's volumes cannot be read). When both fail, the poll's WARNING is the one line."""
+        even when a broker's volumes cannot be read). When both fail, the poll's WARNING is the one line.
+        With znode volumes the pass first makes sure its broker's znode holds its newest volumes."""
         brokers, volumes, published, error = (), (), {}, None
         try:
             brokers = tuple(self.admin.live_broker_ids())
             if self.config.storage_check_enabled:
                 volumes = tuple(self.admin.describe_volumes(brokers, now))
                 if self.znodes is not None:  # a lost ZooKeeper session fails the poll like a lost broker
-                    self.znodes.publish(own_volumes(self.config.broker_id, self.config.local_watch.log_dirs, now))
-                    published = self.znodes.read()
+                    if publish_own:
+                        self.znodes.publish(self._own_volumes(now))
+                    published = self.znodes.read(now)
                     brokers, volumes = with_published(brokers, volumes, published)
         except AdminError as failure:
             error = str(failure)
@@ -334,7 +338,9 @@ class Sidecar:
         settings, limit = self.config.local_watch, self.config.storage_limit
         if not settings.enabled or limit is None or not self.config.storage_check_enabled:
             return None
-        return LocalWatch(settings, limit, self.wake.set, self._horizon)
+        offer = None if self.znodes is None or self.config.broker_id is None else (
+            lambda samples: self.znodes.offer(as_volumes(self.config.broker_id, samples, self.clock())))
+        return LocalWatch(settings, limit, self.wake.set, self._horizon, on_sample=offer)
 
     def _horizon(self) -> float:
         """How far ahead of the limit a local volume asks for a pass: the configured horizon or a few passes,
@@ -369,10 +375,12 @@ class Sidecar:
 
     def _local_samples(self, now: datetime) -> tuple[Volume, ...]:
         """This broker's local samples as volume measurements for the fill history (its broker id known)."""
-        broker = self.config.broker_id
-        if self.watch is None or broker is None:
+        if self.watch is None or self.config.broker_id is None:
             return ()
-        offset = now.timestamp() - time.monotonic()  # monotonic seconds -> wall clock
-        return tuple(Volume(broker, sample.log_dir, sample.total_bytes, sample.available_bytes,
-                            datetime.fromtimestamp(sample.at + offset, timezone.utc))
-                     for samples in self.watch.history().values() for sample in samples)
+        return as_volumes(self.config.broker_id, [s for samples in self.watch.history().values() for s in samples], now)
+
+    def _own_volumes(self, now: datetime) -> tuple[Volume, ...]:
+        """This broker's volumes for its znode: the running watch's newest samples, else read now."""
+        if self.watch is not None and self.watch.running and (latest := self.watch.latest()):
+            return as_volumes(self.config.broker_id, latest, now)
+        return tuple(own_volumes(self.config.broker_id, self.config.local_watch.log_dirs, now))

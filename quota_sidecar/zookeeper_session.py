@@ -3,7 +3,9 @@
 kazoo reconnects by itself; each call retries through KazooRetry within a deadline (the pass's, and at most
 `retry_deadline`), then fails as a RetryableAdminError: a lost session is a failed poll, never a crash.
 While the connection is down kazoo queues requests and its blocking calls wait for the reconnection,
-however long: so every request goes through `wait`, which gives up at the deadline.
+however long: so every request goes through `wait`, which gives up at the deadline. Threads call side by
+side (the loop, the HTTP thread, the znode publisher), each within its own deadline: a slow call of one
+never holds up another.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from typing import Callable, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import ConnectionClosedError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry, RetryFailedError
 
@@ -24,7 +26,8 @@ T = TypeVar("T")
 
 
 class ZooKeeperSession:
-    """Connects on first use; `call` runs a function of the kazoo client with retries, one call at a time."""
+    """Connects on first use; `call` runs a function of the kazoo client with retries. Once closed it stays
+    closed: a late call fails rather than start a session (and its ephemeral znodes) again."""
 
     def __init__(self, connect: str, session_timeout: float, retry_deadline: float = 5.0):
         self.connect = connect
@@ -32,10 +35,10 @@ class ZooKeeperSession:
         self._retry = KazooRetry(max_tries=-1, max_delay=1.0, deadline=retry_deadline)  # copied per call
         self.client = KazooClient(hosts=connect, timeout=session_timeout, command_retry=self._retry,
                                   connection_retry=KazooRetry(max_tries=-1, max_delay=1.0))  # reconnect while we run
-        self._lock = threading.RLock()  # the loop and the HTTP thread share the session
-        self._started = False
+        self._lock = threading.RLock()  # guards starting and stopping the client, not the calls
+        self._started = self._closed = False
         self._on_connect: list[Callable[[KazooClient], None]] = []
-        self._until = float("inf")  # the end of the call in progress (monotonic seconds)
+        self._calls = threading.local()  # .until: the end of this thread's call in progress (monotonic seconds)
 
     def __repr__(self) -> str:
         return f"ZooKeeperSession(connect={self.connect!r})"
@@ -45,17 +48,18 @@ class ZooKeeperSession:
         self._on_connect.append(setup)
 
     def call(self, what: str, function: Callable[..., T], *args) -> T:
-        with self._lock:
-            try:
-                self._until = float("inf")
-                self._connect()
-                retry = self._retry.copy()
-                retry.deadline = self._left()
-                self._until = time.monotonic() + retry.deadline
-                return retry(function, *args)
-            except (KazooException, KazooTimeoutError, RetryFailedError) as error:
-                raise RetryableAdminError(f"{what} in ZooKeeper at {self.connect} failed: "
-                                          f"{type(error).__name__} {error}".rstrip()) from error
+        try:
+            self._calls.until = float("inf")
+            self._connect()
+            retry = self._retry.copy()
+            retry.deadline = self._left()
+            self._calls.until = time.monotonic() + retry.deadline
+            return retry(function, *args)
+        except (KazooException, KazooTimeoutError, RetryFailedError) as error:
+            raise RetryableAdminError(f"{what} in ZooKeeper at {self.connect} failed: "
+                                      f"{type(error).__name__} {error}".rstrip()) from error
+        finally:
+            self._calls.until = float("inf")
 
     def wait(self, asynchronous):
         """The result of a kazoo *_async call, or KazooTimeoutError once the call's deadline has passed."""
@@ -64,19 +68,24 @@ class ZooKeeperSession:
     def close(self) -> None:
         """End the session: its ephemeral znodes go at once."""
         with self._lock:
+            self._closed = True
             if self._started:
                 self.client.stop()
                 self.client.close()
                 self._started = False
 
     def _left(self) -> float:
-        return max(0.01, min(self._until - time.monotonic(), deadline.left(self._retry_deadline) or self._retry_deadline))
+        until = getattr(self._calls, "until", float("inf"))
+        return max(0.01, min(until - time.monotonic(), deadline.left(self._retry_deadline) or self._retry_deadline))
 
     def _connect(self) -> None:
-        if not self._started:
-            # start() gives up (and stops the client) when no server answers in time; the next call tries again.
-            self.client.start(timeout=deadline.left(self._retry_deadline, "connecting to ZooKeeper"))
-            self._started = True
-        while self._on_connect:
-            self._on_connect[0](self.client)
-            self._on_connect.pop(0)
+        with self._lock:
+            if self._closed:
+                raise ConnectionClosedError("the session was closed")
+            if not self._started:
+                # start() gives up (and stops the client) when no server answers in time; the next call tries again.
+                self.client.start(timeout=deadline.left(self._retry_deadline, "connecting to ZooKeeper"))
+                self._started = True
+            while self._on_connect:
+                self._on_connect[0](self.client)
+                self._on_connect.pop(0)

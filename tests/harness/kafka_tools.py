@@ -36,20 +36,23 @@ def start_tool(main_class: str, *arguments: str, log_file: Path, niceness: int =
 
 
 def producer_performance(bootstrap_servers: str, topic: str, records: int, record_size: int, throughput: float,
-                         log_file: Path, niceness: int = 0, **producer_properties) -> subprocess.Popen:
+                         log_file: Path, niceness: int = 0, reporting_interval_ms: int | None = None,
+                         **producer_properties) -> subprocess.Popen:
     """Kafka's own producer benchmark on a JVM (`--throughput -1`: as fast as it can), with several requests
     in flight: a real client, which computes the batches' CRC-32C natively where kafka-python does it in
-    pure Python at a few MB/s."""
+    pure Python at a few MB/s. It reports its acknowledgements every `reporting_interval_ms` (5 s unless
+    given)."""
     properties = {"bootstrap.servers": bootstrap_servers, **producer_properties}
+    interval = [] if reporting_interval_ms is None else ["--reporting-interval", str(reporting_interval_ms)]
     return start_tool(PRODUCER_PERFORMANCE, "--topic", topic, "--num-records", str(records),
-                      "--record-size", str(record_size), "--throughput", f"{throughput:g}",
+                      "--record-size", str(record_size), "--throughput", f"{throughput:g}", *interval,
                       "--producer-props", *(f"{key}={value}" for key, value in properties.items()),
                       log_file=log_file, niceness=niceness)
 
 
 def acknowledged_so_far(output: str) -> int:
-    """The records ProducerPerformance reported acknowledged: it prints a line per 5 s window with a
-    completion, counting only successful sends (a window cut short by a stop is not in it), and a total
+    """The records ProducerPerformance reported acknowledged: it prints a line per reporting interval with a
+    completion, counting only successful sends (an interval cut short by a stop is not in it), and a total
     (with percentiles) when it ends."""
     windows = [line for line in output.splitlines() if "records sent, " in line]
     totals = [line for line in windows if " 50th" in line]

@@ -64,8 +64,10 @@ ZOOKEEPER_CHROOT = "/kafka"
 # The version matrix, as constructor arguments: Kafka 4.4 in KRaft mode (pom.xml), Kafka 3.9 in ZooKeeper
 # mode (pom-zookeeper.xml). Tests parametrized over it run on both.
 GENERATIONS = {"kraft-4.4": {}, "zookeeper-3.9": {"zookeeper": True}}
-# Kafka 3.2.3, the newest before KIP-827 (DescribeLogDirs without sizes) that runs on Java 17.
+# Kafka 3.2.3, the newest before KIP-827 (DescribeLogDirs without sizes) that runs on Java 17, and its name as
+# a test parameter.
 BEFORE_KIP_827 = {"zookeeper": True, "classpath_file": KAFKA_3_2_CLASSPATH_FILE}
+BEFORE_KIP_827_NAME = "zookeeper-3.2"
 
 # Light and quick to start on a 2-core machine: a small serial-GC heap, and only the C1 compiler,
 # which roughly halves the CPU a broker burns while warming up.

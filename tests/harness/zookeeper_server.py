@@ -116,6 +116,19 @@ class LocalZooKeeper:
         )
 
 
+def children(connect: str, path: str) -> list[str]:
+    """The children of `path` (sorted; [] while it does not exist), read by a client of its own."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=connect)
+    client.start(timeout=15)
+    try:
+        return sorted(client.get_children(path)) if client.exists(path) else []
+    finally:
+        client.stop()
+        client.close()
+
+
 def tail(path: Path, lines: int) -> str:
     with open(path, errors="replace") as file:
         return "".join(deque(file, maxlen=lines))

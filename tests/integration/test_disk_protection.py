@@ -10,7 +10,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from harness.local_cluster import BEFORE_KIP_827, GENERATIONS
+from harness.local_cluster import GENERATIONS
 from harness.waiting import eventually
 from quota_sidecar import config as cfg
 from quota_sidecar.admin import ClusterAdmin
@@ -22,7 +22,6 @@ from harness.connect_server import ConnectServer
 pytestmark = pytest.mark.integration
 P = cfg.PREFIX
 MiB = 1 << 20
-BEFORE_KIP_827_NAME = "zookeeper-3.2-znode-volumes"
 
 
 def sidecar_on(bootstrap: str, **props):
@@ -71,22 +70,19 @@ def test_volumes_of_every_broker_are_read_jbod_included(kafka_cluster, sidecars)
     assert (decision.throttle_factor, decision.source, decision.active_brokers) == (1.0, "computed", 3)
 
 
-@pytest.mark.parametrize("generation", [*GENERATIONS, BEFORE_KIP_827_NAME])
+@pytest.mark.parametrize("generation", GENERATIONS)
 def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_records(make_kafka_cluster, sidecars,
                                                                                      unique_name, generation):
-    """On Kafka 4.4 KRaft and 3.9 ZooKeeper mode through DescribeLogDirs; on Kafka 3.2, whose DescribeLogDirs
-    has no sizes, through the volumes the sidecar beside broker 3 publishes in ZooKeeper."""
-    cluster = make_kafka_cluster(**GENERATIONS.get(generation, BEFORE_KIP_827), small_log_dirs={(3, 0): 48 * MiB},
+    """On Kafka 4.4 KRaft and 3.9 ZooKeeper mode through DescribeLogDirs. (Kafka 3.2, whose DescribeLogDirs has
+    no sizes, is flooded by Kafka's own Java producer in test_java_producer_flood.py.)"""
+    cluster = make_kafka_cluster(**GENERATIONS[generation], small_log_dirs={(3, 0): 48 * MiB},
                                  broker_properties={"log.segment.delete.delay.ms": "1000",
                                                     "file.delete.delay.ms": "1000"})
     small_dir = cluster.log_dirs(3)[0]
     topic = unique_name
     create_topic(cluster.bootstrap_servers, topic, replica=3)
-    beside_broker_3 = {} if generation != BEFORE_KIP_827_NAME else {
-        "zookeeper.connect": cluster.zookeeper_connect, "broker.id": 3, "storage.local.log.dirs": small_dir,
-        "storage.cordon.log.dirs": "false"}  # cordoned.log.dirs is Kafka 4.3's
     sidecar = sidecar_on(cluster.bootstrap_servers, produce=4 * MiB,
-                         **{"storage.per.volume.limit.min.available.bytes": 16 * MiB}, **beside_broker_3)
+                         **{"storage.per.volume.limit.min.available.bytes": 16 * MiB})
     sidecars.append(sidecar)
     first = sidecar.run_pass()
     assert first.error is None and any(v.log_dir == small_dir and v.usable for v in first.volumes), first

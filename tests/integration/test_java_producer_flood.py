@@ -4,6 +4,10 @@ A real `quota-sidecar run` beside broker 3 watches broker 3's log dir, a small t
 flood crosses the margin above the limit in a second or two; the next regular pass would come a minute
 later. The local watch must start a pass in time: the filesystem never fills, the log dir stays online,
 and every record the producer saw acknowledged is read back.
+
+The full-speed flood runs on Kafka 4.4 in KRaft mode and on Kafka 3.2 in ZooKeeper mode, whose
+DescribeLogDirs has no sizes (before KIP-827): there the sidecar knows broker 3's volume only from the znode
+it publishes itself (zookeeper.connect), which follows the local watch's samples.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.disk import DiskSampler
 from harness.kafka_tools import acknowledged_so_far, producer_performance
+from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS
 from harness.sidecar_process import SidecarProcess
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.properties import PREFIX
@@ -35,22 +40,31 @@ FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.
          "compression.type": "none", "delivery.timeout.ms": 30000, "request.timeout.ms": 20000}
 
 
+# The generations the full-speed flood runs on: the newest, and the one whose volumes come from znodes only.
+FLOODED = {"kraft-4.4": GENERATIONS["kraft-4.4"], BEFORE_KIP_827_NAME: BEFORE_KIP_827}
+
+
 @pytest.fixture
-def flooded_broker(make_kafka_cluster, unique_name, tmp_path):
-    cluster = make_kafka_cluster(small_log_dirs={(3, 0): FILESYSTEM},
-                                 broker_properties={"log.segment.bytes": str(32 * MiB)})
+def flooded_broker(make_kafka_cluster, unique_name, tmp_path, request):
+    """Kafka 4.4 KRaft, or the generation the test is parametrized with (indirect)."""
+    cluster = make_kafka_cluster(**FLOODED[getattr(request, "param", "kraft-4.4")], small_log_dirs={(3, 0): FILESYSTEM},
+                                 broker_properties={"log.segment.bytes": str(32 * MiB), "file.delete.delay.ms": "1000",
+                                                    "log.segment.delete.delay.ms": "1000"})
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         admin.create_topics([NewTopic(unique_name, replica_assignments={0: [3]})])
     return cluster, cluster.log_dirs(3)[0], unique_name
 
 
 def sidecar_beside_broker_3(cluster, small_dir: str, work_dir: Path, **keys) -> SidecarProcess:
-    """Default check interval (PT1M); the local watch on broker 3's dir, as a read-only mount would give it."""
+    """Default check interval (PT1M); the local watch on broker 3's dir, as a read-only mount would give it.
+    On a ZooKeeper-mode cluster the sidecar publishes and reads the znode volumes too."""
+    zookeeper = {} if not cluster.zookeeper_mode else {
+        "zookeeper.connect": cluster.zookeeper_connect, "storage.cordon.log.dirs": "false"}  # cordons: Kafka >= 4.3
     properties = {"node.id": 3, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
                   PREFIX + "storage.local.log.dirs": small_dir,
                   PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT,
                   PREFIX + "produce": 1 << 30,
-                  **{PREFIX + key: value for key, value in keys.items()}}
+                  **{PREFIX + key: value for key, value in {**zookeeper, **keys}.items()}}
     return SidecarProcess("sidecar-3", work_dir, properties)
 
 
@@ -74,16 +88,20 @@ def read_back(bootstrap: str, topic: str) -> tuple[int, int]:
         consumer.close()
 
 
+@pytest.mark.parametrize("flooded_broker", list(FLOODED), indirect=True)
 def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_interval(flooded_broker, tmp_path):
+    """...and once the topic is deleted, the next regular pass lifts the throttle."""
     cluster, small_dir, topic = flooded_broker
     sidecar = sidecar_beside_broker_3(cluster, small_dir, tmp_path)
     with sidecar:
         sidecar.wait_ready()
+        [before] = [v for v in sidecar.status()["volumes"] if v["log_dir"] == small_dir]
+        assert before["total_bytes"] > 0, before  # on Kafka 3.2, from the sidecar's own znode
         output = tmp_path / "producer.log"
         with DiskSampler(small_dir, every=0.01) as free:
             started = time.monotonic()
             producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD, -1,
-                                            output, **FLOOD)
+                                            output, reporting_interval_ms=500, **FLOOD)
             try:
                 throttled = sidecar.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
                 time.sleep(5)  # what is still in flight lands, or not
@@ -91,19 +109,25 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
                 producer.send_signal(signal.SIGTERM)
                 producer.wait(30)
         local = sidecar.first_line(r"pass now: local dir", after=started)
-    acknowledged = acknowledged_so_far(output.read_text())
-    crossed = free.crossed_at(LIMIT)
-    print(f"margin crossed {crossed - started:.2f} s after the flood began; quota written {throttled.at - crossed:+.2f}"
-          f" s from it; lowest free {free.lowest() / MiB:.1f} MiB; at least {acknowledged} records acknowledged")
-    assert local is not None, "the pass was not started by the local watch"
-    assert free.lowest() > 0, "the filesystem filled up"
-    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
-        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
-    assert volume.error is None, f"the log dir went offline: {volume.error}"
-    # acks=all on one replica: every acknowledged record is below the high watermark. ProducerPerformance
-    # prints its acknowledgements per 5 s window only, so its count is a lower bound.
-    read, high_watermark = read_back(cluster.bootstrap_servers, topic)
-    assert read == high_watermark > 0 and read >= acknowledged, (read, high_watermark, acknowledged)
+        acknowledged = acknowledged_so_far(output.read_text())
+        crossed = free.crossed_at(LIMIT)
+        print(f"margin crossed {crossed - started:.2f} s after the flood began; quota written "
+              f"{throttled.at - crossed:+.2f} s from it; lowest free {free.lowest() / MiB:.1f} MiB; at least "
+              f"{acknowledged} records acknowledged")
+        assert local is not None, "the pass was not started by the local watch"
+        assert free.lowest() > 0, "the filesystem filled up"
+        with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+            [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
+        assert volume.error is None, f"the log dir went offline: {volume.error}"
+        # acks=all on one replica: every acknowledged record is below the high watermark. ProducerPerformance
+        # prints its acknowledgements every half second, so its count is a lower bound (short by the last one).
+        read, high_watermark = read_back(cluster.bootstrap_servers, topic)
+        assert acknowledged > 0 and read == high_watermark >= acknowledged, (read, high_watermark, acknowledged)
+
+        deleted = time.monotonic()
+        with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.delete_topics([topic])
+        sidecar.wait_for_line(r"producer_byte_rate: 1 -> \d+$", timeout=150, after=deleted)  # a minute apart
 
 
 def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosses(flooded_broker, tmp_path):

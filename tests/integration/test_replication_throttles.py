@@ -7,7 +7,10 @@ What the running sidecars must do (KIP-73 throttled replicas, kafka-kit autothro
   sidecar was restarted, crashed or cleaned up in the middle of it;
 - overrides set through one sidecar's API, or `quota-sidecar throttle`, take effect on every broker and
   survive restarts; changes without the token are refused;
-- the disk guard pauses a move into a nearly full volume; KIP-956 remote quotas are set and cleaned up.
+- the disk guard pauses a move into a nearly full volume; KIP-956 remote quotas are set and cleaned up;
+- `status --direct` reads the cluster and writes nothing; `run --cleanup` leaves the cluster as it found it,
+  but for a value someone changed after the sidecar wrote it (on Kafka 3.9 in ZooKeeper mode too, with the
+  znode volumes and the records in ZooKeeper).
 
 A move on loopback is over in well under a second unless it is throttled from its first fetch, and a
 sidecar throttles a move only once it has seen it. So each test holds its move with one broker down:
@@ -37,12 +40,20 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import waiting
 from harness.connect_server import ConnectServer
 from harness.kafka_tools import reassign_partitions
-from harness.local_cluster import GENERATIONS, LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.local_cluster import (BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS, LocalKafkaCluster,
+                                   SmallFilesystemUnavailable)
 from harness.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess, http
+from harness.zookeeper_server import children
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cluster_store import ClusterStore
+from quota_sidecar.cordons import KEY as CORDONED
 from quota_sidecar.errors import RetryableAdminError
 from quota_sidecar.observation import UNLIMITED
+from quota_sidecar.properties import SIDECAR_CLIENT_ID
+from quota_sidecar.quotas import PRODUCE
+from quota_sidecar.zookeeper_session import ZooKeeperSession
+from quota_sidecar.zookeeper_store import ZooKeeperStore
+from quota_sidecar.znode_volumes import VOLUMES_PATH
 from quota_sidecar.throttles import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, REMOTE_COPY,
                                      REMOTE_FETCH, RULE_REASONS)
 
@@ -237,22 +248,29 @@ def work_dir():
         yield Path(path)
 
 
+# Every generation a test of this module may run on (the module's cluster fixture's parameter).
+MATRIX = {**GENERATIONS, BEFORE_KIP_827_NAME: BEFORE_KIP_827}
+
+
 def pytest_generate_tests(metafunc):
-    """Tests marked both_generations run on Kafka 3.9 in ZooKeeper mode too; the others on KRaft only. The
-    module's cluster and sidecars are made once per generation and shared by its tests.
+    """Tests marked both_generations run on Kafka 3.9 in ZooKeeper mode too, and with before_kip_827=True on
+    Kafka 3.2 as well (its moves and rates need nothing DescribeLogDirs' sizes give); the others on KRaft only.
+    The module's cluster and sidecars are made once per generation and shared by its tests.
 
     The tests that hold a move with its destination down cannot run on ZooKeeper mode: its controller
     refuses a reassignment onto a broker that is not alive (KRaft takes a fenced one). The move there is
     held by Kafka's own tool and its --throttle instead."""
     if "cluster" in metafunc.fixturenames:
-        both = metafunc.definition.get_closest_marker("both_generations") is not None
-        metafunc.parametrize("cluster", list(GENERATIONS) if both else ["kraft-4.4"], indirect=True, scope="module")
+        marker = metafunc.definition.get_closest_marker("both_generations")
+        generations = ["kraft-4.4"] if marker is None else [
+            *GENERATIONS, *([BEFORE_KIP_827_NAME] if marker.kwargs.get("before_kip_827") else [])]
+        metafunc.parametrize("cluster", generations, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")
 def cluster(report, request):
     """Brokers 1, 2, 3 for the module's tests; each test works in topics of its own."""
-    with LocalKafkaCluster(brokers=3, broker_properties=BROKER_PROPERTIES, **GENERATIONS[request.param]) as cluster:
+    with LocalKafkaCluster(brokers=3, broker_properties=BROKER_PROPERTIES, **MATRIX[request.param]) as cluster:
         report.sources.append(_ClusterLogs(cluster))
         yield cluster
 
@@ -435,7 +453,7 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
     admin.incremental_alter_configs("broker", 3, {FOLLOWER_RATE: ("DELETE", None)})
 
 
-@pytest.mark.both_generations
+@pytest.mark.both_generations(before_kip_827=True)
 def test_after_kafka_reassign_partitions_verify_no_throttle_comes_back(settled, cluster, admin, store, unique_name):
     """Kafka's own tool: `--execute --throttle 1000000`; the sidecars set their rates over it; paused, they
     miss the rest: the operator raises the throttle (`--additional --throttle`, as KIP-73 advises) and
@@ -534,7 +552,7 @@ def test_a_topic_deleted_in_the_middle_of_its_move_leaves_nothing_behind(
     eventually(lambda: _equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
 
 
-@pytest.mark.both_generations
+@pytest.mark.both_generations(before_kip_827=True)
 def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restarts(settled, admin):
     """Broker overrides apply without a move, in both roles, each by the sidecar beside that broker."""
     fleet = settled
@@ -643,6 +661,80 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
         assert http("GET", no_token.url + "/throttle") == (200, {"broker_id": None, "override": None})
     finally:
         no_token.stop()
+
+
+@pytest.mark.both_generations
+def test_status_direct_writes_nothing_and_cleanup_leaves_the_cluster_as_found_but_for_a_changed_value(
+        settled, cluster, admin, store, spark_url, work_dir, report):
+    """The real CLI against the real cluster, one sidecar beside broker 2 in place of the fleet: a limit every
+    volume is below (the default user throttled, its quota of 5000 replaced), a broker override on broker 2;
+    on Kafka 4.4 it cordons broker 2's dir; on Kafka 3.9 in ZooKeeper mode it publishes its znode volumes and
+    keeps its records in ZooKeeper. An operator then sets broker 2's leader rate by hand. `status --direct`
+    shows what is in force and writes nothing; `--cleanup` puts everything back but the operator's rate."""
+    fleet = settled
+    assert fleet.stop() == {1: 0, 2: 0, 3: 0}
+    in_zookeeper = {} if not cluster.zookeeper_mode else {
+        "zookeeper_connect": cluster.zookeeper_connect, "state_store": "zookeeper",
+        "storage_local_log_dirs": ",".join(cluster.log_dirs(2)), "storage_local_watch_interval": "PT0S"}
+    sidecar = SidecarProcess("sidecar-2-status-and-cleanup", work_dir, sidecar_properties(cluster, 2, spark_url, {
+        "storage_per_volume_limit_min_available_bytes": str(1 << 50), "produce": "4000000", **in_zookeeper}))
+    report.sources.append(sidecar)
+    records = ZooKeeperStore(ZooKeeperSession(cluster.zookeeper_connect, 10.0)) if cluster.zookeeper_mode else store
+    admin.alter_user_quotas({None: {PRODUCE: 5000.0}})
+    found = _as_found(admin, records, cluster)
+    try:
+        sidecar.start(cleanup=True).wait_ready()
+        assert http("PUT", sidecar.url + "/throttle/2", {"rate": 2_000_002}, TOKEN)[0] == 200
+        rates = {LEADER_RATE: 2_000_002, FOLLOWER_RATE: 2_000_002}
+        eventually(lambda: _equal(broker_configs(admin, 2), rates))
+        eventually(lambda: _equal(admin.describe_user_quotas([None])[None], {PRODUCE: 1.0}))
+        if not cluster.zookeeper_mode:  # cordoned.log.dirs is Kafka 4.3's
+            eventually(lambda: _equal(admin.describe_configs("broker", [2], [CORDONED])["2"],
+                                      {CORDONED: cluster.log_dirs(2)[0]}))
+        else:
+            assert children(cluster.zookeeper_connect, VOLUMES_PATH) == ["2"]
+        running = _as_found(admin, records, cluster)
+
+        done = cli("status", "--direct", "--json", "--config", str(sidecar.config_path))
+        assert done.returncode == 0, done.stderr
+        status = json.loads(done.stdout)
+        assert _as_found(admin, records, cluster) == running, "status --direct wrote to the cluster"
+        assert status["sidecar"]["mode"].startswith("direct") and status["throttle"]["factor"] == 0.0, status
+        assert {(v["broker_id"], v["log_dir"]) for v in status["volumes"]} == {
+            (b, d) for b in cluster.broker_ids for d in cluster.log_dirs(b)}
+        assert {v["state"] for v in status["volumes"]} == {"VIOLATED"}
+        if cluster.zookeeper_mode:  # DescribeLogDirs and, beside it, what sidecar 2 published
+            assert [v["broker_id"] for v in status["volumes"] if v["published_available_bytes"]] == [2], status
+        assert {row["entity"]: row[PRODUCE] for row in status["quotas_in_force"]} == {
+            "<default user>": 1, f"client-id {SIDECAR_CLIENT_ID} (sidecar)": "unlimited"}
+        (row,) = status["replication"]["brokers"]
+        assert (row["leader_rate"], row["follower_rate"], row["reason"]) == (2_000_002, 2_000_002, "broker_override")
+
+        admin.incremental_alter_configs("broker", 2, {LEADER_RATE: ("SET", "777777")})  # an operator, by hand
+        sidecar.wait_for_line(f"{LEADER_RATE}: 777777 in force, changed by someone else", REACTION)
+        assert sidecar.stop() == 0  # --cleanup
+        after = _as_found(admin, records, cluster)
+        assert after["brokers"][2] == {**found["brokers"][2], LEADER_RATE: "777777"}, after["brokers"]
+        assert [key for key in after["records"] if json.loads(key)[0] != "override"] == [], after["records"]
+        assert {**after, "brokers": found["brokers"], "records": found["records"]} == found
+    finally:
+        sidecar.stop()
+        admin.incremental_alter_configs("broker", 2, {LEADER_RATE: ("DELETE", None)})
+        admin.alter_user_quotas({None: {PRODUCE: None}})
+        for key in records.read_all():
+            records.delete(key)  # the override, the operator's
+        if records is not store:
+            records.close()
+        fleet.start()
+
+
+def _as_found(admin: ClusterAdmin, records, cluster: LocalKafkaCluster) -> dict:
+    """What a sidecar may change, as an operator reads it: quotas, broker configs, records, published znodes."""
+    keys = [*RATE_KEYS, *([] if cluster.zookeeper_mode else [CORDONED])]
+    return {"quotas": admin.describe_user_quotas([None, (None, SIDECAR_CLIENT_ID)]),
+            "brokers": {b: admin.describe_configs("broker", [b], keys)[str(b)] for b in cluster.broker_ids},
+            "records": records.read_all(),
+            "znodes": children(cluster.zookeeper_connect, VOLUMES_PATH) if cluster.zookeeper_mode else None}
 
 
 # ---------------------------------------------------------------- helpers for eventually()

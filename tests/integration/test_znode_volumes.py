@@ -12,11 +12,11 @@ import json
 import signal
 
 import pytest
-from kazoo.client import KazooClient
 
 from harness.local_cluster import BEFORE_KIP_827
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
+from harness.zookeeper_server import children
 from quota_sidecar import config as cfg
 from quota_sidecar.cli import build_sidecar
 from quota_sidecar.znode_volumes import VOLUMES_PATH
@@ -36,13 +36,7 @@ def properties(cluster, broker: int, **extra) -> dict[str, str]:
 
 
 def published_brokers(cluster) -> list[int]:
-    client = KazooClient(hosts=cluster.zookeeper_connect)
-    client.start(timeout=15)
-    try:
-        return sorted(int(child) for child in client.get_children(VOLUMES_PATH)) if client.exists(VOLUMES_PATH) else []
-    finally:
-        client.stop()
-        client.close()
+    return sorted(int(child) for child in children(cluster.zookeeper_connect, VOLUMES_PATH))
 
 
 def next_pass(sidecar, condition, timeout: float, what: str):

@@ -1,9 +1,16 @@
-"""volumes.with_published: which volumes count when the sidecars publish theirs in ZooKeeper."""
+"""The sidecars' volumes in ZooKeeper: which volumes count (volumes.with_published), and when a sidecar writes
+its znode (znode_volumes.ZnodeVolumes, fed by the local watch)."""
 
-from datetime import datetime, timezone
+import json
+import threading
+from datetime import datetime, timedelta, timezone
 
+from harness.waiting import eventually
+from quota_sidecar.config import LocalWatchConfig, StorageLimit
+from quota_sidecar.local_watch import LocalWatch, as_volumes
 from quota_sidecar.observation import Volume
-from quota_sidecar.volumes import with_published
+from quota_sidecar.volumes import LocalSample, with_published
+from quota_sidecar.znode_volumes import VOLUMES_PATH, ZnodeVolumes
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -35,3 +42,85 @@ def test_an_offline_dir_is_not_a_missing_size():
 
 def test_znodes_of_brokers_not_in_the_cluster_are_ignored():
     assert with_published([1], [sized(1)], {9: (sized(9),)}) == ((1,), (sized(1),))
+
+
+# ---------------------------------------------------------------- the znode's cadence (znode_volumes.ZnodeVolumes)
+
+
+class RecordingSession:
+    """Stands in for the ZooKeeper session: records the znode writes; with `gate` each write waits for it
+    (a ZooKeeper that is slow to answer)."""
+
+    def __init__(self, gate: threading.Event | None = None):
+        self.gate, self.writes = gate, []
+
+    def on_first_connect(self, setup):
+        pass
+
+    def call(self, what, function, path, data):
+        if self.gate is not None:
+            self.gate.wait()
+        self.writes.append((path, json.loads(data)))
+
+    def close(self):
+        pass
+
+    def available(self) -> list[int]:
+        return [document["volumes"][0]["available_bytes"] for _, document in self.writes]
+
+
+def scripted(values: list[int], reads: list[float]):
+    """A statvfs stand-in for LocalWatch: the next of `values` at each read (the last one from then on)."""
+    def read(log_dir: str, at: float) -> LocalSample:
+        reads.append(at)
+        return LocalSample(log_dir, at, 1000, values[min(len(reads), len(values)) - 1])
+    return read
+
+
+def watched_into(znodes: ZnodeVolumes, read) -> LocalWatch:
+    config = LocalWatchConfig(("/data",), timedelta(milliseconds=5))
+    return LocalWatch(config, StorageLimit(min_available_bytes=0), lambda: None, horizon=lambda: 1.0, read=read,
+                      on_sample=lambda samples: znodes.offer(as_volumes(3, samples, NOW)))
+
+
+def test_the_znode_follows_the_watchs_samples_and_a_sample_that_changes_nothing_is_not_written():
+    session, reads = RecordingSession(), []
+    znodes = ZnodeVolumes(session, broker_id=3)
+    values = [900, 900, 900, 800, 800, 800, 700]
+    watch = watched_into(znodes, scripted(values, reads)).start()
+    try:
+        eventually(lambda: len(reads) >= 3 * len(values) and session.available()[-1:] == [700], 10, "the samples")
+    finally:
+        watch.stop()
+        znodes.close()
+    written = session.available()
+    assert written[0] == 900 and written[-1] == 700, written  # the first sample, and the newest
+    assert len(written) <= 3 and all(a != b for a, b in zip(written, written[1:])), written  # changes only
+    assert {path for path, _ in session.writes} == {f"{VOLUMES_PATH}/3"}
+
+
+def test_the_watch_keeps_sampling_while_zookeeper_is_slow_and_the_newest_sample_is_written_then():
+    gate, reads = threading.Event(), []
+    session = RecordingSession(gate)
+    znodes = ZnodeVolumes(session, broker_id=3)
+    watch = watched_into(znodes, scripted(list(range(1000, 0, -1)), reads)).start()
+    try:
+        eventually(lambda: len(reads) >= 20, 10, "the watch sampling while the first write waits")
+        assert session.writes == []
+        gate.set()  # ZooKeeper answers again
+        eventually(lambda: len(session.writes) >= 2, 10, "the writes after the wait")
+    finally:
+        watch.stop()
+        znodes.close()
+    first, then = session.available()[:2]
+    assert first == 1000, first  # the write that waited
+    assert then <= 1000 - 19, then  # then a sample taken while it waited, not the one right after it
+
+
+def test_a_pass_writes_the_znode_only_when_it_does_not_hold_its_volumes_yet():
+    session = RecordingSession()
+    znodes = ZnodeVolumes(session, broker_id=3)
+    znodes.publish([sized(3, 50)])
+    znodes.publish([Volume(3, "/data/3", 100, 50, NOW + timedelta(seconds=5))])  # the same, read later
+    znodes.publish([sized(3, 40)])
+    assert session.available() == [50, 40]
