@@ -64,6 +64,8 @@ def test_status_direct_writes_nothing_and_cleanup_leaves_the_cluster_as_found_bu
     report.sources.append(sidecar)
     records = ZooKeeperStore(ZooKeeperSession(cluster.zookeeper_connect, 10.0)) if cluster.zookeeper_mode else store
     admin.alter_user_quotas({None: {PRODUCE: 5000.0}})
+    # On KRaft a broker applies the quota a moment after the controller answered: the snapshot waits for it.
+    eventually(lambda: equal(admin.describe_user_quotas([None])[None], {PRODUCE: 5000.0}))
     found = _as_found(admin, records, cluster)
     try:
         sidecar.start(cleanup=True).wait_ready()
