@@ -1,7 +1,5 @@
 """A real local Kafka cluster for the tests, the demo and the benchmarks (the lab: not installed).
 
-Longer than our 400-line mark: one cluster's nodes, files, processes and clean-up belong together.
-
 Every node is one `kafka.Kafka` JVM in KRaft combined mode (broker and controller), started from the
 jars `pom.xml` resolves (`make kafka` writes their classpath to build/kafka.classpath). The nodes form
 a static controller quorum and listen on free loopback ports:
@@ -23,127 +21,48 @@ namespace's address instead of loopback, so that tests can put each broker behin
 
     with LocalKafkaCluster(brokers=3, small_log_dirs={(3, 0): 64 << 20}) as cluster:
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+
+Beside this module: kafka_builds.py (which Kafka: classpaths, the version matrix, JVM options), broker_node.py
+(one broker's server.properties, command line and serving check), small_filesystem.py (tmpfs or ext4 log dirs),
+exit_cleanup.py (clusters stopped when Python exits). Callers import their public names from here (__all__).
 """
 
 from __future__ import annotations
 
-import atexit
 import base64
 import logging
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from kafka import KafkaAdminClient
-from kafka.errors import KafkaError
-from kafka.protocol.metadata import MetadataRequest
-
+from harness import exit_cleanup
+from harness.broker_node import (KRAFT_BROKER_PROPERTIES, LOG4J2_CONFIG, ZOOKEEPER_BROKER_PROPERTIES,
+                                 ZOOKEEPER_CHROOT, BrokerNode, java_command, properties_text, serving_broker_ids,
+                                 server_properties)
+from harness.kafka_builds import (BEFORE_KIP_827, BEFORE_KIP_827_NAME, DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS,
+                                  GENERATIONS, KAFKA_3_2_CLASSPATH_FILE, ZOOKEEPER_CLASSPATH_FILE, LocalClusterError,
+                                  read_classpath)
 from harness.ports import free_loopback_ports
+from harness.small_filesystem import SmallFilesystemUnavailable, mount_small_filesystem, unmount
 from harness.zookeeper_server import LOG4J_CONFIG as LOG4J1_CONFIG
 from harness.zookeeper_server import LocalZooKeeper, tail
+
+# What callers import from here, wherever it is defined.
+__all__ = ["BEFORE_KIP_827", "BEFORE_KIP_827_NAME", "DEFAULT_CLASSPATH_FILE", "DEFAULT_JVM_OPTIONS", "DEFAULT_USERS",
+           "GENERATIONS", "KAFKA_3_2_CLASSPATH_FILE", "ZOOKEEPER_CLASSPATH_FILE", "LocalClusterError",
+           "LocalKafkaCluster", "SmallFilesystemUnavailable", "read_classpath"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
-_BUILD = Path(__file__).resolve().parents[2] / "build"
-DEFAULT_CLASSPATH_FILE = _BUILD / "kafka.classpath"
-ZOOKEEPER_CLASSPATH_FILE = _BUILD / "kafka-zookeeper.classpath"  # Kafka 3.9 and its ZooKeeper server
-KAFKA_3_2_CLASSPATH_FILE = _BUILD / "kafka-3.2.classpath"  # ZooKeeper mode only; its ZooKeeper is 3.6
-ZOOKEEPER_CHROOT = "/kafka"
-
-# The version matrix, as constructor arguments: Kafka 4.4 in KRaft mode (pom.xml), Kafka 3.9 in ZooKeeper
-# mode (pom-zookeeper.xml). Tests parametrized over it run on both.
-GENERATIONS = {"kraft-4.4": {}, "zookeeper-3.9": {"zookeeper": True}}
-# Kafka 3.2.3, the newest before KIP-827 (DescribeLogDirs without sizes) that runs on Java 17, and its name as
-# a test parameter.
-BEFORE_KIP_827 = {"zookeeper": True, "classpath_file": KAFKA_3_2_CLASSPATH_FILE}
-BEFORE_KIP_827_NAME = "zookeeper-3.2"
-
-# Light and quick to start on a 2-core machine: a small serial-GC heap, and only the C1 compiler,
-# which roughly halves the CPU a broker burns while warming up.
-DEFAULT_JVM_OPTIONS = (
-    "-Xms64m",
-    "-Xmx384m",
-    "-XX:+UseSerialGC",
-    "-XX:TieredStopAtLevel=1",
-    "-XX:+ExitOnOutOfMemoryError",
-    "-Djava.awt.headless=true",
-)
-
-# A small, fast test cluster; the constructor's broker_properties override these.
-TEST_BROKER_PROPERTIES = {
-    "auto.create.topics.enable": "false",
-    "group.initial.rebalance.delay.ms": "0",
-    "offsets.topic.replication.factor": "1",
-    "transaction.state.log.replication.factor": "1",
-    "transaction.state.log.min.isr": "1",
-    # Segments and their indexes small enough for a filesystem of a few MiB; 1 MiB is Kafka 4's minimum.
-    "log.segment.bytes": str(1 << 20),
-    "log.index.size.max.bytes": str(64 << 10),
-    "log.retention.check.interval.ms": "1000",
-}
-KRAFT_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
-    # A restarted broker may register again only once the session of its previous run expired
-    # (DUPLICATE_BROKER_REGISTRATION until then): keep the session short, the default is 9 s.
-    "broker.heartbeat.interval.ms": "500",
-    "broker.session.timeout.ms": "3000",
-}
-ZOOKEEPER_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
-    # Likewise for a broker's ZooKeeper registration; ZooKeeper grants at most 10 s (harness/zookeeper_server.py).
-    "zookeeper.session.timeout.ms": "6000",
-}
-
-LOG4J2_CONFIG = """\
-status = warn
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = ${sys:quota_sidecar.log_file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-"""
 
 _USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
-
-
-class LocalClusterError(Exception):
-    """The local cluster could not be set up, started or stopped; the message says why."""
-
-
-class SmallFilesystemUnavailable(LocalClusterError):
-    """Neither tmpfs nor a loop-mounted ext4 image could be mounted (not root, no loop devices...)."""
-
-
-@dataclass
-class _Node:
-    node_id: int
-    plaintext_port: int
-    sasl_port: int
-    controller_port: int
-    home: Path  # server.properties and the KRaft metadata log
-    log_dirs: list[Path]
-    host: str = "127.0.0.1"  # the address of every listener
-    netns: str | None = None  # the network namespace the JVM runs in; None: this process's own
-    process: subprocess.Popen | None = field(default=None, repr=False)
-
-    @property
-    def properties_file(self) -> Path:
-        return self.home / "server.properties"
-
-    @property
-    def metadata_dir(self) -> Path:
-        return self.home / "metadata"
 
 
 class LocalKafkaCluster:
@@ -199,7 +118,7 @@ class LocalKafkaCluster:
         self.cluster_id = _random_cluster_id()
         self._created_base_dir: Path | None = None  # removed by stop(); a base_dir given is kept
         self._classpath = ""
-        self._nodes: dict[int, _Node] = {}
+        self._nodes: dict[int, BrokerNode] = {}
         self.zookeeper: LocalZooKeeper | None = None  # in ZooKeeper mode; tests may stop and start it
         self._mounts: list[Path] = []
         self._started = False
@@ -281,8 +200,7 @@ class LocalKafkaCluster:
         if self._started:
             raise LocalClusterError("a LocalKafkaCluster starts once; make a new one")
         self._started = True
-        _live_clusters.add(self)
-        _exit_on_termination_signals()
+        exit_cleanup.track(self)
         try:
             self._classpath = read_classpath(self._classpath_file)
             self._lay_out()
@@ -308,7 +226,7 @@ class LocalKafkaCluster:
         if self._created_base_dir is not None:
             shutil.rmtree(self._created_base_dir)
             self._created_base_dir = None
-        _live_clusters.discard(self)
+        exit_cleanup.forget(self)
 
     def stop_broker(self, broker_id: int) -> None:
         """Stop one broker, keeping its data; return once the others no longer count it as serving."""
@@ -351,7 +269,7 @@ class LocalKafkaCluster:
         for broker_id in self.broker_ids:
             home = self.base_dir / f"broker-{broker_id}"
             log_dirs = [home / f"data-{index}" for index in range(self._log_dir_counts[broker_id])]
-            self._nodes[broker_id] = _Node(broker_id, next(ports), next(ports), next(ports), home, log_dirs)
+            self._nodes[broker_id] = BrokerNode(broker_id, next(ports), next(ports), next(ports), home, log_dirs)
             if broker_id in self._network_namespaces:
                 # Ports free on loopback here are free in a namespace of the caller's too: nothing else runs there.
                 namespace, ip = self._network_namespaces[broker_id]
@@ -361,59 +279,10 @@ class LocalKafkaCluster:
             for index, log_dir in enumerate(node.log_dirs):
                 log_dir.mkdir(parents=True)
                 if (node.node_id, index) in self._small_log_dirs:
-                    self._mount_small_filesystem(log_dir, self._small_log_dirs[(node.node_id, index)])
-            node.properties_file.write_text(_properties_text(self._server_properties(node)))
-
-    def _server_properties(self, node: _Node) -> dict[str, str]:
-        client_listeners = (f"PLAINTEXT://{node.host}:{node.plaintext_port},"
-                            f"SASL_PLAINTEXT://{node.host}:{node.sasl_port}")
-        users = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
-        common = {
-            "advertised.listeners": client_listeners,
-            "inter.broker.listener.name": "PLAINTEXT",
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};",
-            "log.dirs": ",".join(str(path) for path in node.log_dirs),
-        }
-        if self.zookeeper_mode:
-            return common | {
-                "broker.id": str(node.node_id),
-                "zookeeper.connect": self.zookeeper_connect,
-                "listeners": client_listeners,
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
-            } | self._broker_properties
-        voters = ",".join(f"{other.node_id}@{other.host}:{other.controller_port}" for other in self._nodes.values())
-        return common | {
-            "node.id": str(node.node_id),
-            "process.roles": "broker,controller",
-            "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER",
-            "listeners": f"{client_listeners},CONTROLLER://{node.host}:{node.controller_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "metadata.log.dir": str(node.metadata_dir),
-        } | self._broker_properties
-
-    def _mount_small_filesystem(self, mountpoint: Path, size: int) -> None:
-        tmpfs_error = _run(["mount", "-t", "tmpfs", "-o", f"size={size}", "quota-sidecar-tmpfs", str(mountpoint)])
-        if tmpfs_error is None:
-            self._mounts.append(mountpoint)
-            return
-        image = mountpoint.with_name(mountpoint.name + ".ext4")
-        with open(image, "wb") as image_file:
-            image_file.truncate(size)
-        # -m 0: no blocks reserved for root, so the broker (root here) sees the same free space as everyone.
-        ext4_error = _run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)]) or _run(
-            ["mount", "-o", "loop", str(image), str(mountpoint)]
-        )
-        if ext4_error is not None:
-            raise SmallFilesystemUnavailable(
-                f"cannot mount a {size}-byte filesystem at {mountpoint}: "
-                f"tmpfs: {tmpfs_error}; ext4 image on a loop device: {ext4_error}"
-            )
-        self._mounts.append(mountpoint)
-        # Kafka takes every directory in a log dir for a partition: a broker with lost+found in one fails to start.
-        (mountpoint / "lost+found").rmdir()
+                    mount_small_filesystem(log_dir, self._small_log_dirs[(node.node_id, index)], self._mounts)
+            node.properties_file.write_text(properties_text(server_properties(
+                node, list(self._nodes.values()), self.users,
+                self.zookeeper_connect if self.zookeeper_mode else None, self._broker_properties)))
 
     def _format_storage(self) -> None:
         """Write meta.properties into every log dir and the metadata dir, all nodes at once."""
@@ -432,7 +301,7 @@ class LocalKafkaCluster:
                     f"formatting the storage of broker {node_id} failed (exit code {process.returncode}):\n{output}"
                 )
 
-    def _launch(self, node: _Node) -> None:
+    def _launch(self, node: BrokerNode) -> None:
         logs = self.base_dir / "logs"
         # `ip netns exec` execs the command in place: the process is the JVM, and terminate() reaches it.
         in_namespace = ["ip", "netns", "exec", node.netns] if node.netns else []
@@ -446,15 +315,7 @@ class LocalKafkaCluster:
             )
 
     def _java(self, log_file: Path) -> list[str]:
-        logging_configuration = (
-            f"-Dlog4j.configuration=file:{self.base_dir / 'log4j.properties'}" if self.zookeeper_mode
-            else f"-Dlog4j2.configurationFile={self.base_dir / 'log4j2.properties'}"
-        )
-        return [
-            "java", *self._jvm_options, logging_configuration,
-            f"-Dquota_sidecar.log_file={log_file}",
-            "-cp", self._classpath,
-        ]
+        return java_command(self._jvm_options, self._classpath, self.base_dir, self.zookeeper_mode, log_file)
 
     # -- watching and stopping -------------------------------------------------------------------
 
@@ -480,29 +341,12 @@ class LocalKafkaCluster:
             time.sleep(0.5)
 
     def _serving_broker_ids(self) -> set[int]:
-        """The brokers the cluster counts as serving; none while no running broker listens yet."""
-        # Probing the ports first spares the logs kafka-python's errors about refused connections.
         running = self._running_broker_ids()
-        addresses = [
-            address for node_id, address in self.broker_addresses.items() if node_id in running and _listens(address)
-        ]
-        if not addresses:
-            return set()
-        try:
-            with KafkaAdminClient(
-                bootstrap_servers=addresses, bootstrap_timeout_ms=5000, request_timeout_ms=5000
-            ) as admin:
-                if self.zookeeper_mode:
-                    # ZooKeeper-era brokers know no fencing; Metadata lists the registered ones. (kafka-python's
-                    # describe_cluster fails on DescribeCluster v0, which Kafka 3.2 answers.)
-                    response = admin._manager.run(admin._manager.send, MetadataRequest(topics=[]))
-                    return {broker.node_id for broker in response.brokers}
-                brokers = admin.describe_cluster()["brokers"]
-        except KafkaError:
-            return set()
-        return {broker["broker_id"] for broker in brokers if not broker["is_fenced"]}
+        return serving_broker_ids(
+            [address for node_id, address in self.broker_addresses.items() if node_id in running], self.zookeeper_mode
+        )
 
-    def _stop_processes(self, nodes: list[_Node]) -> None:
+    def _stop_processes(self, nodes: list[BrokerNode]) -> None:
         """SIGTERM (a broker's clean shutdown) to all at once, SIGKILL to those still running at the timeout."""
         running = [node for node in nodes if node.process is not None]
         for node in running:
@@ -518,11 +362,7 @@ class LocalKafkaCluster:
             node.process = None
 
     def _unmount_all(self) -> None:
-        failures = {}
-        for mountpoint in reversed(self._mounts):
-            error = _run(["umount", str(mountpoint)])
-            if error is not None:
-                failures[mountpoint] = error
+        failures = unmount(self._mounts)
         self._mounts = list(failures)
         if failures:
             raise LocalClusterError(f"could not unmount {failures}; the base dir {self.base_dir} is kept")
@@ -537,66 +377,3 @@ def _random_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def read_classpath(classpath_file: Path) -> str:
-    try:
-        return classpath_file.read_text().strip()
-    except FileNotFoundError:
-        raise LocalClusterError(f"no Kafka classpath at {classpath_file}: run `make kafka` first") from None
-
-
-def _listens(address: str) -> bool:
-    host, port = address.rsplit(":", 1)
-    try:
-        socket.create_connection((host, int(port)), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-def _properties_text(properties: Mapping[str, str]) -> str:
-    return "".join(f"{key}={value}\n" for key, value in properties.items())
-
-
-def _run(command: list[str]) -> str | None:
-    """Run a system command: None when it succeeded, else why it failed."""
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return str(error)
-    if result.returncode == 0:
-        return None
-    return result.stderr.strip() or f"exit code {result.returncode}"
-
-
-# -- nothing left behind when Python exits -------------------------------------------------------
-
-_live_clusters: set[LocalKafkaCluster] = set()
-
-
-@atexit.register
-def _stop_live_clusters() -> None:
-    for cluster in list(_live_clusters):
-        try:
-            cluster.stop()
-        except Exception:
-            log.exception("Could not stop the local Kafka cluster in %s", cluster.base_dir)
-
-
-def _exit_on_termination_signals() -> None:
-    """On SIGTERM and SIGHUP, where nobody handles them yet, stop the clusters before dying of the signal.
-
-    Dying as before matters: a SystemExit raised in the middle of a test would only fail that test.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) is signal.SIG_DFL:
-            signal.signal(signum, _stop_live_clusters_then_die)
-
-
-def _stop_live_clusters_then_die(signum, frame) -> None:
-    _stop_live_clusters()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)

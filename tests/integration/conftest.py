@@ -7,8 +7,8 @@ tests that stop brokers or otherwise disturb the cluster.
 The version matrix: GENERATIONS (harness/local_cluster.py) names the kinds of cluster a test can run on, as LocalKafkaCluster
 arguments. A test runs on each with `@pytest.mark.parametrize("generation", GENERATIONS)` and
 `make_kafka_cluster(**GENERATIONS[generation], ...)`, or through a module-scoped cluster fixture
-parametrized over it (test_replication_throttles.py), so that the tests of a module share one cluster per
-generation.
+parametrized over it (replication_throttles/conftest.py, package-scoped), so that the tests of a package share one
+cluster per generation.
 """
 
 import re

@@ -1,0 +1,154 @@
+"""One broker of the local cluster (the lab: not installed): its ports and dirs, its server.properties in KRaft or
+ZooKeeper mode, the java command line it runs with, and whether the cluster counts it as serving.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from kafka import KafkaAdminClient
+from kafka.errors import KafkaError
+from kafka.protocol.metadata import MetadataRequest
+
+ZOOKEEPER_CHROOT = "/kafka"
+
+# A small, fast test cluster; the constructor's broker_properties override these.
+TEST_BROKER_PROPERTIES = {
+    "auto.create.topics.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    # Segments and their indexes small enough for a filesystem of a few MiB; 1 MiB is Kafka 4's minimum.
+    "log.segment.bytes": str(1 << 20),
+    "log.index.size.max.bytes": str(64 << 10),
+    "log.retention.check.interval.ms": "1000",
+}
+KRAFT_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
+    # A restarted broker may register again only once the session of its previous run expired
+    # (DUPLICATE_BROKER_REGISTRATION until then): keep the session short, the default is 9 s.
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+}
+ZOOKEEPER_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
+    # Likewise for a broker's ZooKeeper registration; ZooKeeper grants at most 10 s (harness/zookeeper_server.py).
+    "zookeeper.session.timeout.ms": "6000",
+}
+
+LOG4J2_CONFIG = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:quota_sidecar.log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+@dataclass
+class BrokerNode:
+    node_id: int
+    plaintext_port: int
+    sasl_port: int
+    controller_port: int
+    home: Path  # server.properties and the KRaft metadata log
+    log_dirs: list[Path]
+    host: str = "127.0.0.1"  # the address of every listener
+    netns: str | None = None  # the network namespace the JVM runs in; None: this process's own
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def properties_file(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.home / "metadata"
+
+
+def server_properties(node: BrokerNode, nodes: Sequence[BrokerNode], users: Mapping[str, str],
+                      zookeeper_connect: str | None, overrides: Mapping[str, str]) -> dict[str, str]:
+    """The node's server.properties: KRaft combined mode with the nodes as voters, or ZooKeeper mode when
+    zookeeper_connect is given; `overrides` last."""
+    client_listeners = (f"PLAINTEXT://{node.host}:{node.plaintext_port},"
+                        f"SASL_PLAINTEXT://{node.host}:{node.sasl_port}")
+    jaas_users = " ".join(f'user_{user}="{password}"' for user, password in users.items())
+    common = {
+        "advertised.listeners": client_listeners,
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {jaas_users};",
+        "log.dirs": ",".join(str(path) for path in node.log_dirs),
+    }
+    if zookeeper_connect is not None:
+        return common | {
+            "broker.id": str(node.node_id),
+            "zookeeper.connect": zookeeper_connect,
+            "listeners": client_listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        } | dict(overrides)
+    voters = ",".join(f"{other.node_id}@{other.host}:{other.controller_port}" for other in nodes)
+    return common | {
+        "node.id": str(node.node_id),
+        "process.roles": "broker,controller",
+        "controller.quorum.voters": voters,
+        "controller.listener.names": "CONTROLLER",
+        "listeners": f"{client_listeners},CONTROLLER://{node.host}:{node.controller_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "metadata.log.dir": str(node.metadata_dir),
+    } | dict(overrides)
+
+
+def properties_text(properties: Mapping[str, str]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def java_command(jvm_options: Sequence[str], classpath: str, base_dir: Path, zookeeper_mode: bool,
+                 log_file: Path) -> list[str]:
+    """`java` with the options, the logging configuration under base_dir and the classpath; the class comes next."""
+    logging_configuration = (
+        f"-Dlog4j.configuration=file:{base_dir / 'log4j.properties'}" if zookeeper_mode  # Kafka 3.x: reload4j
+        else f"-Dlog4j2.configurationFile={base_dir / 'log4j2.properties'}"
+    )
+    return [
+        "java", *jvm_options, logging_configuration,
+        f"-Dquota_sidecar.log_file={log_file}",
+        "-cp", classpath,
+    ]
+
+
+def serving_broker_ids(addresses: Sequence[str], zookeeper_mode: bool) -> set[int]:
+    """The brokers the cluster counts as serving, asked through those of `addresses` that listen; none if none does."""
+    # Probing the ports first spares the logs kafka-python's errors about refused connections.
+    listening = [address for address in addresses if _listens(address)]
+    if not listening:
+        return set()
+    try:
+        with KafkaAdminClient(
+            bootstrap_servers=listening, bootstrap_timeout_ms=5000, request_timeout_ms=5000
+        ) as admin:
+            if zookeeper_mode:
+                # ZooKeeper-era brokers know no fencing; Metadata lists the registered ones. (kafka-python's
+                # describe_cluster fails on DescribeCluster v0, which Kafka 3.2 answers.)
+                response = admin._manager.run(admin._manager.send, MetadataRequest(topics=[]))
+                return {broker.node_id for broker in response.brokers}
+            brokers = admin.describe_cluster()["brokers"]
+    except KafkaError:
+        return set()
+    return {broker["broker_id"] for broker in brokers if not broker["is_fenced"]}
+
+
+def _listens(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,109 @@
+"""Throttle overrides set through one sidecar's API, or `quota-sidecar throttle`, take effect on every broker
+and survive restarts; a broker override throttles the catch-up of a restarted broker; changes without the
+token are refused.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.replication_checks import (MOVE_BYTES, PREFIX, TOKEN, broker_configs, broker_down, cli, create_topic,
+                                        equal, eventually, lists, own_status, produce, sidecar_records)
+from harness.sidecar_process import SidecarProcess, http
+from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
+
+
+@pytest.mark.both_generations(before_kip_827=True)
+def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restarts(settled, admin):
+    """Broker overrides apply without a move, in both roles, each by the sidecar beside that broker."""
+    fleet = settled
+    wanted = {1: 1_000_001, 2: 2_000_002, 3: 3_000_003}
+    for broker in (2, 3):
+        assert http("PUT", f"{fleet[1].url}/throttle/{broker}", {"rate": wanted[broker]}, TOKEN) == \
+            (200, {"broker_id": broker, "override": {"rate": wanted[broker]}})
+    done = cli("throttle", "set", str(wanted[1]), "--broker", "1", "--url", fleet[1].url, token=TOKEN)
+    assert done.returncode == 0, done.stderr
+
+    def in_force():
+        for broker, rate in wanted.items():
+            assert broker_configs(admin, broker) == {LEADER_RATE: rate, FOLLOWER_RATE: rate}, broker
+            row = own_status(fleet[broker])
+            assert (row["leader_rate"], row["follower_rate"], row["reason"]) == (rate, rate, "broker_override")
+
+    eventually(in_force)
+    assert http("GET", f"{fleet[3].url}/throttle/2") == (200, {"broker_id": 2, "override": {"rate": 2_000_002}})
+
+    assert fleet.stop() == {1: 0, 2: 0, 3: 0}  # --cleanup: the rates go with the sidecars...
+    eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
+    fleet.start()  # ...and the overrides, kept in the cluster, bring them back
+    eventually(in_force)
+    done = cli("throttle", "get", "--broker", "1", "--url", fleet[2].url)
+    assert done.returncode == 0 and json.loads(done.stdout)["override"] == {"rate": 1_000_001}, done
+
+    assert http("DELETE", f"{fleet[3].url}/throttle/2", token=TOKEN) == (200, {"broker_id": 2, "removed": True})
+    assert http("DELETE", f"{fleet[2].url}/throttle/3", token=TOKEN)[0] == 200
+    done = cli("throttle", "remove", "--broker", "1", "--url", fleet[3].url, token=TOKEN)
+    assert done.returncode == 0, done.stderr
+    eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
+
+
+def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled, cluster, admin, store, unique_name):
+    """Autothrottle's rule: a broker with an override has its out-of-sync replicas throttled as a follower.
+
+    While broker 3 is down, its replica of C-0 [1, 3] falls out of the ISR and records are written to
+    broker 1. Sidecar 3 puts `0:3` in the follower list then, so the catch-up after the restart runs at
+    the override's rate from its first fetch; the entry goes once the replica is in sync again, and
+    the emptied list goes with it rather than stay as an empty value.
+    """
+    fleet, topic, rate = settled, unique_name, 100_000  # 3 MiB take half a minute
+    create_topic(cluster, topic, {0: [1, 3]})
+    assert http("PUT", f"{fleet[1].url}/throttle/3", {"rate": rate}, TOKEN)[0] == 200
+    eventually(lambda: equal(broker_configs(admin, 3), {LEADER_RATE: rate, FOLLOWER_RATE: rate}))
+
+    with broker_down(cluster, 3):
+        produce(cluster, topic, [0])
+        eventually(lambda: equal(lists(admin, topic), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: {"0:3"}}))
+        assert sidecar_records(store)[("entries", 3, topic, "follower")] == {"entries": ["0:3"]}
+    restarted = eventually(lambda: admin.describe_replica_sizes(3, {topic: [0]})[(topic, 0)])
+    assert restarted < MOVE_BYTES // 2, f"the restarted replica had {restarted} B at once: not throttled"
+    assert 3 not in admin.describe_partitions([topic])[(topic, 0)].isr
+
+    eventually(lambda: equal(3 in admin.describe_partitions([topic])[(topic, 0)].isr, True))
+    eventually(lambda: equal(admin.describe_configs("topic", [topic], [FOLLOWER_REPLICAS])[topic], {}))
+    assert ("entries", 3, topic, "follower") not in sidecar_records(store)
+    assert http("DELETE", f"{fleet[2].url}/throttle/3", token=TOKEN)[0] == 200
+    eventually(lambda: equal(broker_configs(admin, 3), {}))
+
+
+def test_changes_need_the_token_and_are_refused_where_none_is_configured(
+        settled, cluster, spark_url, work_dir, report):
+    fleet = settled
+    body = {"rate": 5_000_000}
+    assert http("PUT", fleet[1].url + "/throttle", body)[0] == 401
+    assert http("PUT", fleet[1].url + "/throttle/2", body, token="not-" + TOKEN)[0] == 401
+    assert http("DELETE", fleet[1].url + "/throttle", token="not-" + TOKEN)[0] == 401
+    done = cli("throttle", "set", "5000000", "--url", fleet[1].url)
+    assert done.returncode == 2 and "HTTP 401" in done.stderr, done
+    assert http("GET", fleet[2].url + "/throttle") == (200, {"broker_id": None, "override": None})
+    assert http("GET", fleet[2].url + "/throttle/2") == (200, {"broker_id": 2, "override": None})
+
+    # A sidecar without api.token: the disk protection alone, checked once a minute.
+    no_token = SidecarProcess("sidecar-without-token", work_dir, {
+        PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
+        PREFIX + "storage.check.interval": "PT0S",
+        PREFIX + "spark.url": spark_url,
+    })
+    report.sources.append(no_token)
+    try:
+        no_token.start(cleanup=True).wait_ready()
+        status, answer = http("PUT", no_token.url + "/throttle", body, token=TOKEN)
+        assert status == 403 and "api.token" in answer["error"], answer
+        done = cli("throttle", "set", "5000000", "--url", no_token.url, token=TOKEN)
+        assert done.returncode == 2 and "HTTP 403" in done.stderr, done
+        assert http("GET", no_token.url + "/throttle") == (200, {"broker_id": None, "override": None})
+    finally:
+        no_token.stop()
