@@ -1,4 +1,4 @@
-"""The `quota-sidecar` command (run, status, evaluate, throttle, keys), and the wiring of the sidecar's parts."""
+"""The `quota-sidecar` command (run, status, evaluate, plan, throttle, keys), and the wiring of the sidecar's parts."""
 
 from __future__ import annotations
 
@@ -59,11 +59,57 @@ def main(log_level: str) -> None:
 
 @main.command()
 @config_options
+@click.option("--reassignment", "plan_path", required=True, type=click.Path(dir_okay=False),
+              help='A kafka-reassign-partitions plan: {"version":1,"partitions":[{"topic","partition","replicas"}]}.')
+@click.option("--throttle", type=click.IntRange(min=1), help="The throttle to plan for, bytes/s (default: the "
+              "rates in force on the brokers, which the sidecars set).")
+@click.option("--within", help="An ISO-8601 duration: the smallest throttle that ends the move in that time.")
+@click.option("--measure", default="PT10S", show_default=True,
+              help="Time between the two readings of the leaders' sizes that give the incoming rates.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
+def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: str, throttle: int | None,
+         within: str | None, measure: str, as_json: bool) -> None:
+    """How long a reassignment takes and which throttle it needs (KIP-73's bounds), before it runs. Read-only."""
+    from spark_jobs import move_plan
+
+    from .admin import ClusterAdmin
+    from .judges import on_spark
+    from .planning import PlanError, plan_rows, read_cluster, read_plan, render, summary
+    from .properties import positive_duration
+
+    if throttle is not None and within is not None:
+        fail("--throttle and --within: give one of them")
+    durations = {}
+    for name, value in (("--within", within), ("--measure", measure)):
+        try:
+            durations[name] = None if value is None else positive_duration(value)
+        except ValueError:
+            fail(f"{name}={value!r}: expected {positive_duration.allowed}")
+    config = load_config(config_paths, overrides)
+    try:
+        moves = read_plan(plan_path)
+        admin = ClusterAdmin(config.admin_client)
+        try:
+            cluster = read_cluster(admin, moves, durations["--measure"])
+        finally:
+            admin.close()
+        rows = plan_rows(moves, cluster, config.replication, throttle, durations.get("--within"))
+        brokers = on_spark(config.spark_url, move_plan.decide)(rows) if rows else []
+    except (PlanError, SparkUnavailable) as error:
+        fail(str(error))
+    except AdminError as error:
+        fail(f"cannot read the cluster: {error}", UNREACHABLE)
+    result = summary(moves, cluster, brokers, throttle, durations.get("--within"))
+    click.echo(json.dumps(result, indent=2) if as_json else render(result))
+
+
+@main.command()
+@config_options
 @click.option("--snapshots", "snapshots_path", required=True, type=click.Path(dir_okay=False),
               help="A JSON list of recorded observations in time order.")
 def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str) -> None:
     """Replay recorded observations through the decision path (Spark included), without a cluster."""
-    from spark_jobs import replication_rates, volume_violations
+    from spark_jobs import move_progress, replication_rates, volume_violations
 
     from .evaluate import SnapshotError, evaluate as replay, load_snapshots
     from .judges import on_spark
@@ -71,8 +117,11 @@ def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshot
     config = load_config(config_paths, overrides)
     try:
         items = load_snapshots(snapshots_path)
-        rates = on_spark(config.spark_url, replication_rates.decide) if config.replication.enabled else None
-        decisions = replay(config, items, on_spark(config.spark_url, volume_violations.decide), rates)
+        rates = moves = None
+        if config.replication.enabled:
+            rates = on_spark(config.spark_url, replication_rates.decide)
+            moves = on_spark(config.spark_url, move_progress.decide)
+        decisions = replay(config, items, on_spark(config.spark_url, volume_violations.decide), rates, moves)
     except (SnapshotError, SparkUnavailable) as error:
         fail(str(error))
     click.echo(json.dumps(decisions, indent=2))
@@ -131,7 +180,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
 
 def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool,
                       start_spark: bool = True):
-    from spark_jobs import replication_rates
+    from spark_jobs import move_progress, replication_rates
 
     from .judges import on_spark
     from .netstats import NetworkSampler
@@ -146,7 +195,8 @@ def build_replication(config: configuration.SidecarConfig, admin, store, measure
         window = config.replication.network_window.total_seconds()
         sampler = NetworkSampler(config.replication.network_interface, window).start()
     decider = ReplicationDecider(config.replication, on_spark(config.spark_url, replication_rates.decide, start_spark),
-                                 own_broker=config.broker_id)
+                                 own_broker=config.broker_id,
+                                 judge_moves=on_spark(config.spark_url, move_progress.decide, start_spark))
     return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
 
 

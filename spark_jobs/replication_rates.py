@@ -7,7 +7,7 @@ and Connect DataFrames. What comes before the rule (the disk guard, the operator
 """
 from pyspark.sql import DataFrame, SparkSession
 
-from quota_sidecar.throttles import COMPUTED, FAIL_SAFE, KEPT, UNCHANGED
+from quota_sidecar.throttles import COMPUTED, FAIL_SAFE, KEEP_UP, KEPT, UNCHANGED
 from spark_jobs.schemas import BROKER_ROLE_SCHEMA, frame_from_rows
 
 # P': the replication traffic in the used figure; measured when we have it, else the rate in force.
@@ -42,13 +42,26 @@ _RATE = f"""CAST(CASE reason
 END AS BIGINT)"""
 
 
+# KIP-73's lower bound: the moves through the broker must get more than they take in, or they never end;
+# never above what the rule may give at most (the upper bound), which the status then reports.
+_CAP = "floor(capacity_bytes * max_percent / 100)"
+# (least() skips nulls: no floor known must stay null, not become the cap)
+_KEEP_UP_RATE = f"CAST(CASE WHEN keep_up_floor_bytes_per_sec IS NOT NULL THEN least(ceil(keep_up_floor_bytes_per_sec), {_CAP}) END AS BIGINT)"
+
+
 def transform(brokers_df: DataFrame) -> DataFrame:
-    """Every broker role with its ``rate`` (bytes/s) and the ``reason`` for it; the rule reads only columns."""
+    """Every broker role with its ``rate`` (bytes/s), the ``reason`` for it, and ``keep_up_capped`` when even
+    the cap is below the keep_up floor; the rule reads only columns."""
     columns = brokers_df.columns
     return (
         brokers_df.selectExpr("*", f"{_COMPUTED_RATE} AS computed_rate")
-        .selectExpr("*", f"{_REASON} AS reason")
-        .selectExpr(*columns, f"{_RATE} AS rate", "reason")
+        .selectExpr("*", f"{_REASON} AS rule_reason")
+        .selectExpr("*", f"{_RATE.replace('CASE reason', 'CASE rule_reason')} AS rule_rate",
+                    f"{_KEEP_UP_RATE} AS keep_up_rate")
+        .selectExpr(*columns,
+                    "CASE WHEN keep_up_rate > rule_rate THEN keep_up_rate ELSE rule_rate END AS rate",
+                    f"CASE WHEN keep_up_rate > rule_rate THEN '{KEEP_UP}' ELSE rule_reason END AS reason",
+                    f"coalesce(keep_up_floor_bytes_per_sec > {_CAP}, false) AS keep_up_capped")
     )
 
 

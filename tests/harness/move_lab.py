@@ -95,6 +95,7 @@ class LabSettings:
     subnet: int = 0                      # 10.231.<subnet>.0/24
     start_in_peak: bool = False          # every move starts as a phase of the client load begins: which one
     move_timeout: float = 240.0
+    sidecar_properties: tuple[tuple[str, object], ...] = ()  # more keys for every sidecar (without the prefix)
 
 
 @dataclass
@@ -328,9 +329,9 @@ class MoveLab:
         the first move ran unthrottled for that long before any sidecar could set a rate.
         """
         from quota_sidecar.config import ReplicationConfig
-        from quota_sidecar.observation import BrokerLoad, Reassignment, ReplicationObservation
-        from quota_sidecar.throttles import rate_inputs
-        from spark_jobs import replication_rates
+        from quota_sidecar.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
+        from quota_sidecar.throttles import progress_inputs, rate_inputs
+        from spark_jobs import move_progress, replication_rates
         from spark_jobs.session import connect_session
 
         observation = ReplicationObservation(
@@ -340,6 +341,9 @@ class MoveLab:
         spark = connect_session(self.connect.url)
         try:
             replication_rates.decide(spark, rate_inputs(observation, config, (SOURCE, DESTINATION), {}))
+            moving = MovingReplica("warm-up", 0, DESTINATION, SOURCE, 1000, 1.0, None, 10, 1.0, 5, 1.0)
+            move_progress.decide(spark, progress_inputs([moving]),
+                                 {"stuck_after_seconds": 120.0, "keep_up_margin_percent": 20.0})
         finally:
             spark.stop()
 
@@ -388,6 +392,7 @@ class MoveLab:
             "replication.min.rate.bytes.per.second": 100_000,  # the default 10 MB/s is above these links
             "replication.network.interface": self.network.inside_interface(broker),
             "replication.network.window": f"PT{settings.network_window_seconds}S",
+            **dict(settings.sidecar_properties),
         }
         return {PREFIX + key: value for key, value in values.items()}
 
