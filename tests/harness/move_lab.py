@@ -484,6 +484,14 @@ class MoveLab:
             self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("DELETE", None),
                                                                   FOLLOWER_REPLICAS: ("DELETE", None)})
 
+    def clear_static_throttles(self, topic: str) -> None:
+        """What `kafka-reassign-partitions --verify` removes once a move is done, for a move that was cancelled."""
+        for broker in BROKERS:
+            self.admin.incremental_alter_configs("broker", broker, {LEADER_RATE: ("DELETE", None),
+                                                                    FOLLOWER_RATE: ("DELETE", None)})
+        self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("DELETE", None),
+                                                              FOLLOWER_REPLICAS: ("DELETE", None)})
+
     def run_adaptive(self, move: str = "adaptive") -> MoveResult:
         """Only the move: the running sidecars see it, list its replicas and set the rates."""
         if not any(sidecar.process for sidecar in self.sidecars.values()):
