@@ -109,7 +109,7 @@ def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: s
               help="A JSON list of recorded observations in time order.")
 def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str) -> None:
     """Replay recorded observations through the decision path (Spark included), without a cluster."""
-    from spark_jobs import move_progress, replication_rates, volume_violations
+    from spark_jobs import replication_rates, volume_violations
 
     from .evaluate import SnapshotError, evaluate as replay, load_snapshots
     from .judges import on_spark
@@ -117,11 +117,8 @@ def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshot
     config = load_config(config_paths, overrides)
     try:
         items = load_snapshots(snapshots_path)
-        rates = moves = None
-        if config.replication.enabled:
-            rates = on_spark(config.spark_url, replication_rates.decide)
-            moves = on_spark(config.spark_url, move_progress.decide)
-        decisions = replay(config, items, on_spark(config.spark_url, volume_violations.decide), rates, moves)
+        rates = on_spark(config.spark_url, replication_rates.decide) if config.replication.enabled else None
+        decisions = replay(config, items, on_spark(config.spark_url, volume_violations.decide), rates)
     except (SnapshotError, SparkUnavailable) as error:
         fail(str(error))
     click.echo(json.dumps(decisions, indent=2))
@@ -180,7 +177,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
 
 def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool,
                       start_spark: bool = True):
-    from spark_jobs import move_progress, replication_rates
+    from spark_jobs import replication_rates
 
     from .judges import on_spark
     from .netstats import NetworkSampler
@@ -195,8 +192,7 @@ def build_replication(config: configuration.SidecarConfig, admin, store, measure
         window = config.replication.network_window.total_seconds()
         sampler = NetworkSampler(config.replication.network_interface, window).start()
     decider = ReplicationDecider(config.replication, on_spark(config.spark_url, replication_rates.decide, start_spark),
-                                 own_broker=config.broker_id,
-                                 judge_moves=on_spark(config.spark_url, move_progress.decide, start_spark))
+                                 own_broker=config.broker_id)
     return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
 
 

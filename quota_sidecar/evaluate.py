@@ -12,7 +12,7 @@ from .decider import Decider, VolumeJudge
 from .moves import MoveHistory
 from .observation import (BrokerLoad, Observation, Overrides, Reassignment, ReplicaSizes, ReplicationObservation,
                           Volume)
-from .throttles import MoveJudge, RateJudge, ReplicationDecider
+from .throttles import RateJudge, ReplicationDecider
 
 
 class SnapshotError(ValueError):
@@ -105,7 +105,7 @@ def parse_time(raw: Any, where: str) -> datetime:
 
 
 def evaluate(config: SidecarConfig, items: list[dict], judge: VolumeJudge,
-             rate_judge: RateJudge | None, move_judge: MoveJudge | None = None) -> list[dict]:
+             rate_judge: RateJudge | None) -> list[dict]:
     """One decision per observation; every broker of the moves is decided, as if all sidecars ran here.
     The moves' history is kept here as a sidecar's runner keeps it between passes."""
     history = MoveHistory(config.replication.network_window, config.replication.stuck_after)
@@ -118,7 +118,6 @@ def evaluate(config: SidecarConfig, items: list[dict], judge: VolumeJudge,
             seen = dataclasses.replace(seen, replication=dataclasses.replace(seen.replication,
                                                                             moving_replicas=progress))
         observations.append(seen)
-    replication = (ReplicationDecider(config.replication, rate_judge, judge_moves=move_judge)
-                   if config.replication.enabled else None)
+    replication = ReplicationDecider(config.replication, rate_judge) if config.replication.enabled else None
     decider = Decider(config, judge, replication)
     return [decider.decide(obs).to_json() for obs in observations]

@@ -199,13 +199,21 @@ def _render_replication(replication: dict) -> str:
           "its moves take in (KIP-73's upper bound): they may never end"
           for b in replication.get("brokers", []) if b.get("cannot_keep_up")),
         "moving replicas:",
-        table(["topic", "partition", "broker", "behind", "lag", "catch-up", "incoming", "eta", "state"],
-              [[m["topic"], m["partition"], m["broker"], size(m["bytes_behind"]), duration(m["lag_seconds"]),
-                _per_second(m["catch_up_bytes_per_sec"]), _per_second(m["incoming_bytes_per_sec"]),
-                duration(m["eta_seconds"]), m["state"] + (f" ({m['stuck_reason']})" if m["stuck_reason"] else "")]
-               for m in replication.get("progress", [])]),
+        _progress(replication),
         *(destination_line(d) for d in replication.get("destinations", [])),
     ])
+
+
+def _progress(replication: dict) -> str:
+    progress = replication.get("progress", [])
+    if not progress and replication.get("moves") and all(b["role"] == "none" for b in replication.get("brokers", [])):
+        # (its pass decides nothing, and runs no Spark job)
+        return "  measured by the sidecars of the moves' sources and destinations, not this broker's"
+    return table(["topic", "partition", "broker", "behind", "lag", "catch-up", "incoming", "eta", "state"],
+                 [[m["topic"], m["partition"], m["broker"], size(m["bytes_behind"]), duration(m["lag_seconds"]),
+                   _per_second(m["catch_up_bytes_per_sec"]), _per_second(m["incoming_bytes_per_sec"]),
+                   duration(m["eta_seconds"]), m["state"] + (f" ({m['stuck_reason']})" if m["stuck_reason"] else "")]
+                  for m in progress])
 
 
 def destination_line(summary: dict) -> str:

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterable, Mapping, Sequence
 
 from .config import ReplicationConfig
-from .observation import (FOLLOWER, LEADER, ROLES, UNLIMITED, BrokerLoad, MovingReplica, Overrides, Partition,
-                          Reassignment, ReplicaSizes, ReplicationObservation)
+from .observation import (FOLLOWER, LEADER, ROLES, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
+                          ReplicaSizes, ReplicationObservation)
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
@@ -152,12 +152,13 @@ def roles(reassignments: Iterable[Reassignment]) -> dict[int, set[str]]:
 
 
 def rate_inputs(observation: ReplicationObservation, config: ReplicationConfig, brokers: Iterable[int],
-                failures: Mapping[int, int], floors: Mapping[tuple[int, str], float | None] = {},
-                involved: Mapping[int, set[str]] | None = None) -> list[dict]:
-    """One row per (broker, role) for the Spark rate rule (spark_jobs.replication_rates); the roles are the
-    moves' unless `involved` says otherwise."""
+                failures: Mapping[int, int], involved: Mapping[int, set[str]] | None = None) -> list[dict]:
+    """One row per (broker, role) for the Spark rate rule (spark_jobs.replication_rates), each with every
+    moving replica, whose progress and keep_up floor the same job computes; the roles are the moves' unless
+    `involved` says otherwise."""
     rows = []
     by_broker = roles(observation.reassignments) if involved is None else involved
+    moving = [dict(vars(replica)) for replica in observation.moving_replicas]
     for broker in sorted(brokers):
         load = observation.broker_load.get(broker)
         applied = observation.applied_rates.get(broker, {})
@@ -173,7 +174,9 @@ def rate_inputs(observation: ReplicationObservation, config: ReplicationConfig, 
                 "change_threshold_percent": config.change_threshold_percent,
                 "consecutive_failures": failures.get(broker, 0),
                 "failure_threshold": config.failure_threshold,
-                "keep_up_floor_bytes_per_sec": floors.get((broker, role)),
+                "stuck_after_seconds": config.stuck_after.total_seconds(),
+                "keep_up_margin_percent": config.keep_up_margin_percent,
+                "moving_replicas": moving,
             })
     return rows
 
@@ -213,33 +216,19 @@ def count_failures(previous: Mapping[int, int], brokers: Iterable[int], loads: M
     return {broker: (0 if broker in loads else previous.get(broker, 0) + 1) for broker in brokers}
 
 
-RateJudge = Callable[[list[dict]], list[dict]]
-# (moving replica rows, params) -> {"moves": [...], "destinations": [...], "floors": [...]}
-MoveJudge = Callable[[list[dict], dict], dict[str, list[dict]]]
-
-
-def progress_inputs(replicas: Iterable[MovingReplica]) -> list[dict]:
-    """One row per adding replica for the Spark progress rule (spark_jobs.move_progress)."""
-    return [dict(vars(replica)) for replica in replicas]
+# rows (rate_inputs) -> {"rates": the rows with rate, reason, keep_up_capped; "moves": every adding replica's
+# progress; "destinations": per destination broker}, all from one Spark job
+RateJudge = Callable[[list[dict]], dict[str, list[dict]]]
 
 
 class ReplicationDecider:
     """Carries the failure counts between polls; the rate and progress arithmetic itself runs in Spark."""
 
-    def __init__(self, config: ReplicationConfig, judge_rates: RateJudge, own_broker: int | None = None,
-                 judge_moves: MoveJudge | None = None):
+    def __init__(self, config: ReplicationConfig, judge_rates: RateJudge, own_broker: int | None = None):
         self.config = config
         self.judge_rates = judge_rates
-        self.judge_moves = judge_moves  # None: no progress, no keep_up (a caller without the moves job)
         self.own_broker = own_broker  # a running sidecar decides for its own broker; evaluate for all
         self.failures: dict[int, int] = {}
-
-    def judge_progress(self, observation: ReplicationObservation) -> dict[str, list[dict]]:
-        rows = progress_inputs(observation.moving_replicas)
-        if not rows or self.judge_moves is None:
-            return {"moves": [], "destinations": [], "floors": []}
-        return self.judge_moves(rows, {"stuck_after_seconds": self.config.stuck_after.total_seconds(),
-                                       "keep_up_margin_percent": self.config.keep_up_margin_percent})
 
     def decide(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> ReplicationDecision:
         involved = roles(observation.reassignments)
@@ -249,11 +238,11 @@ class ReplicationDecider:
                     involved.setdefault(broker, set()).add(FOLLOWER)
         deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
         self.failures = count_failures(self.failures, deciding, observation.broker_load)
-        progress = self.judge_progress(observation)
-        floors = {(row["broker_id"], row["role"]): row["keep_up_floor_bytes_per_sec"] for row in progress["floors"]}
-        rows = rate_inputs(observation, self.config, deciding, self.failures, floors, involved)
+        rows = rate_inputs(observation, self.config, deciding, self.failures, involved)
+        # No Spark job while no broker decided here takes part in a move: the moves' progress waits too.
+        judged = self.judge_rates(rows) if rows else {"rates": [], "moves": [], "destinations": []}
         computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"], row["keep_up_capped"])
-                    for row in self.judge_rates(rows)} if rows else {}
+                    for row in judged["rates"]}
         overrides = observation.overrides
         if self.own_broker is not None:
             involved = {b: r for b, r in involved.items() if b == self.own_broker}
@@ -263,9 +252,9 @@ class ReplicationDecider:
             brokers=with_overrides(computed, overrides, involved, {v["broker_id"] for v in violations},
                                    self.config.disk_guard_rate),
             topics=throttled_replicas(observation.reassignments, observation.catching_up),
-            moves=tuple(progress["moves"]),
+            moves=tuple(judged["moves"]),
             destinations={row["broker"]: {key: value for key, value in row.items() if key != "broker"}
-                          for row in progress["destinations"]},
+                          for row in judged["destinations"]},
         )
 
 

@@ -1,93 +1,90 @@
 """How far every move is, when it ends, and what throttle keeps it going (KIP-73 Q&A, KAFKA-1546).
 
-One row per adding replica (``schemas.MOVING_REPLICA_SCHEMA``), built by ``quota_sidecar.moves`` from the
-readings of past passes. Out come three things: each replica's rates, ETA, state and stuck reason; per
-destination broker its SumReplicaLag and the ETA of its slowest replica; and per broker and role the
-keep_up floor, (1 + margin) x the incoming rates of the moving partitions it receives (follower) or leads
-(leader), which ``replication_rates`` compares with the rule's rate. Spark SQL text, as in the other jobs.
+The moves ride in the replication rates' job (``replication_rates.decide``): each broker-role row carries
+every adding replica in ``moving_replicas`` (``schemas.MOVING_REPLICA_SCHEMA``, built by
+``quota_sidecar.moves`` from the readings of past passes), and higher-order functions over that array give,
+in one projection, each replica's rates, ETA, state and stuck reason (``moves``); per destination broker its
+SumReplicaLag and the ETA of its slowest replica (``destinations``); and the row's keep_up floor,
+(1 + margin) x the incoming rates of the moving partitions its broker receives (follower) or leads (leader),
+which the rate rule compares with its own rate. No second job and no join: a separate job for the moves,
+joining three aggregates, took three times the rates' time and stretched the passes of a shared Spark
+Connect server from 1 s to 3 s. Spark SQL text, as in the other jobs.
 """
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from quota_sidecar.moves import CANNOT_KEEP_UP, CAUGHT_UP, MOVING, NO_PROGRESS, STUCK
-from quota_sidecar.observation import FOLLOWER, LEADER
-from spark_jobs.schemas import MOVING_REPLICA_SCHEMA, frame_from_rows
-
-# Growth from the oldest reading in the network window to now; a replica that shrank (retention) grew 0.
-_CATCH_UP = "CASE WHEN replica_growth_seconds > 0 THEN greatest(replica_growth_bytes, 0) / replica_growth_seconds END"
-_INCOMING = "CASE WHEN leader_growth_seconds > 0 THEN greatest(leader_growth_bytes, 0) / leader_growth_seconds END"
-
-# Caught up: 0. Catching up faster than the leader grows: the gap over the difference. Else it never ends.
-_ETA = """CASE
-    WHEN bytes_behind = 0 THEN 0.0
-    WHEN bytes_behind IS NOT NULL AND catch_up_bytes_per_sec > incoming_bytes_per_sec
-        THEN bytes_behind / (catch_up_bytes_per_sec - incoming_bytes_per_sec)
-END"""
-
-_STUCK_REASON = f"""CASE
-    WHEN bytes_behind = 0 THEN NULL
-    WHEN incoming_bytes_per_sec > 0 AND catch_up_bytes_per_sec <= incoming_bytes_per_sec THEN '{CANNOT_KEEP_UP}'
-    WHEN lag_seconds >= stuck_after_seconds AND bytes_behind >= behind_then THEN '{NO_PROGRESS}'
-END"""
-
-_STATE = f"""CASE
-    WHEN bytes_behind = 0 THEN '{CAUGHT_UP}'
-    WHEN stuck_reason IS NOT NULL THEN '{STUCK}'
-    ELSE '{MOVING}'
-END"""
+from quota_sidecar.observation import FOLLOWER
 
 MOVE_COLUMNS = ("topic", "partition", "broker", "leader", "bytes_behind", "lag_seconds", "catch_up_bytes_per_sec",
                 "incoming_bytes_per_sec", "eta_seconds", "state", "stuck_reason")
 
+# Of one adding replica r. Growth from the oldest reading in the network window to now; a replica that
+# shrank (retention) grew 0.
+_CATCH_UP = "CASE WHEN r.replica_growth_seconds > 0 THEN greatest(r.replica_growth_bytes, 0) / r.replica_growth_seconds END"
+_INCOMING = "CASE WHEN r.leader_growth_seconds > 0 THEN greatest(r.leader_growth_bytes, 0) / r.leader_growth_seconds END"
 
-def transform(replicas_df: DataFrame) -> DataFrame:
-    """Every adding replica with its rates (bytes/s), ``eta_seconds``, ``state`` and ``stuck_reason``."""
-    return (
-        replicas_df.selectExpr("*", f"{_CATCH_UP} AS catch_up_bytes_per_sec", f"{_INCOMING} AS incoming_bytes_per_sec")
-        .selectExpr("*", f"{_ETA} AS eta_seconds", f"{_STUCK_REASON} AS stuck_reason")
-        .selectExpr("*", f"{_STATE} AS state")
-    )
+# Caught up: 0. Catching up faster than the leader grows: the gap over the difference. Else it never ends.
+_ETA = """CASE
+    WHEN r.bytes_behind = 0 THEN 0.0D
+    WHEN r.bytes_behind IS NOT NULL AND r.catch_up_bytes_per_sec > r.incoming_bytes_per_sec
+        THEN r.bytes_behind / (r.catch_up_bytes_per_sec - r.incoming_bytes_per_sec)
+END"""
 
+# (stuck_after_seconds is the row's setting, outside the lambda)
+_STUCK_REASON = f"""CASE
+    WHEN r.bytes_behind = 0 THEN NULL
+    WHEN r.incoming_bytes_per_sec > 0 AND r.catch_up_bytes_per_sec <= r.incoming_bytes_per_sec THEN '{CANNOT_KEEP_UP}'
+    WHEN r.lag_seconds >= stuck_after_seconds AND r.bytes_behind >= r.behind_then THEN '{NO_PROGRESS}'
+END"""
 
-def destinations(moves_df: DataFrame) -> DataFrame:
-    """Per destination broker: its replicas, SumReplicaLag and the ETA of the slowest (null: one never ends).
-
-    Window aggregates in SQL text rather than groupBy().agg(Column): Spark Connect has no classic Columns."""
-    each = "OVER (PARTITION BY broker)"
-    return moves_df.selectExpr(
-        "broker",
-        f"count(1) {each} AS replicas",
-        f"sum(bytes_behind) {each} AS sum_replica_lag_bytes",
-        f"CASE WHEN count(eta_seconds) {each} = count(1) {each} THEN max(eta_seconds) {each} END AS eta_seconds",
-        f"count(CASE WHEN state = '{STUCK}' THEN 1 END) {each} AS stuck",
-    ).distinct()
-
-
-def keep_up_floors(moves_df: DataFrame) -> DataFrame:
-    """Per broker and role, (1 + margin/100) x the incoming rates of the moving partitions through it;
-    null where no incoming rate is known yet."""
-    received = moves_df.selectExpr("broker AS broker_id", f"'{FOLLOWER}' AS role", "incoming_bytes_per_sec",
-                                   "keep_up_margin_percent")
-    led = moves_df.selectExpr("leader AS broker_id", f"'{LEADER}' AS role", "incoming_bytes_per_sec",
-                              "keep_up_margin_percent")
-    each = "OVER (PARTITION BY broker_id, role)"
-    return received.unionByName(led).selectExpr(
-        "broker_id", "role",
-        f"sum(incoming_bytes_per_sec) {each} * (1 + max(keep_up_margin_percent) {each} / 100) "
-        "AS keep_up_floor_bytes_per_sec",
-    ).distinct()
+_STATE = f"""CASE
+    WHEN r.bytes_behind = 0 THEN '{CAUGHT_UP}'
+    WHEN r.stuck_reason IS NOT NULL THEN '{STUCK}'
+    ELSE '{MOVING}'
+END"""
 
 
-def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) -> dict[str, list[dict]]:
-    """{"moves": sorted by topic, partition, broker; "destinations": by broker; "floors": by broker, role}.
+def _each(array: str, fields: list[tuple[str, str | None]]) -> str:
+    """Every element r of `array` as a struct of `fields`: (name, SQL over r), or (name, None) to keep r's."""
+    made = ", ".join(f"{sql or f'r.{name}'} AS {name}" for name, sql in fields)
+    return f"transform({array}, r -> struct({made}))"
 
-    ``params`` holds settings shared by every row (stuck_after_seconds, keep_up_margin_percent). One job.
-    """
-    rows = [{**(params or {}), **row} for row in rows]
-    moves = transform(frame_from_rows(spark, rows, MOVING_REPLICA_SCHEMA))
-    result = (
-        moves.selectExpr(f"sort_array(collect_list(struct({', '.join(MOVE_COLUMNS)}))) AS moves")
-        .crossJoin(destinations(moves).selectExpr("sort_array(collect_list(struct(*))) AS destinations"))
-        .crossJoin(keep_up_floors(moves).selectExpr("sort_array(collect_list(struct(*))) AS floors"))
-        .first()
-    )
-    return {name: [row.asDict() for row in result[name]] for name in ("moves", "destinations", "floors")}
+
+_KEPT = ("topic", "partition", "broker", "leader", "bytes_behind", "lag_seconds")
+_RATES = _each("moving_replicas", [(name, None) for name in (*_KEPT, "behind_then")]
+               + [("catch_up_bytes_per_sec", _CATCH_UP), ("incoming_bytes_per_sec", _INCOMING)])
+_VERDICTS = _each(_RATES, [(name, None) for name in (*_KEPT, "catch_up_bytes_per_sec", "incoming_bytes_per_sec")]
+                  + [("eta_seconds", _ETA), ("stuck_reason", _STUCK_REASON)])
+# Sorted by topic, partition, broker: a struct array sorts by its first fields.
+_MOVES = f"array_sort({_each(_VERDICTS, [(name, _STATE if name == 'state' else None) for name in MOVE_COLUMNS])})"
+
+# Per destination broker (d: the broker and its replicas): null ETA when one of them never ends.
+_DESTINATIONS = """transform(
+    transform(array_sort(array_distinct(transform(moves, m -> m.broker))),
+              b -> struct(b AS broker, filter(moves, m -> m.broker = b) AS replicas)),
+    d -> struct(
+        d.broker AS broker,
+        size(d.replicas) AS replicas,
+        aggregate(d.replicas, CAST(NULL AS BIGINT),
+                  (total, m) -> CASE WHEN m.bytes_behind IS NULL THEN total ELSE coalesce(total, 0L) + m.bytes_behind END)
+            AS sum_replica_lag_bytes,
+        CASE WHEN forall(d.replicas, m -> m.eta_seconds IS NOT NULL)
+            THEN array_max(transform(d.replicas, m -> m.eta_seconds)) END AS eta_seconds,
+        size(filter(d.replicas, m -> m.state = '""" + STUCK + """')) AS stuck))"""
+
+# The row's broker receives the moves whose destination it is (follower) and sends those it leads (leader);
+# null while none of their incoming rates is known.
+_KEEP_UP_FLOOR = f"""aggregate(
+    filter(moves, m -> CASE role WHEN '{FOLLOWER}' THEN m.broker ELSE m.leader END = broker_id),
+    CAST(NULL AS DOUBLE),
+    (total, m) -> CASE WHEN m.incoming_bytes_per_sec IS NULL THEN total
+                       ELSE coalesce(total, 0.0D) + m.incoming_bytes_per_sec END)
+    * (1 + keep_up_margin_percent / 100)"""
+
+
+def transform(rows_df: DataFrame) -> DataFrame:
+    """The rows (``schemas.REPLICATION_PASS_SCHEMA``) with ``moves`` (``MOVE_COLUMNS``, by topic, partition,
+    broker), ``destinations`` (broker, replicas, sum_replica_lag_bytes, eta_seconds, stuck; by broker) and
+    their ``keep_up_floor_bytes_per_sec``. One projection: each column uses those before it."""
+    return rows_df.selectExpr("*", f"{_MOVES} AS moves", f"{_DESTINATIONS} AS destinations",
+                              f"{_KEEP_UP_FLOOR} AS keep_up_floor_bytes_per_sec")

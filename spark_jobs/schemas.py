@@ -3,6 +3,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DoubleType,
     IntegerType,
@@ -45,7 +46,7 @@ BROKER_ROLE_SCHEMA = StructType(
     ]
 )
 
-# One adding replica of an in-flight move (quota_sidecar.observation.MovingReplica) with the settings of its rule.
+# One adding replica of an in-flight move (quota_sidecar.observation.MovingReplica).
 MOVING_REPLICA_SCHEMA = StructType(
     [
         StructField("topic", StringType(), nullable=False),
@@ -59,8 +60,18 @@ MOVING_REPLICA_SCHEMA = StructType(
         StructField("replica_growth_seconds", DoubleType(), nullable=True),
         StructField("leader_growth_bytes", LongType(), nullable=True),
         StructField("leader_growth_seconds", DoubleType(), nullable=True),
+    ]
+)
+
+# What one replication pass decides in one Spark job (replication_rates.decide): each broker role with the
+# settings of its rule, the moves' settings, and every adding replica of the cluster (the same on every row),
+# from which the job computes the moves' progress and the role's keep_up floor.
+REPLICATION_PASS_SCHEMA = StructType(
+    [field for field in BROKER_ROLE_SCHEMA.fields if field.name != "keep_up_floor_bytes_per_sec"]
+    + [
         StructField("stuck_after_seconds", DoubleType(), nullable=False),
         StructField("keep_up_margin_percent", DoubleType(), nullable=False),
+        StructField("moving_replicas", ArrayType(MOVING_REPLICA_SCHEMA), nullable=False),
     ]
 )
 

@@ -330,20 +330,18 @@ class MoveLab:
         """
         from quota_sidecar.config import ReplicationConfig
         from quota_sidecar.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
-        from quota_sidecar.throttles import progress_inputs, rate_inputs
-        from spark_jobs import move_progress, replication_rates
+        from quota_sidecar.throttles import rate_inputs
+        from spark_jobs import replication_rates
         from spark_jobs.session import connect_session
 
         observation = ReplicationObservation(
             reassignments=(Reassignment("warm-up", 0, (SOURCE, DESTINATION), adding=(DESTINATION,)),),
-            broker_load={broker: BrokerLoad(1e6, 1e6) for broker in (SOURCE, DESTINATION)})
+            broker_load={broker: BrokerLoad(1e6, 1e6) for broker in (SOURCE, DESTINATION)},
+            moving_replicas=(MovingReplica("warm-up", 0, DESTINATION, SOURCE, 1000, 1.0, None, 10, 1.0, 5, 1.0),))
         config = ReplicationConfig(capacity_default=self.settings.capacity, min_rate=100_000)
         spark = connect_session(self.connect.url)
         try:
             replication_rates.decide(spark, rate_inputs(observation, config, (SOURCE, DESTINATION), {}))
-            moving = MovingReplica("warm-up", 0, DESTINATION, SOURCE, 1000, 1.0, None, 10, 1.0, 5, 1.0)
-            move_progress.decide(spark, progress_inputs([moving]),
-                                 {"stuck_after_seconds": 120.0, "keep_up_margin_percent": 20.0})
         finally:
             spark.stop()
 

@@ -314,7 +314,7 @@ def test_the_rule_gives_exactly_the_reasons_throttles_spells():
 def test_replication_rule(spark, row, rate, reason):
     df = frame_from_rows(spark, [row], BROKER_ROLE_SCHEMA)
 
-    actual = [r.asDict() for r in replication_rates.transform(df).collect()]
+    actual = [r.asDict() for r in replication_rates.transform(df).selectExpr(*replication_rates.RATE_COLUMNS).collect()]
 
     assert actual == [{**row, "rate": rate, "reason": reason, "keep_up_capped": False}]
 
@@ -334,7 +334,9 @@ def test_keep_up_floor_is_capped_at_the_share_of_capacity_and_says_so(spark):
 
 
 def test_replication_decide_sorts_and_fills_shared_settings(spark):
-    settings = {key: value for key, value in broker_role().items() if key not in ("broker_id", "role")}
+    settings = {**{key: value for key, value in broker_role().items()
+                   if key not in ("broker_id", "role", "keep_up_floor_bytes_per_sec")},
+                "stuck_after_seconds": 120.0, "keep_up_margin_percent": 20.0, "moving_replicas": []}
     rows = [
         {"broker_id": 2, "role": "leader", "used_bytes_per_sec": 70e6, "applied_rate": 0},
         {"broker_id": 1, "role": "leader", "used_bytes_per_sec": 80e6, "applied_rate": 70 * MB},
@@ -343,7 +345,7 @@ def test_replication_decide_sorts_and_fills_shared_settings(spark):
 
     result = replication_rates.decide(spark, rows, settings)
 
-    assert [(r["broker_id"], r["role"], r["rate"], r["reason"]) for r in result] == [
+    assert [(r["broker_id"], r["role"], r["rate"], r["reason"]) for r in result["rates"]] == [
         (1, "follower", 18 * MB, "computed"),
         (1, "leader", 72 * MB, "computed"),
         (2, "leader", 24 * MB, "computed"),

@@ -69,6 +69,21 @@ def test_moves_show_every_moving_replica_and_one_line_per_destination(a_snapshot
     assert stuck.split()[-2:] == ["stuck", "(cannot_keep_up)"] and " 5m00s " in stuck
 
 
+def test_a_sidecar_whose_broker_takes_no_part_in_the_moves_points_to_those_that_do(a_snapshot, later):
+    snapshot = a_snapshot(replication=True)
+    view = snapshot.replication
+    observation = dataclasses.replace(view.observation, reassignments=(
+        dataclasses.replace(view.observation.reassignments[0], replicas=(4, 1, 2), adding=(4,)),))
+    uninvolved = dataclasses.replace(view, observation=observation,
+                                     decision=dataclasses.replace(view.decision, brokers={}, moves=(), destinations={}))
+
+    text = status.render(status.build(dataclasses.replace(snapshot, replication=uninvolved), later, mode="running"))
+
+    lines = text.splitlines()
+    assert lines[lines.index("moving replicas:") + 1] == \
+        "  measured by the sidecars of the moves' sources and destinations, not this broker's"
+
+
 def test_a_broker_that_cannot_keep_up_even_at_its_cap_says_so(a_snapshot, later):
     snapshot = a_snapshot(replication=True)
     decision = snapshot.replication.decision

@@ -198,7 +198,8 @@ def test_foreign_cleanup_is_due_once_no_move_was_seen_for_the_period(moving, ove
 
 def fake_rate_judge(rows):
     """Stands in for the Spark rule (tested in tests/spark): every row gets 42 'computed'."""
-    return [{**row, "rate": 42, "reason": COMPUTED, "keep_up_capped": False} for row in rows]
+    return {"rates": [{**row, "rate": 42, "reason": COMPUTED, "keep_up_capped": False} for row in rows],
+            "moves": [], "destinations": []}
 
 
 @pytest.mark.parametrize("catch_up, follower", [(True, (42, COMPUTED)), (False, (None, None))])
