@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from datetime import datetime, timezone
 from typing import Any
 
+from . import json_file
 from .config import SidecarConfig
 from .decider import Decider, VolumeJudge
 from .moves import MoveHistory
@@ -20,13 +20,7 @@ class SnapshotError(ValueError):
 
 
 def load_snapshots(path: str) -> list[dict]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            items = json.load(handle)
-    except OSError as error:
-        raise SnapshotError(f"cannot read snapshots file {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise SnapshotError(f"snapshots file {path} is not JSON: {error}") from None
+    items = json_file.load(path, "snapshots file", SnapshotError)
     if not isinstance(items, list):
         raise SnapshotError(f"snapshots file {path}: expected a JSON list of observations")
     return items

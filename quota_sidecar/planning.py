@@ -7,12 +7,12 @@ for their incoming rates. The arithmetic per broker is the Spark job spark_jobs/
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Callable
 
+from . import json_file
 from .config import ReplicationConfig
 from .observation import FOLLOWER, LEADER, Partition
 from .text import duration, size, table
@@ -31,13 +31,7 @@ class PlannedMove:
 
 
 def read_plan(path: str) -> list[PlannedMove]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            raw = json.load(handle)
-    except OSError as error:
-        raise PlanError(f"cannot read reassignment file {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise PlanError(f"reassignment file {path} is not JSON: {error}") from None
+    raw = json_file.load(path, "reassignment file", PlanError)
     if not isinstance(raw, dict) or not isinstance(raw.get("partitions"), list):
         raise PlanError(f'reassignment file {path}: expected {{"version": 1, "partitions": [...]}}')
     if raw.get("version", 1) != 1:
