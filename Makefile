@@ -56,12 +56,10 @@ integration: setup
 imports: venv
 	$(BIN)/lint-imports
 
+# Every cases* folder there: each is a set of snapshots with the decisions they must produce.
 conformance: setup
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases
-	@if [ -d "$(CONFORMANCE)/cases-replication" ]; then \
-	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-replication; fi
-	@if [ -d "$(CONFORMANCE)/cases-forecast" ]; then \
-	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $(CONFORMANCE)/cases-forecast; fi
+	@set -e; for cases in $(CONFORMANCE)/cases*/; do \
+	 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python $(CONFORMANCE)/run.py $${cases%/}; done
 
 # The Helm chart (charts/quota-sidecar): helm lint, every values combination rendered and validated
 # (kubernetes-validate --strict), the alerts through promtool, the rendered container run against a local

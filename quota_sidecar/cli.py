@@ -1,4 +1,4 @@
-"""The `quota-sidecar` command (run, status, evaluate, throttle, keys), and the wiring of the sidecar's parts."""
+"""The `quota-sidecar` command (run, status, evaluate, plan, throttle, keys), and the wiring of the sidecar's parts."""
 
 from __future__ import annotations
 
@@ -55,6 +55,52 @@ def main(log_level: str) -> None:
     logging.captureWarnings(True)  # warnings of libraries go through py.warnings, quiet like the rest
     for library in LIBRARY_LOGGERS:
         logging.getLogger(library).setLevel(logging.INFO if log_level.upper() == "DEBUG" else SILENT)
+
+
+@main.command()
+@config_options
+@click.option("--reassignment", "plan_path", required=True, type=click.Path(dir_okay=False),
+              help='A kafka-reassign-partitions plan: {"version":1,"partitions":[{"topic","partition","replicas"}]}.')
+@click.option("--throttle", type=click.IntRange(min=1), help="The throttle to plan for, bytes/s (default: the "
+              "rates in force on the brokers, which the sidecars set).")
+@click.option("--within", help="An ISO-8601 duration: the smallest throttle that ends the move in that time.")
+@click.option("--measure", default="PT10S", show_default=True,
+              help="Time between the two readings of the leaders' sizes that give the incoming rates.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
+def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: str, throttle: int | None,
+         within: str | None, measure: str, as_json: bool) -> None:
+    """How long a reassignment takes and which throttle it needs (KIP-73's bounds), before it runs. Read-only."""
+    from spark_jobs import move_plan
+
+    from .admin import ClusterAdmin
+    from .judges import on_spark
+    from .planning import PlanError, plan_rows, read_cluster, read_plan, render, summary
+    from .properties import positive_duration
+
+    if throttle is not None and within is not None:
+        fail("--throttle and --within: give one of them")
+    durations = {}
+    for name, value in (("--within", within), ("--measure", measure)):
+        try:
+            durations[name] = None if value is None else positive_duration(value)
+        except ValueError:
+            fail(f"{name}={value!r}: expected {positive_duration.allowed}")
+    config = load_config(config_paths, overrides)
+    try:
+        moves = read_plan(plan_path)
+        admin = ClusterAdmin(config.admin_client)
+        try:
+            cluster = read_cluster(admin, moves, durations["--measure"])
+        finally:
+            admin.close()
+        rows = plan_rows(moves, cluster, config.replication, throttle, durations.get("--within"))
+        brokers = on_spark(config.spark_url, move_plan.decide)(rows) if rows else []
+    except (PlanError, SparkUnavailable) as error:
+        fail(str(error))
+    except AdminError as error:
+        fail(f"cannot read the cluster: {error}", UNREACHABLE)
+    result = summary(moves, cluster, brokers, throttle, durations.get("--within"))
+    click.echo(json.dumps(result, indent=2) if as_json else render(result))
 
 
 @main.command()

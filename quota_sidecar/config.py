@@ -87,6 +87,9 @@ class ReplicationConfig:
     network_window: timedelta = timedelta(seconds=30)
     check_interval: timedelta = timedelta(seconds=10)
     cleanup_foreign_after: timedelta | None = None
+    stuck_after: timedelta = timedelta(minutes=2)
+    keep_up_margin_percent: float = 20.0
+    throttle_catch_up: bool = False
     remote_copy_rate: int | None = None
     remote_fetch_rate: int | None = None
     remote_copy_lift_on_violation: bool = False
@@ -219,6 +222,9 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
             network_window=values["replication.network.window"],
             check_interval=values["replication.check.interval"],
             cleanup_foreign_after=values["replication.cleanup.foreign.after"],
+            stuck_after=values["replication.stuck.after"],
+            keep_up_margin_percent=values["replication.keep.up.margin.percent"],
+            throttle_catch_up=values["replication.throttle.catch.up"],
             remote_copy_rate=values["remote.copy.max.bytes.per.second"],
             remote_fetch_rate=values["remote.fetch.max.bytes.per.second"],
             remote_copy_lift_on_violation=values["remote.copy.lift.on.violation"],

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from datetime import datetime, timezone
 from typing import Any
 
+from . import json_file
 from .config import SidecarConfig
 from .decider import Decider, VolumeJudge
-from .observation import BrokerLoad, Observation, Overrides, Reassignment, ReplicationObservation, Volume
+from .moves import MoveHistory
+from .observation import (BrokerLoad, Observation, Overrides, Reassignment, ReplicaSizes, ReplicationObservation,
+                          Volume)
 from .throttles import RateJudge, ReplicationDecider
 
 
@@ -17,13 +20,7 @@ class SnapshotError(ValueError):
 
 
 def load_snapshots(path: str) -> list[dict]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            items = json.load(handle)
-    except OSError as error:
-        raise SnapshotError(f"cannot read snapshots file {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise SnapshotError(f"snapshots file {path} is not JSON: {error}") from None
+    items = json_file.load(path, "snapshots file", SnapshotError)
     if not isinstance(items, list):
         raise SnapshotError(f"snapshots file {path}: expected a JSON list of observations")
     return items
@@ -44,6 +41,22 @@ def observation(item: Any, index: int) -> Observation:
     except (KeyError, TypeError, ValueError) as error:
         raise SnapshotError(f"{where}: bad broker or volume entry ({error!r})") from None
     return Observation(at=at, brokers=brokers, volumes=volumes, replication=replication(item, where))
+
+
+def moves_seen(item: Any, index: int) -> tuple[dict[tuple[str, int], int], ReplicaSizes | None]:
+    """(each moving partition's leader, the replica sizes read) of one snapshot; a reassignment's leader is
+    its "leader", else its first source, as a sidecar reads it from the metadata."""
+    where = f"snapshot #{index}"
+    if not isinstance(item, dict) or "error" in item or "replica_sizes" not in item:
+        return {}, None
+    try:
+        leaders = {(str(m["topic"]), int(m["partition"])): int(m["leader"])
+                   for m in item.get("reassignments", []) if m.get("leader") is not None}
+        sizes = {(str(r["topic"]), int(r["partition"]), int(r["broker"])): int(r["bytes"])
+                 for r in item["replica_sizes"]}
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise SnapshotError(f"{where}: bad replica_sizes entry or reassignment leader ({error!r})") from None
+    return leaders, ReplicaSizes(parse_time(item["at"], where).timestamp(), sizes)
 
 
 def replication(item: dict, where: str) -> ReplicationObservation:
@@ -87,8 +100,18 @@ def parse_time(raw: Any, where: str) -> datetime:
 
 def evaluate(config: SidecarConfig, items: list[dict], judge: VolumeJudge,
              rate_judge: RateJudge | None) -> list[dict]:
-    """One decision per observation; every broker of the moves is decided, as if all sidecars ran here."""
-    observations = [observation(item, index) for index, item in enumerate(items)]
+    """One decision per observation; every broker of the moves is decided, as if all sidecars ran here.
+    The moves' history is kept here as a sidecar's runner keeps it between passes."""
+    history = MoveHistory(config.replication.network_window, config.replication.stuck_after)
+    observations = []
+    for index, item in enumerate(items):
+        seen = observation(item, index)
+        leaders, sizes = moves_seen(item, index)
+        if seen.replication is not None and sizes is not None:
+            progress = history.record(seen.replication.reassignments, leaders, sizes)
+            seen = dataclasses.replace(seen, replication=dataclasses.replace(seen.replication,
+                                                                            moving_replicas=progress))
+        observations.append(seen)
     replication = ReplicationDecider(config.replication, rate_judge) if config.replication.enabled else None
     decider = Decider(config, judge, replication)
     return [decider.decide(obs).to_json() for obs in observations]

@@ -127,6 +127,14 @@ KEYS: tuple[Key, ...] = (
     Key("replication.check.interval", positive_duration, timedelta(seconds=10),
         "time between replication passes (moves, network, rates; the storage check keeps its own interval); "
         "the shorter of the two applies"),
+    Key("replication.stuck.after", positive_duration, timedelta(minutes=2),
+        "a moving replica whose bytes behind have not fallen for this long is reported stuck (no_progress)"),
+    Key("replication.keep.up.margin.percent", non_negative_percent, 20.0,
+        "keep_up: a move's throttle stays this much above the traffic its partitions take in (KIP-73's lower "
+        "bound), or the move never ends"),
+    Key("replication.throttle.catch.up", boolean, False,
+        "opt-in: throttle this broker as a destination, by the same rule, while it catches up outside any move "
+        "(out-of-sync replicas after a restart or a replacement; KIP-73 Q&A 2), with no override needed"),
     Key("replication.cleanup.foreign.after", duration, None,
         "opt-in: clear throttle rates other tools left on this broker once no move was seen this long",
         "unset (off)"),

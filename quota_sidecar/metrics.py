@@ -12,6 +12,7 @@ from typing import Callable
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from .moves import CANNOT_KEEP_UP, NO_PROGRESS
 from .quotas import entity_label
 from .snapshot import Snapshot
 
@@ -68,6 +69,7 @@ class SidecarCollector:
         replication = snapshot.replication
         if replication is not None and replication.decision is not None:
             yield _replication_rates(replication.decision)
+            yield from _moves(replication.decision)
         if replication is not None and replication.observation is not None:
             yield _gauge("moves_in_progress", "Partition moves (reassignments) in progress in the cluster.",
                          len(replication.observation.reassignments))
@@ -112,6 +114,39 @@ def _replication_rates(decision) -> GaugeMetricFamily:
             if rate is not None:
                 rates.add_metric([str(broker_id), role, reason], rate)
     return rates
+
+
+def _moves(decision):
+    """Every adding replica's lag in bytes and time (KAFKA-1546) and ETA; per destination its SumReplicaLag
+    (KIP-73) and its stuck replicas by reason. A figure not known (no second reading, a move that never ends
+    at the present rates) has no sample."""
+    labels = ["topic", "partition", "broker"]
+    lag = GaugeMetricFamily(f"{NAMESPACE}_replica_lag_bytes", "Bytes each adding replica is behind its leader.",
+                            labels=labels)
+    lag_time = GaugeMetricFamily(f"{NAMESPACE}_replica_lag_seconds",
+                                 "Seconds since each adding replica was last caught up with its leader.", labels=labels)
+    eta = GaugeMetricFamily(f"{NAMESPACE}_replica_eta_seconds",
+                            "Seconds until each adding replica catches up at the present rates.", labels=labels)
+    total = GaugeMetricFamily(f"{NAMESPACE}_sum_replica_lag_bytes",
+                              "Bytes the adding replicas of each destination broker are behind (KIP-73 SumReplicaLag).",
+                              labels=["broker_id"])
+    stuck = GaugeMetricFamily(f"{NAMESPACE}_stuck_replicas", "Adding replicas reported stuck, by destination and why.",
+                              labels=["broker_id", "reason"])
+    stuck_counts: dict[tuple[str, str], int] = {}
+    for move in decision.moves:
+        replica = [move["topic"], str(move["partition"]), str(move["broker"])]
+        for family, value in ((lag, move["bytes_behind"]), (lag_time, move["lag_seconds"]), (eta, move["eta_seconds"])):
+            if value is not None:
+                family.add_metric(replica, value)
+        if move["stuck_reason"] is not None:
+            key = (str(move["broker"]), move["stuck_reason"])
+            stuck_counts[key] = stuck_counts.get(key, 0) + 1
+    for broker_id, summary in sorted(decision.destinations.items()):
+        if summary["sum_replica_lag_bytes"] is not None:
+            total.add_metric([str(broker_id)], summary["sum_replica_lag_bytes"])
+        for reason in (CANNOT_KEEP_UP, NO_PROGRESS):
+            stuck.add_metric([str(broker_id), reason], stuck_counts.get((str(broker_id), reason), 0))
+    yield from (lag, lag_time, eta, total, stuck)
 
 
 def _network_use(observation):

@@ -88,6 +88,27 @@ class ReplicaSizes:
 
 
 @dataclass(frozen=True)
+class MovingReplica:
+    """One adding replica of a move as the readings so far show it: what the progress rule
+    (spark_jobs/move_progress.py) reads. Growths are over the network window, from the oldest reading there."""
+    topic: str
+    partition: int
+    broker: int                          # the destination
+    leader: int                          # the partition's leader, whose replica this one catches up with
+    bytes_behind: int | None             # None: a size unknown now
+    lag_seconds: float | None            # since the run of readings in which it is behind began (KAFKA-1546)
+    behind_then: int | None = None       # bytes behind at the latest reading at or before now - stuck.after
+    replica_growth_bytes: int | None = None
+    replica_growth_seconds: float | None = None
+    leader_growth_bytes: int | None = None
+    leader_growth_seconds: float | None = None
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.topic, self.partition, self.broker
+
+
+@dataclass(frozen=True)
 class BrokerLoad:
     """Network use of one broker's host in bytes/s; the replication figures are measured when known."""
     tx_bytes_per_sec: float
@@ -117,6 +138,7 @@ class ReplicationObservation:
     applied_rates: Mapping[int, Mapping[str, int | None]] = field(default_factory=dict)
     overrides: Overrides = Overrides()
     catching_up: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # topic -> (p, b)
+    moving_replicas: tuple[MovingReplica, ...] = ()  # every adding replica, with its progress so far
 
 
 @dataclass(frozen=True)

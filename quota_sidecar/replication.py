@@ -15,6 +15,7 @@ from datetime import datetime
 from . import ownership, records
 from .config import ReplicationConfig
 from .errors import AdminError, UnknownTopicError
+from .moves import MoveHistory, MoveLog, replicas_to_read, within
 from .netstats import NetworkSampler
 from .observation import FOLLOWER, LEADER, ROLES, BrokerLoad, ReplicaSizes, ReplicationObservation
 from .throttles import (LIST_KEY, RATE_KEY, ReplicationDecider, ReplicationDecision, catching_up, config_reasons,
@@ -38,7 +39,8 @@ class ReplicationRunner:
         self.moved_under_global_override = False
         self.last: ReplicationDecision | None = None
         self.last_observation: ReplicationObservation | None = None
-        self.replica_readings: list[ReplicaSizes] = []  # moving replicas' sizes over the network window
+        self.history = MoveHistory(config.network_window, config.stuck_after)  # the moving replicas' sizes
+        self.move_log = MoveLog(broker_id)
 
     # -------------------------------------------------------------- read
 
@@ -50,40 +52,41 @@ class ReplicationRunner:
         except AdminError as error:  # own broker down: its rates wait, the lists of its replicas do not
             log.warning("broker %d not reachable, its rates wait for it: %s", self.broker_id, error)
             applied = {}
-        # A broker override also throttles this broker's out-of-sync replicas: then every topic is read.
-        with_override = self.broker_id in overrides.broker_rates
+        # A broker override, or replication.throttle.catch.up, also throttles this broker's out-of-sync
+        # replicas: then every topic is read.
+        with_override = self.broker_id in overrides.broker_rates or self.config.throttle_catch_up
         partitions = self.admin.describe_partitions(None if with_override else {m.topic for m in moves})
         rates = self.sampler.rates() if self.sampler else None
+        leaders = {key: partition.leader for key, partition in partitions.items()}
+        now = ReplicaSizes(self.clock(), self._replica_sizes(replicas_to_read(moves, leaders)))
+        earlier = within(self.history.readings, now.at, self.config.network_window.total_seconds())
+        progress = self.history.record(moves, leaders, now)
         loads = {}
-        if rates is not None:
-            leaders = {key: partition.leader for key, partition in partitions.items()}
-            loads = {self.broker_id: BrokerLoad(*rates, *self._replication_rates(moves, leaders))}
+        if rates is not None:  # (sent, received): the growth of the replicas this broker sends and receives
+            replicas = measured_replicas(moves, leaders, self.broker_id)
+            loads = {self.broker_id: BrokerLoad(*rates, growth_rate(earlier, now, replicas[LEADER]),
+                                                growth_rate(earlier, now, replicas[FOLLOWER]))}
         observation = ReplicationObservation(
             moves, loads, applied, overrides,
-            catching_up(partitions, moves, self.broker_id) if with_override else {})
+            catching_up(partitions, moves, self.broker_id) if with_override else {}, progress)
         self.last_observation = observation
         return observation
 
-    def _replication_rates(self, moves, leaders) -> tuple[float | None, float | None]:
-        """(sent, received) replication bytes/s of this broker, from the growth of the moving replicas
-        over the network window; None for a role whose replicas have no earlier reading."""
-        replicas = measured_replicas(moves, leaders, self.broker_id)
+    def _replica_sizes(self, replicas: set[tuple[str, int, int]]) -> dict[tuple[str, int, int], int]:
+        """The sizes of the replicas from their brokers (DescribeLogDirs); a broker that does not answer
+        leaves its replicas unread this time."""
         by_broker: dict[int, dict[str, list[int]]] = {}
-        for topic, partition, broker in sorted({r for role in ROLES for r in replicas[role]}):
+        for topic, partition, broker in sorted(replicas):
             by_broker.setdefault(broker, {}).setdefault(topic, []).append(partition)
         sizes = {}
         for broker, partitions in by_broker.items():
             try:
                 found = self.admin.describe_replica_sizes(broker, partitions)
-            except AdminError as error:  # those replicas count as not measured this time
+            except AdminError as error:
                 log.warning("replica sizes from broker %d: %s", broker, error)
                 continue
             sizes.update({(topic, partition, broker): size for (topic, partition), size in found.items()})
-        now = ReplicaSizes(self.clock(), sizes)
-        window = self.config.network_window.total_seconds()
-        earlier = [r for r in self.replica_readings if now.at - r.at <= window] or self.replica_readings[-1:]
-        self.replica_readings = [*earlier, now]
-        return growth_rate(earlier, now, replicas[LEADER]), growth_rate(earlier, now, replicas[FOLLOWER])
+        return sizes
 
     def _applied_rates(self) -> dict[str, int | None]:
         found = self._broker_configs(set(RATE_KEY.values()))
@@ -110,6 +113,8 @@ class ReplicationRunner:
     def apply(self, decision: ReplicationDecision, observation: ReplicationObservation, all_records: records.Records,
               violated_brokers: set[int], now: datetime) -> None:
         self.last = decision
+        own = decision.brokers.get(self.broker_id)
+        self.move_log.after(decision.moves, own.cannot_keep_up if own else (), self.clock())
         self._apply_lists(decision, all_records)
         if self.broker_id in observation.applied_rates:  # read this pass: the broker answers
             rates = decision.brokers.get(self.broker_id)

@@ -78,8 +78,13 @@ def _replication(view: ReplicationView) -> dict:
                      "capacity": view.capacity,
                      "leader_rate": rates.leader_rate if rates else None,
                      "follower_rate": rates.follower_rate if rates else None,
-                     "reason": (rates.reason if rates else None) or "no throttle"}],
+                     "reason": (rates.reason if rates else None) or "no throttle",
+                     "cannot_keep_up": list(rates.cannot_keep_up) if rates else []}],
         "overrides": _overrides(observation.overrides) if observation else None,
+        "progress": [{key: value for key, value in move.items() if key != "leader"}
+                     for move in (decision.moves if decision else ())],
+        "destinations": [{"broker_id": b, **summary}
+                         for b, summary in sorted((decision.destinations if decision else {}).items())],
     }
 
 
@@ -190,7 +195,42 @@ def _render_replication(replication: dict) -> str:
                 b.get("replication_tx_bytes_per_sec"), b.get("replication_rx_bytes_per_sec"),
                 b.get("capacity"), b["leader_rate"], b["follower_rate"], b["reason"]]
                for b in replication.get("brokers", [])]),
+        *(f"  broker {b['broker_id']}: even its highest {' and '.join(b['cannot_keep_up'])} rate is below what "
+          "its moves take in (KIP-73's upper bound): they may never end"
+          for b in replication.get("brokers", []) if b.get("cannot_keep_up")),
+        "moving replicas:",
+        _progress(replication),
+        *(destination_line(d) for d in replication.get("destinations", [])),
     ])
+
+
+def _progress(replication: dict) -> str:
+    progress = replication.get("progress", [])
+    if not progress and replication.get("moves") and all(b["role"] == "none" for b in replication.get("brokers", [])):
+        # (its pass decides nothing, and runs no Spark job)
+        return "  measured by the sidecars of the moves' sources and destinations, not this broker's"
+    return table(["topic", "partition", "broker", "behind", "lag", "catch-up", "incoming", "eta", "state"],
+                 [[m["topic"], m["partition"], m["broker"], size(m["bytes_behind"]), duration(m["lag_seconds"]),
+                   _per_second(m["catch_up_bytes_per_sec"]), _per_second(m["incoming_bytes_per_sec"]),
+                   duration(m["eta_seconds"]), m["state"] + (f" ({m['stuck_reason']})" if m["stuck_reason"] else "")]
+                  for m in progress])
+
+
+def destination_line(summary: dict) -> str:
+    """One line per destination broker: "broker 3: 2 replicas, 1.2 GiB behind, done in ~4m10s"."""
+    count = summary["replicas"]
+    head = (f"  broker {summary['broker_id']}: {count} replica{'s' if count != 1 else ''}, "
+            f"{size(summary['sum_replica_lag_bytes'])} behind")
+    if summary["eta_seconds"] == 0:
+        return f"{head}, caught up"
+    if summary["eta_seconds"] is None:
+        stuck = f", {summary['stuck']} stuck" if summary["stuck"] else ""
+        return f"{head}{stuck}, no end in sight at the present rates"
+    return f"{head}, done in ~{duration(summary['eta_seconds'])}"
+
+
+def _per_second(value) -> str:
+    return "-" if value is None else size(value) + "/s"
 
 
 def _rate(value):

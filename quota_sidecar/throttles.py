@@ -9,7 +9,7 @@ leader (outbound) and follower (inbound) rate follows its measured network headr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -29,9 +29,10 @@ REMOTE_FETCH = "remote.log.manager.fetch.max.bytes.per.second"
 
 # Why a rate is what it is, in precedence order: safety first, then the operators, then the rule.
 DISK_GUARD, BROKER_OVERRIDE, GLOBAL_OVERRIDE = "disk_guard", "broker_override", "global_override"
-# The rule's own reasons (spark_jobs/replication_rates.py spells its SQL with these).
-FAIL_SAFE, KEPT, UNCHANGED, COMPUTED = "fail_safe", "kept", "unchanged", "computed"
-RULE_REASONS = (FAIL_SAFE, KEPT, UNCHANGED, COMPUTED)
+# The rule's own reasons (spark_jobs/replication_rates.py spells its SQL with these); keep_up raises the
+# others to KIP-73's lower bound, the rate a move needs to end at all.
+KEEP_UP, FAIL_SAFE, KEPT, UNCHANGED, COMPUTED = "keep_up", "fail_safe", "kept", "unchanged", "computed"
+RULE_REASONS = (KEEP_UP, FAIL_SAFE, KEPT, UNCHANGED, COMPUTED)
 
 
 def measured_replicas(reassignments: Iterable[Reassignment], leaders: Mapping[tuple[str, int], int],
@@ -90,6 +91,7 @@ class BrokerRates:
     follower_rate: int | None = None
     leader_reason: str | None = None
     follower_reason: str | None = None
+    cannot_keep_up: tuple[str, ...] = ()  # roles whose keep_up floor is above the cap: KIP-73's upper bound
 
     @property
     def reason(self) -> str | None:
@@ -102,19 +104,26 @@ class BrokerRates:
         return self.leader_rate if role == LEADER else self.follower_rate
 
     def to_json(self) -> dict:
-        return {"leader_rate": self.leader_rate, "follower_rate": self.follower_rate, "reason": self.reason}
+        shown = {"leader_rate": self.leader_rate, "follower_rate": self.follower_rate, "reason": self.reason}
+        if self.cannot_keep_up:
+            shown["cannot_keep_up"] = list(self.cannot_keep_up)
+        return shown
 
 
 @dataclass(frozen=True)
 class ReplicationDecision:
     brokers: Mapping[int, BrokerRates]
     topics: Mapping[str, Mapping[str, tuple[str, ...]]]  # topic -> role -> sorted "p:b" entries
+    moves: tuple[Mapping, ...] = ()  # every adding replica's progress (spark_jobs.move_progress.MOVE_COLUMNS)
+    destinations: Mapping[int, Mapping] = field(default_factory=dict)  # broker -> replicas, lag sum, slowest ETA
 
     def to_json(self) -> dict:
         return {
             "brokers": {str(b): rates.to_json() for b, rates in sorted(self.brokers.items())},
             "topics": {topic: {"leader_replicas": list(lists[LEADER]), "follower_replicas": list(lists[FOLLOWER])}
                        for topic, lists in sorted(self.topics.items())},
+            "moves": [{key: value for key, value in move.items() if key != "leader"} for move in self.moves],
+            "destinations": {str(b): dict(summary) for b, summary in sorted(self.destinations.items())},
         }
 
 
@@ -143,10 +152,13 @@ def roles(reassignments: Iterable[Reassignment]) -> dict[int, set[str]]:
 
 
 def rate_inputs(observation: ReplicationObservation, config: ReplicationConfig, brokers: Iterable[int],
-                failures: Mapping[int, int]) -> list[dict]:
-    """One row per (broker, role) for the Spark rate rule (spark_jobs.replication_rates)."""
+                failures: Mapping[int, int], involved: Mapping[int, set[str]] | None = None) -> list[dict]:
+    """One row per (broker, role) for the Spark rate rule (spark_jobs.replication_rates), each with every
+    moving replica, whose progress and keep_up floor the same job computes; the roles are the moves' unless
+    `involved` says otherwise."""
     rows = []
-    by_broker = roles(observation.reassignments)
+    by_broker = roles(observation.reassignments) if involved is None else involved
+    moving = [dict(vars(replica)) for replica in observation.moving_replicas]
     for broker in sorted(brokers):
         load = observation.broker_load.get(broker)
         applied = observation.applied_rates.get(broker, {})
@@ -162,6 +174,9 @@ def rate_inputs(observation: ReplicationObservation, config: ReplicationConfig, 
                 "change_threshold_percent": config.change_threshold_percent,
                 "consecutive_failures": failures.get(broker, 0),
                 "failure_threshold": config.failure_threshold,
+                "stuck_after_seconds": config.stuck_after.total_seconds(),
+                "keep_up_margin_percent": config.keep_up_margin_percent,
+                "moving_replicas": moving,
             })
     return rows
 
@@ -169,7 +184,8 @@ def rate_inputs(observation: ReplicationObservation, config: ReplicationConfig, 
 def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], overrides: Overrides,
                    involved: Mapping[int, set[str]], guarded: set[int] = frozenset(),
                    disk_guard_rate: int = 1) -> dict[int, BrokerRates]:
-    """Precedence: disk guard > broker override > global override > the rule (fail-safe, kept, unchanged, computed).
+    """Precedence: disk guard > broker override > global override > the rule (keep_up, then fail-safe, kept,
+    unchanged, computed).
 
     The disk guard slows a destination whose volume violates the limit (`guarded`) to `disk_guard_rate` as a
     follower. A broker override applies to its broker in both roles even without a move (a broker catching
@@ -180,7 +196,7 @@ def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], override
     for broker in sorted(brokers):
         chosen: dict[str, tuple[int | None, str | None]] = {}
         for role in ROLES:
-            rate, reason = computed.get((broker, role), (None, None))
+            rate, reason = computed.get((broker, role), (None, None))[:2]
             if role == FOLLOWER and broker in guarded and role in involved.get(broker, ()):
                 rate, reason = disk_guard_rate, DISK_GUARD
             elif broker in overrides.broker_rates:
@@ -188,7 +204,10 @@ def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], override
             elif role in involved.get(broker, ()) and overrides.global_rate is not None:
                 rate, reason = overrides.global_rate, GLOBAL_OVERRIDE
             chosen[role] = (rate, reason)
-        result[broker] = BrokerRates(chosen[LEADER][0], chosen[FOLLOWER][0], chosen[LEADER][1], chosen[FOLLOWER][1])
+        # (rate, reason[, keep_up_capped]): the rule says whether even its cap is below the keep_up floor
+        capped = tuple(role for role in ROLES if any(computed.get((broker, role), ())[2:]))
+        result[broker] = BrokerRates(chosen[LEADER][0], chosen[FOLLOWER][0], chosen[LEADER][1], chosen[FOLLOWER][1],
+                                     capped)
     return result
 
 
@@ -197,11 +216,13 @@ def count_failures(previous: Mapping[int, int], brokers: Iterable[int], loads: M
     return {broker: (0 if broker in loads else previous.get(broker, 0) + 1) for broker in brokers}
 
 
-RateJudge = Callable[[list[dict]], list[dict]]
+# rows (rate_inputs) -> {"rates": the rows with rate, reason, keep_up_capped; "moves": every adding replica's
+# progress; "destinations": per destination broker}, all from one Spark job
+RateJudge = Callable[[list[dict]], dict[str, list[dict]]]
 
 
 class ReplicationDecider:
-    """Carries the failure counts between polls; the rate arithmetic itself runs in Spark."""
+    """Carries the failure counts between polls; the rate and progress arithmetic itself runs in Spark."""
 
     def __init__(self, config: ReplicationConfig, judge_rates: RateJudge, own_broker: int | None = None):
         self.config = config
@@ -211,11 +232,17 @@ class ReplicationDecider:
 
     def decide(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> ReplicationDecision:
         involved = roles(observation.reassignments)
+        if self.config.throttle_catch_up:  # a broker catching up outside any move is a destination too
+            for replicas in observation.catching_up.values():
+                for _, broker in replicas:
+                    involved.setdefault(broker, set()).add(FOLLOWER)
         deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
         self.failures = count_failures(self.failures, deciding, observation.broker_load)
-        rows = rate_inputs(observation, self.config, deciding, self.failures)
-        computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"]) for row in self.judge_rates(rows)} \
-            if rows else {}
+        rows = rate_inputs(observation, self.config, deciding, self.failures, involved)
+        # No Spark job while no broker decided here takes part in a move: the moves' progress waits too.
+        judged = self.judge_rates(rows) if rows else {"rates": [], "moves": [], "destinations": []}
+        computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"], row["keep_up_capped"])
+                    for row in judged["rates"]}
         overrides = observation.overrides
         if self.own_broker is not None:
             involved = {b: r for b, r in involved.items() if b == self.own_broker}
@@ -225,6 +252,9 @@ class ReplicationDecider:
             brokers=with_overrides(computed, overrides, involved, {v["broker_id"] for v in violations},
                                    self.config.disk_guard_rate),
             topics=throttled_replicas(observation.reassignments, observation.catching_up),
+            moves=tuple(judged["moves"]),
+            destinations={row["broker"]: {key: value for key, value in row.items() if key != "broker"}
+                          for row in judged["destinations"]},
         )
 
 

@@ -1,14 +1,17 @@
-"""The replication throttle rate of every broker role: what the network leaves to replication.
+"""The replication throttle rate of every broker role: what the network leaves to replication, and at least
+what keeps the moves through it going; with the moves' progress, in one Spark job per pass.
 
 Every input of the rule is a column of ``schemas.BROKER_ROLE_SCHEMA``. The reason is decided first and
 the rate follows from it. Spark SQL text, as in ``volume_violations``, so one transform serves classic
 and Connect DataFrames. What comes before the rule (the disk guard, the operators' overrides) is
-``quota_sidecar.throttles.with_overrides``; the reasons are spelled there and only used here.
+``quota_sidecar.throttles.with_overrides``; the reasons are spelled there and only used here. The keep_up
+floor and the moves' progress are ``move_progress``'s, computed in the same job (``decide``).
 """
 from pyspark.sql import DataFrame, SparkSession
 
-from quota_sidecar.throttles import COMPUTED, FAIL_SAFE, KEPT, UNCHANGED
-from spark_jobs.schemas import BROKER_ROLE_SCHEMA, frame_from_rows
+from quota_sidecar.throttles import COMPUTED, FAIL_SAFE, KEEP_UP, KEPT, UNCHANGED
+from spark_jobs import move_progress
+from spark_jobs.schemas import BROKER_ROLE_SCHEMA, REPLICATION_PASS_SCHEMA, frame_from_rows
 
 # P': the replication traffic in the used figure; measured when we have it, else the rate in force.
 _REPLICATION = "coalesce(measured_replication_bytes_per_sec, applied_rate, 0)"
@@ -34,7 +37,7 @@ _REASON = f"""CASE
     ELSE '{COMPUTED}'
 END"""
 
-_RATE = f"""CAST(CASE reason
+_RATE = f"""CAST(CASE rule_reason
     WHEN '{FAIL_SAFE}' THEN min_rate
     WHEN '{KEPT}' THEN applied_rate
     WHEN '{UNCHANGED}' THEN applied_rate
@@ -42,23 +45,42 @@ _RATE = f"""CAST(CASE reason
 END AS BIGINT)"""
 
 
+# KIP-73's lower bound: the moves through the broker must get more than they take in, or they never end;
+# never above what the rule may give at most (the upper bound), which the status then reports.
+_CAP = "floor(capacity_bytes * max_percent / 100)"
+# (least() skips nulls: no floor known must stay null, not become the cap)
+_KEEP_UP_RATE = f"CAST(CASE WHEN keep_up_floor_bytes_per_sec IS NOT NULL THEN least(ceil(keep_up_floor_bytes_per_sec), {_CAP}) END AS BIGINT)"
+
+RATE_COLUMNS = (*BROKER_ROLE_SCHEMA.fieldNames(), "rate", "reason", "keep_up_capped")
+
+
 def transform(brokers_df: DataFrame) -> DataFrame:
-    """Every broker role with its ``rate`` (bytes/s) and the ``reason`` for it; the rule reads only columns."""
-    columns = brokers_df.columns
-    return (
-        brokers_df.selectExpr("*", f"{_COMPUTED_RATE} AS computed_rate")
-        .selectExpr("*", f"{_REASON} AS reason")
-        .selectExpr(*columns, f"{_RATE} AS rate", "reason")
+    """Every broker role with its ``rate`` (bytes/s), the ``reason`` for it, and ``keep_up_capped`` when even
+    the cap is below the keep_up floor, after the rule's steps (computed_rate, rule_reason, rule_rate,
+    keep_up_rate). One projection: each column uses those before it, and the driver analyses one plan."""
+    return brokers_df.selectExpr(
+        "*",
+        f"{_COMPUTED_RATE} AS computed_rate",
+        f"{_REASON} AS rule_reason",
+        f"{_RATE} AS rule_rate",
+        f"{_KEEP_UP_RATE} AS keep_up_rate",
+        "CASE WHEN keep_up_rate > rule_rate THEN keep_up_rate ELSE rule_rate END AS rate",
+        f"CASE WHEN keep_up_rate > rule_rate THEN '{KEEP_UP}' ELSE rule_reason END AS reason",
+        f"coalesce(keep_up_floor_bytes_per_sec > {_CAP}, false) AS keep_up_capped",
     )
 
 
-def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) -> list[dict]:
-    """The rows with ``rate`` and ``reason``, by broker and role.
+def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) -> dict[str, list[dict]]:
+    """{"rates": the rows (``schemas.REPLICATION_PASS_SCHEMA``) with ``rate``, ``reason`` and their keep_up
+    floor, by broker and role; "moves": every adding replica's progress (``move_progress.MOVE_COLUMNS``), by
+    topic, partition and broker; "destinations": by broker}. No row, no moves: the moves come with the rates
+    of the brokers they go through.
 
     ``params`` holds settings shared by every row (e.g. ``max_percent``); a row's own value wins.
     """
     rows = [{**(params or {}), **row} for row in rows]
-    df = transform(frame_from_rows(spark, rows, BROKER_ROLE_SCHEMA))
-    # A struct array sorts by its first fields, broker_id then role; one job brings everything back.
-    result = df.selectExpr("sort_array(collect_list(struct(*))) AS rows").first()
-    return [row.asDict() for row in result["rows"]]
+    df = transform(move_progress.transform(frame_from_rows(spark, rows, REPLICATION_PASS_SCHEMA)))
+    # One job brings everything back; a struct array sorts by its first fields, broker_id then role.
+    result = df.selectExpr(f"sort_array(collect_list(struct({', '.join(RATE_COLUMNS)}))) AS rates",
+                           "any_value(moves) AS moves", "any_value(destinations) AS destinations").first()
+    return {name: [row.asDict() for row in result[name] or ()] for name in ("rates", "moves", "destinations")}

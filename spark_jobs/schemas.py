@@ -3,6 +3,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DoubleType,
     IntegerType,
@@ -40,6 +41,55 @@ BROKER_ROLE_SCHEMA = StructType(
         StructField("change_threshold_percent", DoubleType(), nullable=False),
         StructField("consecutive_failures", IntegerType(), nullable=False),
         StructField("failure_threshold", IntegerType(), nullable=False),
+        # KIP-73's lower bound: what the moves through this broker in this role take in, with the margin.
+        StructField("keep_up_floor_bytes_per_sec", DoubleType(), nullable=True),
+    ]
+)
+
+# One adding replica of an in-flight move (quota_sidecar.observation.MovingReplica).
+MOVING_REPLICA_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), nullable=False),
+        StructField("partition", IntegerType(), nullable=False),
+        StructField("broker", IntegerType(), nullable=False),
+        StructField("leader", IntegerType(), nullable=False),
+        StructField("bytes_behind", LongType(), nullable=True),
+        StructField("lag_seconds", DoubleType(), nullable=True),
+        StructField("behind_then", LongType(), nullable=True),
+        StructField("replica_growth_bytes", LongType(), nullable=True),
+        StructField("replica_growth_seconds", DoubleType(), nullable=True),
+        StructField("leader_growth_bytes", LongType(), nullable=True),
+        StructField("leader_growth_seconds", DoubleType(), nullable=True),
+    ]
+)
+
+# What one replication pass decides in one Spark job (replication_rates.decide): each broker role with the
+# settings of its rule, the moves' settings, and every adding replica of the cluster (the same on every row),
+# from which the job computes the moves' progress and the role's keep_up floor.
+REPLICATION_PASS_SCHEMA = StructType(
+    [field for field in BROKER_ROLE_SCHEMA.fields if field.name != "keep_up_floor_bytes_per_sec"]
+    + [
+        StructField("stuck_after_seconds", DoubleType(), nullable=False),
+        StructField("keep_up_margin_percent", DoubleType(), nullable=False),
+        StructField("moving_replicas", ArrayType(MOVING_REPLICA_SCHEMA), nullable=False),
+    ]
+)
+
+
+# One partition of a reassignment plan and one broker's role in it: a destination receives the leader's bytes
+# (follower), the leader sends them (leader). `quota-sidecar plan` builds these.
+PLAN_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), nullable=False),
+        StructField("partition", IntegerType(), nullable=False),
+        StructField("broker_id", IntegerType(), nullable=False),
+        StructField("role", StringType(), nullable=False),
+        StructField("bytes", LongType(), nullable=False),
+        StructField("incoming_bytes_per_sec", DoubleType(), nullable=True),
+        StructField("capacity_bytes", LongType(), nullable=True),  # null: N not configured for the broker
+        StructField("replication_factor", IntegerType(), nullable=False),
+        StructField("throttle", LongType(), nullable=True),  # null: no throttle given or in force
+        StructField("within_seconds", DoubleType(), nullable=True),
     ]
 )
 

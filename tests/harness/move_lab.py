@@ -95,6 +95,7 @@ class LabSettings:
     subnet: int = 0                      # 10.231.<subnet>.0/24
     start_in_peak: bool = False          # every move starts as a phase of the client load begins: which one
     move_timeout: float = 240.0
+    sidecar_properties: tuple[tuple[str, object], ...] = ()  # more keys for every sidecar (without the prefix)
 
 
 @dataclass
@@ -328,14 +329,15 @@ class MoveLab:
         the first move ran unthrottled for that long before any sidecar could set a rate.
         """
         from quota_sidecar.config import ReplicationConfig
-        from quota_sidecar.observation import BrokerLoad, Reassignment, ReplicationObservation
+        from quota_sidecar.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
         from quota_sidecar.throttles import rate_inputs
         from spark_jobs import replication_rates
         from spark_jobs.session import connect_session
 
         observation = ReplicationObservation(
             reassignments=(Reassignment("warm-up", 0, (SOURCE, DESTINATION), adding=(DESTINATION,)),),
-            broker_load={broker: BrokerLoad(1e6, 1e6) for broker in (SOURCE, DESTINATION)})
+            broker_load={broker: BrokerLoad(1e6, 1e6) for broker in (SOURCE, DESTINATION)},
+            moving_replicas=(MovingReplica("warm-up", 0, DESTINATION, SOURCE, 1000, 1.0, None, 10, 1.0, 5, 1.0),))
         config = ReplicationConfig(capacity_default=self.settings.capacity, min_rate=100_000)
         spark = connect_session(self.connect.url)
         try:
@@ -388,6 +390,7 @@ class MoveLab:
             "replication.min.rate.bytes.per.second": 100_000,  # the default 10 MB/s is above these links
             "replication.network.interface": self.network.inside_interface(broker),
             "replication.network.window": f"PT{settings.network_window_seconds}S",
+            **dict(settings.sidecar_properties),
         }
         return {PREFIX + key: value for key, value in values.items()}
 
@@ -478,6 +481,14 @@ class MoveLab:
                                                                         FOLLOWER_RATE: ("DELETE", None)})
             self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("DELETE", None),
                                                                   FOLLOWER_REPLICAS: ("DELETE", None)})
+
+    def clear_static_throttles(self, topic: str) -> None:
+        """What `kafka-reassign-partitions --verify` removes once a move is done, for a move that was cancelled."""
+        for broker in BROKERS:
+            self.admin.incremental_alter_configs("broker", broker, {LEADER_RATE: ("DELETE", None),
+                                                                    FOLLOWER_RATE: ("DELETE", None)})
+        self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("DELETE", None),
+                                                              FOLLOWER_REPLICAS: ("DELETE", None)})
 
     def run_adaptive(self, move: str = "adaptive") -> MoveResult:
         """Only the move: the running sidecars see it, list its replicas and set the rates."""

@@ -65,8 +65,12 @@ def test_volume_decision_is_the_same_over_connect(sessions, volumes, params, fac
 
 def test_replication_decision_is_the_same_over_connect(sessions):
     embedded, connect = sessions
+    moving = [{"topic": "t", "partition": p, "broker": 1, "leader": 2, "bytes_behind": 1000, "lag_seconds": 5.0,
+               "replica_growth_bytes": 200, "replica_growth_seconds": 10.0, "leader_growth_bytes": 100 * p,
+               "leader_growth_seconds": 10.0} for p in (0, 1)]
     settings = {"capacity_bytes": 100 * MB, "max_percent": 80.0, "min_rate": 10 * MB,
-                "change_threshold_percent": 0.0, "consecutive_failures": 0, "failure_threshold": 1}
+                "change_threshold_percent": 0.0, "consecutive_failures": 0, "failure_threshold": 1,
+                "stuck_after_seconds": 120.0, "keep_up_margin_percent": 20.0, "moving_replicas": moving}
     rows = [
         {"broker_id": 1, "role": "leader", "used_bytes_per_sec": 80e6, "applied_rate": 70 * MB},
         {"broker_id": 1, "role": "follower", "applied_rate": 50 * MB, "consecutive_failures": 2},
@@ -75,10 +79,13 @@ def test_replication_decision_is_the_same_over_connect(sessions):
     over_connect = replication_rates.decide(connect, rows, settings)
 
     assert over_connect == replication_rates.decide(embedded, rows, settings)
-    assert [(r["role"], r["rate"], r["reason"]) for r in over_connect] == [
-        ("follower", 10 * MB, "fail_safe"),
-        ("leader", 72 * MB, "computed"),
+    assert [(r["role"], r["rate"], r["reason"], r["keep_up_floor_bytes_per_sec"]) for r in over_connect["rates"]] == [
+        ("follower", 10 * MB, "fail_safe", 12.0),
+        ("leader", 72 * MB, "computed", None),
     ]
+    assert [m["eta_seconds"] for m in over_connect["moves"]] == [50.0, 100.0]
+    assert over_connect["destinations"] == [
+        {"broker": 1, "replicas": 2, "sum_replica_lag_bytes": 2000, "eta_seconds": 100.0, "stuck": 0}]
 
 
 def test_connect_session_is_cached_per_url(server, sessions):

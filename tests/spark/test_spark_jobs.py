@@ -261,6 +261,7 @@ def broker_role(role="leader", **values):
         "change_threshold_percent": 0.0,
         "consecutive_failures": 0,
         "failure_threshold": 1,
+        "keep_up_floor_bytes_per_sec": None,
     }
     return {**row, **values}
 
@@ -291,6 +292,17 @@ REPLICATION_RULES = {
     "failed read, failures > threshold: fail safe": (
         broker_role(applied_rate=50 * MB, consecutive_failures=2, failure_threshold=1), 10 * MB, "fail_safe"),
     "failed read, no P: fail safe": (broker_role(consecutive_failures=0), 10 * MB, "fail_safe"),
+    "keep_up floor 24 above computed 18": (
+        broker_role("follower", used_bytes_per_sec=70e6, max_percent=60.0, keep_up_floor_bytes_per_sec=24e6),
+        24 * MB, "keep_up"),
+    "keep_up floor 15 below computed 18: the rule stands": (
+        broker_role("follower", used_bytes_per_sec=70e6, max_percent=60.0, keep_up_floor_bytes_per_sec=15e6),
+        18 * MB, "computed"),
+    "keep_up floor above the fail-safe rate": (
+        broker_role(consecutive_failures=0, keep_up_floor_bytes_per_sec=30e6), 30 * MB, "keep_up"),
+    "keep_up floor above a kept rate": (
+        broker_role(applied_rate=20 * MB, consecutive_failures=1, keep_up_floor_bytes_per_sec=30e6), 30 * MB,
+        "keep_up"),
 }
 
 
@@ -302,13 +314,29 @@ def test_the_rule_gives_exactly_the_reasons_throttles_spells():
 def test_replication_rule(spark, row, rate, reason):
     df = frame_from_rows(spark, [row], BROKER_ROLE_SCHEMA)
 
-    actual = [r.asDict() for r in replication_rates.transform(df).collect()]
+    actual = [r.asDict() for r in replication_rates.transform(df).selectExpr(*replication_rates.RATE_COLUMNS).collect()]
 
-    assert actual == [{**row, "rate": rate, "reason": reason}]
+    assert actual == [{**row, "rate": rate, "reason": reason, "keep_up_capped": False}]
+
+
+def test_keep_up_floor_is_capped_at_the_share_of_capacity_and_says_so(spark):
+    # C = 100 MB/s at 80 %: the cap is 80 MB/s, below the floor of 95 MB/s (KIP-73's upper bound broken)
+    row = broker_role("follower", used_bytes_per_sec=0.0, applied_rate=0, keep_up_floor_bytes_per_sec=95e6)
+    df = frame_from_rows(spark, [row, {**row, "broker_id": 2, "keep_up_floor_bytes_per_sec": 20e6},
+                                 {**row, "broker_id": 3, "used_bytes_per_sec": 90e6,
+                                  "keep_up_floor_bytes_per_sec": 50e6}], BROKER_ROLE_SCHEMA)
+
+    actual = [(r["broker_id"], r["rate"], r["reason"], r["keep_up_capped"])
+              for r in replication_rates.transform(df).collect()]
+
+    assert sorted(actual) == [(1, 80 * MB, "computed", True), (2, 80 * MB, "computed", False),
+                              (3, 50 * MB, "keep_up", False)]
 
 
 def test_replication_decide_sorts_and_fills_shared_settings(spark):
-    settings = {key: value for key, value in broker_role().items() if key not in ("broker_id", "role")}
+    settings = {**{key: value for key, value in broker_role().items()
+                   if key not in ("broker_id", "role", "keep_up_floor_bytes_per_sec")},
+                "stuck_after_seconds": 120.0, "keep_up_margin_percent": 20.0, "moving_replicas": []}
     rows = [
         {"broker_id": 2, "role": "leader", "used_bytes_per_sec": 70e6, "applied_rate": 0},
         {"broker_id": 1, "role": "leader", "used_bytes_per_sec": 80e6, "applied_rate": 70 * MB},
@@ -317,7 +345,7 @@ def test_replication_decide_sorts_and_fills_shared_settings(spark):
 
     result = replication_rates.decide(spark, rows, settings)
 
-    assert [(r["broker_id"], r["role"], r["rate"], r["reason"]) for r in result] == [
+    assert [(r["broker_id"], r["role"], r["rate"], r["reason"]) for r in result["rates"]] == [
         (1, "follower", 18 * MB, "computed"),
         (1, "leader", 72 * MB, "computed"),
         (2, "leader", 24 * MB, "computed"),

@@ -28,5 +28,5 @@ def test_the_decisions_run_on_no_rows(where, connect_url, caplog):
     factor, rows = on_spark(url, volume_violations.decide)([], {"min_available_bytes": 1})
     rates = on_spark(url, replication_rates.decide)([])
 
-    assert (factor, rows, rates) == (1.0, [], [])
+    assert (factor, rows, rates) == (1.0, [], {"rates": [], "moves": [], "destinations": []})
     assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []

@@ -37,12 +37,24 @@ def snapshot(replication: bool = False, **changes) -> Snapshot:
         move = Reassignment("t", 0, (3, 1, 2), adding=(3,), removing=(1,))
         observation = ReplicationObservation((move,), {3: BrokerLoad(1_000.4, 2_000.6, None, 1_500.2)},
                                              {3: {"leader_rate": None, "follower_rate": 9}}, Overrides(7, True))
-        rates = ReplicationDecision({3: BrokerRates(None, 1, None, "disk_guard")}, {})
+        moves = (progress("t", 0, 3, 1_288_490_189, 130.0, 6_000_000.0, 1_000_000.0, 250.0, "moving", None),
+                 progress("t", 1, 3, 0, 0.0, 0.0, 0.0, 0.0, "caught_up", None),
+                 progress("u", 0, 4, 5_000, 300.0, 1_000.0, 2_000.0, None, "stuck", "cannot_keep_up"))
+        destinations = {3: {"replicas": 2, "sum_replica_lag_bytes": 1_288_490_189, "eta_seconds": 250.0, "stuck": 0},
+                        4: {"replicas": 1, "sum_replica_lag_bytes": 5_000, "eta_seconds": None, "stuck": 1}}
+        rates = ReplicationDecision({3: BrokerRates(None, 1, None, "disk_guard")}, {}, moves, destinations)
         view = ReplicationView(3, 40_000_000, observation, rates)
     made = Snapshot(config, FactorState(0.0, COMPUTED, 0.0, AT, AT), decision,
                     Counters(polls=4, poll_failures=1, limit_violations=2, writes=3, last_poll_seconds=0.25),
                     {None: {quotas.PRODUCE: 1.0}, (None, "quota-sidecar"): {quotas.PRODUCE: quotas.UNLIMITED}}, view)
     return Snapshot(**{**made.__dict__, **changes})
+
+
+def progress(topic, partition, broker, behind, lag, catch_up, incoming, eta, state, reason) -> dict:
+    """An adding replica as the progress rule judges it (spark_jobs.move_progress.MOVE_COLUMNS)."""
+    return {"topic": topic, "partition": partition, "broker": broker, "leader": 1, "bytes_behind": behind,
+            "lag_seconds": lag, "catch_up_bytes_per_sec": catch_up, "incoming_bytes_per_sec": incoming,
+            "eta_seconds": eta, "state": state, "stuck_reason": reason}
 
 
 def judged_row(volume: Volume, fill: float | None, seconds_to_limit: float | None, violated: bool = False,

@@ -27,3 +27,14 @@ def test_a_misspelt_key_is_refused_before_anything_starts():
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
     assert "storage.check.intervall" in result.output and "storage.check.interval" in result.output
+
+
+def test_plan_with_a_malformed_reassignment_file_is_one_line_naming_the_file(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "t"}]}')
+    result = CliRunner().invoke(main, ["plan", "--reassignment", str(plan),
+                                       "--set", f"kafka.admin.bootstrap.servers=127.0.0.1:{closed_port()}",
+                                       "--set", "storage.per.volume.limit.min.available.bytes=1"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1
+    assert str(plan) in result.output

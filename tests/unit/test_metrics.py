@@ -63,6 +63,21 @@ def test_replication_rates_with_their_reason_and_the_measured_network(a_snapshot
     assert samples[measured] == 1500.2
 
 
+def test_each_moving_replica_s_lag_eta_and_each_destination_s_sum_and_stuck_replicas(a_snapshot):
+    samples = scrape(a_snapshot(replication=True))
+
+    def replica(topic, partition, broker):
+        return (("broker", str(broker)), ("partition", str(partition)), ("topic", topic))
+
+    assert samples[("quota_sidecar_replica_lag_bytes", replica("t", 0, 3))] == 1_288_490_189
+    assert samples[("quota_sidecar_replica_lag_seconds", replica("u", 0, 4))] == 300.0
+    assert samples[("quota_sidecar_replica_eta_seconds", replica("t", 0, 3))] == 250.0
+    assert ("quota_sidecar_replica_eta_seconds", replica("u", 0, 4)) not in samples  # never ends at these rates
+    assert samples[("quota_sidecar_sum_replica_lag_bytes", (("broker_id", "3"),))] == 1_288_490_189
+    assert samples[("quota_sidecar_stuck_replicas", (("broker_id", "4"), ("reason", "cannot_keep_up")))] == 1
+    assert samples[("quota_sidecar_stuck_replicas", (("broker_id", "3"), ("reason", "no_progress")))] == 0
+
+
 def test_before_the_first_pass_only_the_counters_are_there(a_snapshot):
     samples = scrape(a_snapshot(decision=None))
 

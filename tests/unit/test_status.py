@@ -1,5 +1,6 @@
 """`quota-sidecar status`: one structure from a snapshot, rendered as a table for people."""
 
+import dataclasses
 import re
 from dataclasses import replace
 
@@ -7,6 +8,7 @@ import pytest
 
 from builders import judged_row
 from quota_sidecar import status
+from quota_sidecar.throttles import BrokerRates
 from quota_sidecar.cordoning import CordonView
 
 
@@ -47,11 +49,49 @@ def test_replication_shows_the_move_this_brokers_role_load_rates_and_why(a_snaps
     assert built["brokers"] == [{
         "broker_id": 3, "role": "follower", "tx_bytes_per_sec": 1000, "rx_bytes_per_sec": 2001,
         "replication_tx_bytes_per_sec": None, "replication_rx_bytes_per_sec": 1500, "capacity": 40_000_000,
-        "leader_rate": None, "follower_rate": 1, "reason": "disk_guard"}]
+        "leader_rate": None, "follower_rate": 1, "reason": "disk_guard", "cannot_keep_up": []}]
     assert built["overrides"] == {"global": {"rate": 7, "autoremove": True}, "brokers": {}}
     text = status.render(status.build(a_snapshot(replication=True), later, mode="running"))
     assert "replication throttles:" in text
     assert next(line for line in text.splitlines() if line.split()[:2] == ["3", "follower"]).split()[-1] == "disk_guard"
+
+
+def test_moves_show_every_moving_replica_and_one_line_per_destination(a_snapshot, later):
+    built = status.build(a_snapshot(replication=True), later, mode="running")["replication"]
+
+    assert [(m["topic"], m["partition"], m["broker"], m["state"]) for m in built["progress"]] == [
+        ("t", 0, 3, "moving"), ("t", 1, 3, "caught_up"), ("u", 0, 4, "stuck")]
+    assert "leader" not in built["progress"][0]
+    text = status.render(status.build(a_snapshot(replication=True), later, mode="running"))
+    assert "  broker 3: 2 replicas, 1.2 GiB behind, done in ~4m10s" in text.splitlines()
+    assert "  broker 4: 1 replica, 4.9 KiB behind, 1 stuck, no end in sight at the present rates" in text.splitlines()
+    stuck = next(line for line in text.splitlines() if line.split()[:3] == ["u", "0", "4"])
+    assert stuck.split()[-2:] == ["stuck", "(cannot_keep_up)"] and " 5m00s " in stuck
+
+
+def test_a_sidecar_whose_broker_takes_no_part_in_the_moves_points_to_those_that_do(a_snapshot, later):
+    snapshot = a_snapshot(replication=True)
+    view = snapshot.replication
+    observation = dataclasses.replace(view.observation, reassignments=(
+        dataclasses.replace(view.observation.reassignments[0], replicas=(4, 1, 2), adding=(4,)),))
+    uninvolved = dataclasses.replace(view, observation=observation,
+                                     decision=dataclasses.replace(view.decision, brokers={}, moves=(), destinations={}))
+
+    text = status.render(status.build(dataclasses.replace(snapshot, replication=uninvolved), later, mode="running"))
+
+    lines = text.splitlines()
+    assert lines[lines.index("moving replicas:") + 1] == \
+        "  measured by the sidecars of the moves' sources and destinations, not this broker's"
+
+
+def test_a_broker_that_cannot_keep_up_even_at_its_cap_says_so(a_snapshot, later):
+    snapshot = a_snapshot(replication=True)
+    decision = snapshot.replication.decision
+    capped = dataclasses.replace(decision, brokers={3: BrokerRates(None, 36_000_000, None, "keep_up", ("follower",))})
+    view = dataclasses.replace(snapshot.replication, decision=capped)
+    text = status.render(status.build(dataclasses.replace(snapshot, replication=view), later, mode="running"))
+    assert "  broker 3: even its highest follower rate is below what its moves take in (KIP-73's upper bound): " \
+           "they may never end" in text.splitlines()
 
 
 def test_a_sidecar_before_its_first_pass_shows_no_volumes(a_snapshot, later):

@@ -8,7 +8,7 @@ from quota_sidecar.config import ReplicationConfig
 from quota_sidecar.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
                                        ReplicaSizes)
 from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
-                                     KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
+                                     KEEP_UP, KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
                                      catching_up, count_failures, entries_of, foreign_cleanup_due,
                                      global_override_expired, growth_rate, list_change, measured_replicas, roles,
                                      throttled_replicas, wanted_broker_configs, with_overrides)
@@ -54,7 +54,20 @@ def test_precedence_disk_guard_then_broker_then_global_then_fail_safe_then_compu
     assert with_overrides(computed, Overrides(), involved)[2] == BrokerRates(10, None, FAIL_SAFE, None)
 
 
-@pytest.mark.parametrize("computed_reason", [COMPUTED, FAIL_SAFE, KEPT, UNCHANGED])
+def test_keep_up_yields_to_the_disk_guard_and_the_overrides_and_reports_a_broken_upper_bound():
+    computed = {(b, FOLLOWER): (30, KEEP_UP, b == 4) for b in (1, 2, 3, 4)}
+    involved = {b: {FOLLOWER} for b in (1, 2, 3, 4)}
+    rates = with_overrides(computed, Overrides(global_rate=500, broker_rates={2: 50}), involved, guarded={1})
+    assert rates[1] == BrokerRates(None, 1, None, DISK_GUARD)
+    assert rates[2] == BrokerRates(50, 50, BROKER_OVERRIDE, BROKER_OVERRIDE)
+    assert rates[3] == BrokerRates(None, 500, None, GLOBAL_OVERRIDE)
+    alone = with_overrides(computed, Overrides(), involved)
+    assert alone[3] == BrokerRates(None, 30, None, KEEP_UP)
+    assert alone[4] == BrokerRates(None, 30, None, KEEP_UP, cannot_keep_up=(FOLLOWER,))
+    assert alone[4].to_json()["cannot_keep_up"] == [FOLLOWER]
+
+
+@pytest.mark.parametrize("computed_reason", [KEEP_UP, COMPUTED, FAIL_SAFE, KEPT, UNCHANGED])
 def test_disk_guard_slows_a_destination_whatever_the_rule_says(computed_reason):
     computed = {(3, FOLLOWER): (50_000_000, computed_reason)}
     rates = with_overrides(computed, Overrides(), {3: {FOLLOWER}}, guarded={3}, disk_guard_rate=7)
@@ -181,3 +194,22 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 def test_foreign_cleanup_is_due_once_no_move_was_seen_for_the_period(moving, override, last_seen, now, after,
                                                                     due, seen_after):
     assert foreign_cleanup_due(moving, override, last_seen, now, after) == (due, seen_after)
+
+
+def fake_rate_judge(rows):
+    """Stands in for the Spark rule (tested in tests/spark): every row gets 42 'computed'."""
+    return {"rates": [{**row, "rate": 42, "reason": COMPUTED, "keep_up_capped": False} for row in rows],
+            "moves": [], "destinations": []}
+
+
+@pytest.mark.parametrize("catch_up, follower", [(True, (42, COMPUTED)), (False, (None, None))])
+def test_a_broker_catching_up_outside_moves_is_a_destination_only_when_asked(catch_up, follower):
+    from quota_sidecar.observation import ReplicationObservation
+    from quota_sidecar.throttles import ReplicationDecider
+
+    config = ReplicationConfig(capacity_default=100, throttle_catch_up=catch_up)
+    observation = ReplicationObservation(broker_load={3: BrokerLoad(0, 0)}, catching_up={"t": ((0, 3),)})
+    decision = ReplicationDecider(config, fake_rate_judge, own_broker=3).decide(observation, ())
+    rates = decision.brokers.get(3, BrokerRates())
+    assert (rates.follower_rate, rates.follower_reason) == follower
+    assert decision.topics["t"][FOLLOWER] == ("0:3",)
