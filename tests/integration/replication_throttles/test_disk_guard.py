@@ -1,7 +1,7 @@
 """The disk guard with real sidecars on a cluster of the test's own: a move into a nearly full volume is paused
 until space is freed; KIP-956 remote quotas are set, lifted on the violating broker and cleaned up.
 
-The move is held with its source down (tests/integration/replication_throttles/test_moves.py says why).
+The move is held with its source down (tests/integration/replication_throttles/test_move_throttles.py says why).
 """
 
 from __future__ import annotations
