@@ -253,3 +253,19 @@ def write_section(body: str, heading: str = SECTION, path: Path = DOC) -> None:
 
 def print_result(result: Result) -> None:
     print(f"\n### {result.title}\n\n{result.markdown}\n", flush=True)
+
+
+def lab_main(name: str, args, run, render) -> int:
+    """The end of a rate-limited-lab benchmark's main: 2 with one line when this machine has no lab (not
+    root, no network namespaces), else its result as JSON (--json) or as text."""
+    import json
+
+    from harness.netns import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason is not None:
+        print(f"{name}: skipped: needs rate-limited network namespaces: {reason}", file=sys.stderr)
+        return 2
+    result = run(args)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0

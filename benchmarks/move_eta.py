@@ -17,7 +17,6 @@ load on the source (tests/harness/move_lab.py; needs root for `ip netns`, veth a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -25,10 +24,9 @@ from datetime import datetime, timezone
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-import common  # noqa: E402,F401  (tests/ on the path, for the harness)
+import common  # noqa: E402  (and tests/ on the path, for the harness)
 from harness import kafka_tools  # noqa: E402
 from harness.move_lab import DESTINATION, SOURCE, LabSettings, LoadProfile, MoveLab  # noqa: E402
-from harness.netns import unavailable_reason  # noqa: E402
 from harness.sidecar_process import http  # noqa: E402
 
 TOKEN = "benchmark-token"
@@ -134,14 +132,7 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    reason = unavailable_reason()
-    if reason is not None:
-        print(f"move_eta: needs rate-limited network namespaces: {reason}", file=sys.stderr)
-        return 2
-    result = run(args)
-    print(json.dumps(result, indent=2) if args.json else table(result))
-    return 0
+    return common.lab_main("move_eta", parse_args(argv), run, table)
 
 
 if __name__ == "__main__":

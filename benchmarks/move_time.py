@@ -27,9 +27,8 @@ from dataclasses import asdict
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-from common import LoadWatch  # noqa: E402
+from common import LoadWatch, lab_main  # noqa: E402
 from harness.move_lab import LabSettings, LoadProfile, MoveLab  # noqa: E402
-from harness.netns import unavailable_reason  # noqa: E402
 
 MB = 1_000_000
 
@@ -133,15 +132,8 @@ def render(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    reason = unavailable_reason()
-    if reason is not None:
-        print(f"move_time: skipped: {reason}", file=sys.stderr)
-        return 2
-    result = run(args)
-    print(json.dumps(result, indent=2) if args.json else render(result))
-    return 0
+    return lab_main("move_time", parse_args(sys.argv[1:] if argv is None else argv), run, render)
 
 
 if __name__ == "__main__":
