@@ -75,7 +75,8 @@ class Sidecar:
         self.wake = threading.Event()  # the local watch asks for a pass now
         self.watch = self._local_watch()
         self._near_the_limit = False
-        self._held_since: float | None = None  # since when a pass the watch asked for waits (_held)
+        self._held_since: float | None = None  # since when the next pass waits (_held)
+        self._holding = False  # the next pass waits for the watch's next sample
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
         self.publish()
@@ -316,8 +317,8 @@ class Sidecar:
         while not shutdown.event.is_set():
             started = time.monotonic()
             now = self._pass_now()
-            full = now or started >= next_full
-            if full or started >= next_any:  # else the watch woke the loop for a pass it holds back
+            full = now or (started >= next_full and not self._holding)  # a pass on time waits as the watch's does
+            if full or (self.replication is not None and started >= next_any):
                 try:
                     if full:
                         self.run_pass()
@@ -330,7 +331,8 @@ class Sidecar:
                 if full and not now:  # at a fixed rate from each pass's start: a slow pass does not push the next back
                     next_full = started + full_every
                 next_any = started + every
-            self.wake.wait(max(0.0, min(next_any, next_full) - time.monotonic()))
+            wait = min(next_any, next_full) - time.monotonic()
+            self.wake.wait(max(0.0, min(wait, self.watch.interval) if self._holding else wait))
 
     # -------------------------------------------------------------- the local watch
 
@@ -362,7 +364,8 @@ class Sidecar:
         elif self._near_the_limit and not near:
             log.info("local dirs away from the limit again: passes every %gs", self.config.check_interval.total_seconds())
         self._near_the_limit = bool(near)
-        now = asked and bool(near) and not self._held()
+        self._holding = bool(near) and self._held()
+        now = asked and bool(near) and not self._holding
         self.counters.watch_passes += now
         return now
 

@@ -130,7 +130,8 @@ def test_a_pass_the_watch_asks_for_waits_while_the_dir_is_judged_violated_only_d
     car.counters.last_poll_seconds = 0.4
     car.watch.danger, car.watch.until_judged = [str(tmp_path)], 0.2  # as a sample 0.2 s before the crossing finds
     car.wake.set()
-    assert not car._pass_now()  # its decision would see the free space of just before the crossing
+    assert not car._pass_now() and car._holding  # its decision would see the free space of just before the crossing;
+    # a pass due at the check interval waits too
     car.watch.until_judged = 0.0  # the next sample: at the limit
     car.wake.set()
     assert car._pass_now() and car.counters.watch_passes == 1
