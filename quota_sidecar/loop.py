@@ -268,7 +268,8 @@ class Sidecar:
     def _write_quotas(self, writes: list[ownership.Write], force: bool = False) -> None:
         def changed(write: ownership.Write) -> None:
             if write.left_alone:
-                log.info("%s: %s", quotas.target_label(write.target), ownership.left_alone_reason(write, quotas.rate_text))
+                log.info("%s: %s", quotas.target_label(write.target),
+                         ownership.left_alone_reason(write, quotas.rate_text))
                 return
             self.counters.writes += 1
             log.info("%s: %s -> %s", quotas.target_label(write.target), quotas.rate_text(write.old),
@@ -317,8 +318,9 @@ class Sidecar:
         while not shutdown.event.is_set():
             started = time.monotonic()
             now = self._pass_now()
-            full = now or (started >= next_full and not self._holding)  # a pass on time waits as the watch's does
-            if full or (self.replication is not None and started >= next_any):
+            # A pass on time waits as the watch's does, and so does a replication pass: it would delay the full one.
+            full = now or (started >= next_full and not self._holding)
+            if full or (self.replication is not None and started >= next_any and not self._holding):
                 try:
                     if full:
                         self.run_pass()
