@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Mapping
 
 from .config import LocalWatchConfig, StorageLimit
 from .observation import Volume
-from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, in_danger, until_judged
+from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, in_danger, time_left, until_judged
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,9 @@ class LocalWatch:
                 found_now.append(found)
                 while samples and now - samples[0].at > TRIGGER_WINDOW_SECONDS:
                     samples.popleft()
-            self.danger = in_danger(self._history, self.limit, self.horizon())
-            self.until_judged = until_judged(self._history, self.limit)
+            left = time_left(self._history, self.limit)
+            self.danger = in_danger(left, self.horizon())
+            self.until_judged = until_judged(left, self.limit)
             danger = list(self.danger)
         if self.on_sample is not None and found_now:
             self.on_sample(found_now)

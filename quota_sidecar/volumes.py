@@ -122,19 +122,21 @@ def seconds_to_limit(samples: Sequence[LocalSample], limit: StorageLimit) -> flo
     return margin / rate if rate is not None and rate > 0 else None
 
 
-def in_danger(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit, horizon: float) -> list[str]:
-    """The local dirs at the limit, or that would reach it within `horizon` seconds."""
-    return [log_dir for log_dir, samples in history.items()
-            if samples and (left := seconds_to_limit(samples, limit)) is not None and left <= horizon]
+def time_left(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> dict[str, float]:
+    """Seconds to the limit of every local dir at it or filling (seconds_to_limit), once per watch round."""
+    return {log_dir: seconds for log_dir, samples in history.items()
+            if samples and (seconds := seconds_to_limit(samples, limit)) is not None}
 
 
-def until_judged(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> float | None:
-    """Seconds until the first local dir is judged violated at its fill rate: when it reaches the limit, or the
-    lead time before that; 0 when one is already; None when none is filling."""
-    lead = limit.lead_time.total_seconds()
-    left = [seconds for samples in history.values() if samples
-            and (seconds := seconds_to_limit(samples, limit)) is not None]
-    return max(0.0, min(left) - lead) if left else None
+def in_danger(left: Mapping[str, float], horizon: float) -> list[str]:
+    """The local dirs at the limit, or that would reach it within `horizon` seconds (`left`: time_left)."""
+    return [log_dir for log_dir, seconds in left.items() if seconds <= horizon]
+
+
+def until_judged(left: Mapping[str, float], limit: StorageLimit) -> float | None:
+    """Seconds until the first local dir is judged violated at its fill rate (`left`: time_left): when it reaches
+    the limit, or the lead time before that; 0 when one is already; None when none is filling."""
+    return max(0.0, min(left.values()) - limit.lead_time.total_seconds()) if left else None
 
 
 def hold_the_pass(until: float | None, pass_seconds: float, held_for: float) -> bool:

@@ -11,7 +11,7 @@ from quota_sidecar.host_checks import check_host
 from quota_sidecar.local_watch import LocalWatch
 from quota_sidecar.observation import Volume
 from quota_sidecar.volumes import (LocalSample, default_horizon, fill_rate, foreign_dirs, hold_the_pass, in_danger,
-                                  seconds_to_limit, until_judged)
+                                  seconds_to_limit, time_left, until_judged)
 
 MiB = 1 << 20
 LIMIT = StorageLimit(min_available_bytes=100 * MiB)
@@ -54,16 +54,18 @@ def test_a_ratio_limit_is_a_share_of_the_total():
 
 def test_dirs_in_danger_are_those_within_the_horizon():
     history = {"/fast": filling(100 * MiB, 400 * MiB), "/slow": filling(MiB, 400 * MiB), "/empty": []}
-    assert in_danger(history, LIMIT, horizon=3.0) == ["/fast"]
-    assert in_danger(history, LIMIT, horizon=1.0) == []
+    assert in_danger(time_left(history, LIMIT), horizon=3.0) == ["/fast"]
+    assert in_danger(time_left(history, LIMIT), horizon=1.0) == []
 
 
 def test_a_dir_is_judged_violated_at_the_limit_or_a_lead_time_before_it():
     history = {"/fast": filling(100 * MiB, 400 * MiB), "/slow": filling(10 * MiB, 400 * MiB), "/still": filling(0, 400 * MiB)}
-    assert until_judged(history, LIMIT) == pytest.approx(2.0)  # the nearest: 200 MiB left at 100 MiB/s
-    assert until_judged(history, StorageLimit(100 * MiB, lead_time=timedelta(seconds=0.5))) == pytest.approx(1.5)
-    assert until_judged(history, StorageLimit(100 * MiB, lead_time=timedelta(seconds=5))) == 0.0
-    assert until_judged({"/still": filling(0, 400 * MiB)}, LIMIT) is None
+    assert until_judged(time_left(history, LIMIT), LIMIT) == pytest.approx(2.0)  # the nearest: 200 MiB left at 100 MiB/s
+    lead = StorageLimit(100 * MiB, lead_time=timedelta(seconds=0.5))
+    assert until_judged(time_left(history, lead), lead) == pytest.approx(1.5)
+    long_lead = StorageLimit(100 * MiB, lead_time=timedelta(seconds=5))
+    assert until_judged(time_left(history, long_lead), long_lead) == 0.0
+    assert until_judged(time_left({"/still": filling(0, 400 * MiB)}, LIMIT), LIMIT) is None
 
 
 def test_a_pass_waits_when_its_decision_would_come_just_before_the_verdict_changes():
