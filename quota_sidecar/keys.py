@@ -73,7 +73,8 @@ KEYS: tuple[Key, ...] = (
     Key("storage.check.interval", duration, timedelta(minutes=1),
         "time between polls; PT0S disables the storage check (no limit needed then)"),
     Key("storage.local.log.dirs", path_list, (), "this broker's log dirs as the sidecar sees them (a read-only "
-        "mount in a pod), watched with statvfs", "log.dirs (or log.dir) of the file"),
+        "mount in a pod), watched with statvfs; one not made yet (its parent must exist) is watched once it appears",
+        "log.dirs (or log.dir) of the file"),
     Key("storage.local.watch.interval", duration, timedelta(milliseconds=100),
         "how often the local log dirs are sampled; PT0S turns the local watch off", "PT0.1S"),
     Key("storage.local.trigger.horizon", positive_duration, None, "start a pass at once when a local volume would reach "
