@@ -210,7 +210,7 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         fail(str(error))
     from . import metrics
     from .http_api import HttpServer, create_app
-    from .loop import GracefulShutdown
+    from .shutdown import GracefulShutdown
 
     log = logging.getLogger("quota_sidecar")
     log.info("starting with %s", config.redacted())

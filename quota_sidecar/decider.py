@@ -141,6 +141,13 @@ class Decider:
         self.last = decision
         return decision
 
+    def judged_locally(self, at: datetime) -> quotas.ClientQuotas:
+        """The quotas of a volume of this broker that its statvfs sample shows at the hard limit: the factor is
+        0 whatever the other volumes hold (it is the smallest of theirs), so no cluster view is needed. A poll
+        that fails after it keeps that factor for the validity duration, as after any violation."""
+        self.factor = after_success(self.factor, 0.0, at)
+        return quotas.wanted(self.config.quotas, 0.0)
+
     def decide_replication(self, observation: ReplicationObservation) -> ReplicationDecision:
         """The replication throttles alone, with the violations of the last successful storage poll for
         the disk guard (a failed poll, or a pass between storage polls, keeps the last known ones)."""

@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Mapping
 
 from .config import LocalWatchConfig, StorageLimit
 from .observation import Volume
-from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, in_danger, time_left, until_judged
+from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, in_danger, time_left, until_judged
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class LocalWatch:
         self.dirs = list(config.log_dirs)
         self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
         self.danger: list[str] = []
+        self.at_limit: list[str] = []  # the dirs the last sample found at or below the hard limit
         self.until_judged: float | None = None  # seconds from the last sample until a dir is judged violated
         self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
         self._lock = threading.Lock()
@@ -126,6 +127,7 @@ class LocalWatch:
                     samples.popleft()
             left = time_left(self._history, self.limit)
             self.danger = in_danger(left, self.horizon())
+            self.at_limit = at_the_limit(left)
             self.until_judged = until_judged(left, self.limit)
             danger = list(self.danger)
         if self.on_sample is not None and found_now:

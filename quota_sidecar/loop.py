@@ -9,7 +9,6 @@ succeeds again one INFO line saying how long they failed.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from dataclasses import replace
@@ -25,35 +24,12 @@ from .failure_report import FailureReport
 from .local_watch import LocalWatch, as_volumes, own_volumes
 from .observation import Observation, Volume
 from .replication import ReplicationRunner
+from .shutdown import GracefulShutdown
 from .snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
 from .volumes import default_horizon, foreign_dirs, hold_the_pass, with_published
 from .znode_volumes import ZnodeVolumes
 
 log = logging.getLogger(__name__)
-
-
-class GracefulShutdown:
-    """Set by SIGTERM/SIGINT; the loop finishes its pass and stops."""
-
-    def __init__(self):
-        self.event = threading.Event()
-        self._wakes: list[threading.Event] = []
-
-    def install(self) -> "GracefulShutdown":
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.set())
-        return self
-
-    def set(self) -> None:
-        self.event.set()
-        for wake in self._wakes:
-            wake.set()
-
-    def also_wakes(self, wake: threading.Event) -> None:
-        """A loop that sleeps on `wake` (set by others too) wakes at shutdown as well."""
-        self._wakes.append(wake)
-        if self.event.is_set():
-            wake.set()
 
 
 class Sidecar:
@@ -75,6 +51,7 @@ class Sidecar:
         self.wake = threading.Event()  # the local watch asks for a pass now
         self.watch = self._local_watch()
         self._near_the_limit = False
+        self._confirmed_dirs: set[str] = set()  # local dirs the broker reported as the same filesystem
         self._held_since: float | None = None  # since when the next pass waits (_held)
         self._holding = False  # the next pass waits for the watch's next sample
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
@@ -121,6 +98,7 @@ class Sidecar:
             all_records = None
             observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
+            self._write_the_local_verdict(all_records, now)
             observation = replace(self.observe(all_records, now), local_samples=self._local_samples(now))
         decision = self.decider.decide(observation)
         self.counters.polls += 1
@@ -141,9 +119,27 @@ class Sidecar:
         self._report(decision, write_error)
         if self.watch is not None and self.config.broker_id is not None and decision.error is None:
             latest = {log_dir: samples[-1] for log_dir, samples in self.watch.history().items()}
-            self.watch.exclude(foreign_dirs(latest, [v for v in decision.volumes
-                                                     if v.broker_id == self.config.broker_id]))
+            own = [v for v in decision.volumes if v.broker_id == self.config.broker_id]
+            foreign = foreign_dirs(latest, own)
+            self.watch.exclude(foreign)
+            self._confirmed_dirs = {v.log_dir for v in own if v.usable} - set(foreign)
         return decision
+
+    def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> None:
+        """Quotas first when the watch's last sample shows a dir of this broker at the hard limit (one the broker
+        reports as the same filesystem): DescribeLogDirs of every broker and the Spark decision, most of a pass
+        under a flood, cannot change a factor of 0. The pass then decides as always and writes what differs."""
+        at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
+        if not at_limit:
+            return
+        writes = self.counters.writes
+        try:
+            self.apply_quotas(self.decider.judged_locally(now), all_records)
+        except AdminError as error:  # the pass's own writes try again, and report a failure
+            log.debug("writing the quotas of a local dir at the limit failed: %s", error)
+        if self.counters.writes > writes:
+            log.info("local dir %s at the limit in its statvfs sample: quotas written before the pass reads the "
+                     "cluster", ", ".join(at_limit))
 
     def _report(self, decision: Decision, write_error: str | None) -> None:
         """One line for a failed pass: the poll's failure, with the writes' when they failed for another reason."""

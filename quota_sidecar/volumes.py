@@ -128,6 +128,11 @@ def time_left(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit)
             if samples and (seconds := seconds_to_limit(samples, limit)) is not None}
 
 
+def at_the_limit(left: Mapping[str, float]) -> list[str]:
+    """The local dirs at or below the limit now (`left`: time_left): the hard limit's verdict on each."""
+    return [log_dir for log_dir, seconds in left.items() if seconds <= 0.0]
+
+
 def in_danger(left: Mapping[str, float], horizon: float) -> list[str]:
     """The local dirs at the limit, or that would reach it within `horizon` seconds (`left`: time_left)."""
     return [log_dir for log_dir, seconds in left.items() if seconds <= horizon]

@@ -81,3 +81,16 @@ def test_decisions_list_every_judged_volume_and_violations_say_if_predicted():
     assert [(v["broker_id"], v["log_dir"], v["predicted"]) for v in decision["violations"]] == [
         (1, "/b", True), (2, "/a", False)]
     assert decision["throttle_factor"] == 0.0
+
+
+def test_a_local_dir_at_the_limit_sets_the_factor_to_0_and_a_failed_poll_after_it_keeps_it():
+    decider = Decider(sidecar_config(**{"produce": "1000000", "throttle.factor.validity.duration": "PT5M"}),
+                      RecordingJudge())
+    decider.decide(poll(0, (1, "/a", 900)))
+    assert decider.factor.factor == 1.0
+
+    wanted = decider.judged_locally(AT + timedelta(seconds=1))
+    failed = decider.decide(Observation(at=AT + timedelta(seconds=2), error="DescribeLogDirs timed out"))
+
+    assert wanted.default_user["producer_byte_rate"] == 1.0
+    assert (failed.throttle_factor, failed.source) == (0.0, "last_valid")

@@ -10,7 +10,7 @@ from quota_sidecar.config import LocalWatchConfig, StorageLimit
 from quota_sidecar.host_checks import check_host
 from quota_sidecar.local_watch import LocalWatch
 from quota_sidecar.observation import Volume
-from quota_sidecar.volumes import (LocalSample, default_horizon, fill_rate, foreign_dirs, hold_the_pass, in_danger,
+from quota_sidecar.volumes import (LocalSample, at_the_limit, default_horizon, fill_rate, foreign_dirs, hold_the_pass, in_danger,
                                   seconds_to_limit, time_left, until_judged)
 
 MiB = 1 << 20
@@ -56,6 +56,15 @@ def test_dirs_in_danger_are_those_within_the_horizon():
     history = {"/fast": filling(100 * MiB, 400 * MiB), "/slow": filling(MiB, 400 * MiB), "/empty": []}
     assert in_danger(time_left(history, LIMIT), horizon=3.0) == ["/fast"]
     assert in_danger(time_left(history, LIMIT), horizon=1.0) == []
+
+
+def test_only_dirs_at_or_below_the_hard_limit_are_at_it_whatever_the_lead_time():
+    below = [LocalSample("/below", 0.0, 1000 * MiB, 99 * MiB)]
+    at = [LocalSample("/at", 0.0, 1000 * MiB, 100 * MiB)]
+    history = {"/below": below, "/at": at, "/fast": filling(100 * MiB, 400 * MiB)}
+    assert at_the_limit(time_left(history, LIMIT)) == ["/below", "/at"]
+    long_lead = StorageLimit(100 * MiB, lead_time=timedelta(seconds=5))
+    assert at_the_limit(time_left(history, long_lead)) == ["/below", "/at"]  # a predicted violation is the pass's
 
 
 def test_a_dir_is_judged_violated_at_the_limit_or_a_lead_time_before_it():

@@ -8,7 +8,8 @@ import pytest
 
 from quota_sidecar.decider import Decider
 from quota_sidecar.errors import RetryableAdminError
-from quota_sidecar.loop import GracefulShutdown, Sidecar
+from quota_sidecar.loop import Sidecar
+from quota_sidecar.shutdown import GracefulShutdown
 from quota_sidecar.throttle_factor import FALLBACK, INITIAL
 
 from builders import AT, sidecar_config

@@ -1,0 +1,74 @@
+"""The local watch's verdict on the real session cluster: a dir of the sidecar's own broker that its statvfs sample
+shows at the hard limit gets its quota before the pass reads every broker's volumes and asks Spark."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from harness.waiting import WaitTimeout, eventually
+from quota_sidecar import config as cfg
+from quota_sidecar.cli import build_sidecar
+from quota_sidecar.quotas import PRODUCE
+
+pytestmark = pytest.mark.integration
+P = cfg.PREFIX
+MiB = 1 << 20
+PRODUCE_RATE = 5_000_000
+
+
+def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_read(kafka_cluster, sidecars,
+                                                                                     unique_name, caplog):
+    small_dir = kafka_cluster.require_small_dir()
+    broker = kafka_cluster.small_dir_broker_id
+    free = os.statvfs(small_dir).f_bavail * os.statvfs(small_dir).f_frsize
+    limit = free - 4 * MiB  # crossed by the 8 MiB written below
+    sidecar = build_sidecar(cfg.from_properties({
+        P + "kafka.admin.bootstrap.servers": kafka_cluster.bootstrap_servers, P + "poll.timeout": "PT60S",
+        P + "broker.id": str(broker), P + "storage.local.log.dirs": small_dir, P + "produce": str(PRODUCE_RATE),
+        P + "storage.per.volume.limit.min.available.bytes": str(limit)}))
+    sidecars.append(sidecar)
+    first = sidecar.run_pass()  # confirms the dir: the broker reports the same filesystem
+    assert first.throttle_factor == 1.0 and first.error is None, first
+
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(unique_name, replica_assignments={0: [broker]})])
+        producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers, acks="all")
+        for _ in range(8):
+            producer.send(unique_name, os.urandom(MiB - 1024))
+        producer.flush(60)
+        producer.close()
+        sidecar.watch.sample()  # the watch's next round, without its thread
+        assert sidecar.watch.at_limit == [small_dir], "8 MiB written did not bring the small dir to the limit"
+
+        in_force_when_read = []
+        describe_volumes = sidecar.admin.describe_volumes
+
+        def probed(*args, **kwargs):  # a probe around the real call: the quota the cluster has by then (a broker
+            # answering the describe may lag the controller briefly; the volumes are read only after the wait)
+            def throttled():
+                return sidecar.admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE) == 1.0
+            in_force_when_read.append(bool(_within(throttled, 5.0)))
+            return describe_volumes(*args, **kwargs)
+
+        sidecar.admin.describe_volumes = probed
+        with caplog.at_level("INFO", logger="quota_sidecar.loop"):
+            decision = sidecar.run_pass()
+    finally:
+        admin.delete_topics([unique_name])
+        admin.close()
+
+    assert in_force_when_read == [True], "the quota of a dir at the limit waited for the cluster's volumes"
+    assert f"local dir {small_dir} at the limit in its statvfs sample" in caplog.text
+    assert decision.throttle_factor == 0.0 and [v["log_dir"] for v in decision.violations] == [small_dir]
+
+
+def _within(condition, timeout: float) -> bool:
+    try:
+        return eventually(condition, timeout, every=0.05)
+    except WaitTimeout:
+        return False
