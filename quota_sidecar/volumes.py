@@ -80,6 +80,7 @@ def _newest(volumes: tuple[Volume, ...]) -> datetime:
 # to smooth a producer's batches, short enough to see a flood begin within a second.
 TRIGGER_WINDOW_SECONDS = 1.0
 HORIZON_PASSES = 3  # by default a pass starts when the limit is this many last-pass durations away
+HOLD_PASSES = 2  # and a pass waits when a dir would be judged violated within this many
 
 
 @dataclass(frozen=True)
@@ -145,11 +146,13 @@ def until_judged(left: Mapping[str, float], limit: StorageLimit) -> float | None
 
 
 def hold_the_pass(until: float | None, pass_seconds: float, held_for: float) -> bool:
-    """Whether a pass should wait for the next sample: the watch expects a dir to be judged violated while the
-    pass runs, too late for its decision (made on the free space at its start) to see it, so its quota would
-    come only with the pass after. The pass that starts once a sample shows it is one pass late, not up to two.
-    Never for longer than a pass: the forecast may be wrong."""
-    return until is not None and 0.0 < until < pass_seconds and held_for < pass_seconds
+    """Whether a pass should wait for the next sample: the watch expects a dir to be judged violated before the
+    pass could end, too late for its decision (made on the free space at its start) to see it, and the loop busy
+    with it when the sample that shows the crossing comes. That sample brings the quotas of a local dir at the
+    limit at once (loop.py); a pass started just before would only delay them. Passes under load vary by half,
+    and the forecast with them: HOLD_PASSES of the last one. Never for longer: the forecast may be wrong."""
+    longest = HOLD_PASSES * pass_seconds
+    return until is not None and 0.0 < until < longest and held_for < longest
 
 
 def default_horizon(last_pass_seconds: float | None, interval: float) -> float:

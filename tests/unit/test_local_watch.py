@@ -77,12 +77,13 @@ def test_a_dir_is_judged_violated_at_the_limit_or_a_lead_time_before_it():
     assert until_judged(time_left({"/still": filling(0, 400 * MiB)}, LIMIT), LIMIT) is None
 
 
-def test_a_pass_waits_when_its_decision_would_come_just_before_the_verdict_changes():
+def test_a_pass_waits_when_the_verdict_would_change_before_it_could_end():
     assert hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.0)  # it would judge the free space of 0.1 s early
-    assert hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.25)
-    assert not hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.3)  # never longer than a pass: a forecast
-    assert not hold_the_pass(until=0.0, pass_seconds=0.3, held_for=0.0)  # violated already: the pass sees it
-    assert not hold_the_pass(until=0.5, pass_seconds=0.3, held_for=0.0)  # a pass ends before: it updates the rest
+    assert hold_the_pass(until=0.5, pass_seconds=0.3, held_for=0.0)  # the next pass may take half as long again
+    assert hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.55)
+    assert not hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.6)  # never longer than two passes: a forecast
+    assert not hold_the_pass(until=0.0, pass_seconds=0.3, held_for=0.0)  # at the limit already: the pass goes now
+    assert not hold_the_pass(until=0.7, pass_seconds=0.3, held_for=0.0)  # passes end before: they update the rest
     assert not hold_the_pass(until=None, pass_seconds=0.3, held_for=0.0)
 
 
