@@ -24,7 +24,7 @@ from typing import Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from .errors import AdminError
 from .observation import Volume
@@ -125,8 +125,15 @@ class ZnodeVolumes:
             self._failing = False
 
     def _watch_children(self, client: KazooClient) -> None:
-        self.session.wait(client.ensure_path_async(VOLUMES_PATH))
-        ChildrenWatch(client, VOLUMES_PATH, self._children_changed)
+        """A children watch needs its parent, which a reader must not make (`status --direct` writes nothing): it
+        starts once the parent exists, made by the first sidecar that publishes (makepath)."""
+        def parent_changed(data, stat) -> bool | None:
+            if stat is None:
+                return None  # not there yet: the data watch waits for it
+            ChildrenWatch(client, VOLUMES_PATH, self._children_changed)
+            return False  # the children watch follows it from now on
+
+        DataWatch(client, VOLUMES_PATH, parent_changed)
 
     def _children_changed(self, children: list[str]) -> None:
         self._children = list(children)

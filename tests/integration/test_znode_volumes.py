@@ -45,6 +45,17 @@ def next_pass(sidecar, condition, timeout: float, what: str):
                       every=1)
 
 
+def test_status_direct_on_a_cluster_where_no_sidecar_ran_makes_no_znode(make_kafka_cluster):
+    cluster = make_kafka_cluster(brokers=1, **BEFORE_KIP_827)
+    looking = build_sidecar(cfg.from_properties(properties(cluster, 1, **{"state.store": "zookeeper"})))
+    try:
+        looking.look(timeout=30)  # what `status --direct` does
+    finally:
+        looking.close()
+    assert "quota-sidecar" not in children(cluster.zookeeper_connect, "/"), children(cluster.zookeeper_connect,
+                                                                                    "/quota-sidecar")
+
+
 def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka_cluster, sidecars, tmp_path,
                                                                      caplog):
     """Both sidecars keep their records in ZooKeeper too (state.store=zookeeper): no topic of theirs."""
