@@ -26,7 +26,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import common  # noqa: E402  (and tests/ on the path, for the harness)
 from harness import kafka_tools  # noqa: E402
-from harness.move_lab import DESTINATION, SOURCE, LabSettings, LoadProfile, MoveLab  # noqa: E402
+from harness.lab_clients import LoadProfile  # noqa: E402
+from harness.move_lab import DESTINATION, SOURCE, LabSettings, MoveLab  # noqa: E402
 from harness.sidecar_process import http  # noqa: E402
 
 TOKEN = "benchmark-token"

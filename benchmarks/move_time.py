@@ -28,7 +28,8 @@ from dataclasses import asdict
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from common import LoadWatch, lab_main  # noqa: E402
-from harness.move_lab import LabSettings, LoadProfile, MoveLab  # noqa: E402
+from harness.lab_clients import LoadProfile  # noqa: E402
+from harness.move_lab import LabSettings, MoveLab  # noqa: E402
 
 MB = 1_000_000
 

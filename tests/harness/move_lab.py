@@ -1,26 +1,17 @@
 """A partition move on a cluster whose brokers sit behind rate-limited links, with clients running.
 
-Shared by tests/integration/test_network_throttle.py and benchmarks/move_time.py. One `MoveLab` is:
+Shared by test_network_throttle.py, test_move_progress.py and benchmarks/move_*.py. One `MoveLab` is:
 
 - a `TestNetwork` (netns.py): brokers 1, 2, 3 each in a network namespace of their own, every
   link limited to `capacity` bytes/s in each direction;
 - a LocalKafkaCluster whose brokers run in those namespaces;
 - a Spark Connect server here, reached by the sidecars through a relay on the bridge address (inside a
   namespace, 127.0.0.1 is the namespace's own loopback);
-- client load from this namespace on a topic of the source broker (`LoadProfile`): a producer at a
-  fixed rate and a consumer reading what it writes, plus a consumer re-reading the topic's history in
-  bursts (peak, then quiet, again and again), so the source sends the clients' bytes on the same link
-  the replication uses;
-- topics of `move_bytes` on the source broker, each moved once to the destination broker, either
-  under the sidecars (one per broker, run inside the broker's namespace and measuring its link) or
-  under a static throttle set the way `kafka-reassign-partitions --throttle` sets it.
-
-What a move measures (`MoveResult`): its duration, the destination replica's growth while a throttle
-was in force against the throttle in force (the smaller of the source's leader rate and the
-destination's follower rate, as read back from the brokers), and the client's throughput.
-
-Longer than our 400-line mark: set-up, load, moves and their measures share one lab's state and
-are read together; split, each part would only make sense beside the others.
+- client load from this namespace on a topic of the source broker (lab_clients.py);
+- topics of `move_bytes` (or their `move_sizes`) on the source broker (or their `move_sources`), each moved
+  once to the destination broker, either under the sidecars (one per broker, run inside the broker's
+  namespace and measuring its link) or under a static throttle set the way `kafka-reassign-partitions
+  --throttle` sets it. What a move measures: move_result.py.
 """
 
 from __future__ import annotations
@@ -28,12 +19,10 @@ from __future__ import annotations
 import logging
 import math
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -41,7 +30,8 @@ import psutil
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 
-from harness import kafka_tools
+from harness.lab_clients import RECORD_BYTES, ClientLoad, LoadProfile, producer_performance
+from harness.move_result import MoveResult, PassWatch, Sample, summarize
 from harness.netns import TcpRelay, TestNetwork
 from harness.sidecar_process import SidecarError, SidecarProcess
 from harness.waiting import WaitTimeout, eventually
@@ -55,30 +45,6 @@ log = logging.getLogger(__name__)
 BROKERS = (1, 2, 3)
 SOURCE, DESTINATION = 1, 3
 SIDECAR_HTTP_PORT = 8080
-RECORD_BYTES = 32 << 10
-
-
-@dataclass(frozen=True)
-class LoadProfile:
-    """Client bytes/s out of the source: `produce` read back at once, always; `replay` more in the peaks.
-
-    A peak lasts `peak_seconds`, the quiet phase after it `quiet_seconds`, again and again.
-    """
-    produce: int
-    replay: int
-    peak_seconds: float
-    quiet_seconds: float
-
-    @property
-    def period(self) -> float:
-        return self.peak_seconds + self.quiet_seconds
-
-    @property
-    def peak(self) -> int:
-        return self.produce + self.replay
-
-    def in_peak(self, since_origin: float) -> bool:
-        return since_origin % self.period < self.peak_seconds
 
 
 @dataclass(frozen=True)
@@ -87,6 +53,8 @@ class LabSettings:
     sidecar_capacity: int | None = None  # what the sidecars are told the links carry; None: the truth
     load: LoadProfile = LoadProfile(produce=300_000, replay=2_700_000, peak_seconds=10, quiet_seconds=10)
     move_bytes: int = 96 << 20           # size of each partition moved
+    move_sizes: tuple[tuple[str, int], ...] = ()    # (move, bytes) for a move of another size
+    move_sources: tuple[tuple[str, int], ...] = ()  # (move, broker) for a move whose topic is not on SOURCE
     load_history_bytes: int = 32 << 20   # what the client topic holds for the replaying reader
     moves: tuple[str, ...] = ("static", "adaptive")  # one topic per move: move-<name>
     max_percent: float = 90.0            # replication.max.tx/rx.percent, and the static rate's share
@@ -97,149 +65,6 @@ class LabSettings:
     move_timeout: float = 240.0
     sidecar_properties: tuple[tuple[str, object], ...] = ()  # more keys for every sidecar (without the prefix)
 
-
-@dataclass
-class Sample:
-    at: float                  # seconds since the move started
-    moving: bool
-    replica_bytes: int         # the destination replica's size
-    leader_rate: int | None    # on the source broker
-    follower_rate: int | None  # on the destination broker
-    listed: bool               # both throttled-replica lists name the move's replicas
-    peak: bool = False         # the client load was in a peak phase
-    late_in_peak: bool = False  # ... in its second half
-
-    @property
-    def throttle(self) -> int | None:
-        """The throttle the move runs under: the smaller of the two rates, once both lists and rates are set."""
-        if not self.listed or self.leader_rate is None or self.follower_rate is None:
-            return None
-        return min(self.leader_rate, self.follower_rate)
-
-
-@dataclass
-class MoveResult:
-    mode: str
-    topic: str
-    moved_bytes: int
-    move_seconds: float
-    throttled_seconds: float      # time with a throttle in force
-    throttle_average: float       # time-weighted, over the throttled time
-    throttle_min: int
-    throttle_max: int
-    replication_average: float    # replica growth per second over the throttled time
-    throttle_in_peaks: float | None      # the same two averages over the throttled time in the client's
-    replication_in_peaks: float | None   # peaks, and in its quiet phases
-    throttle_in_quiet: float | None
-    replication_in_quiet: float | None
-    leader_late_in_peaks: float | None  # the source's leader rate in the second halves of the peaks, once
-                                        # the sidecars had time to see the peak: what equal headroom needs low
-    leader_in_quiet: float | None       # ... and in the quiet phases
-    unthrottled_bytes: int        # moved before a throttle was in force (the sidecars' reaction time)
-    unthrottled_seconds: float
-    client_offered_peak: int
-    client_offered_quiet: int
-    client_peak_throughput: float   # bytes/s the consumer received during the move's peak phases
-    client_quiet_throughput: float  # ... and during its quiet phases
-    rates_removed_after: float | None = None  # seconds after the move until the sidecars removed their rates
-    sidecar_pass_seconds: float | None = None  # median time between two passes of a sidecar, during the move
-    samples: list[Sample] = field(default_factory=list, repr=False)
-
-    @property
-    def rate_ratio(self) -> float:
-        """Measured replication rate / throttle: Kafka's ReplicationQuotasTest wants 0.5 < ratio < 1.1."""
-        return self.replication_average / self.throttle_average
-
-    def figures(self) -> dict:
-        figures = {key: value for key, value in asdict(self).items() if key != "samples"}
-        figures["rate_ratio"] = round(self.rate_ratio, 3)
-        return figures
-
-
-class ClientLoad:
-    """The producer (Kafka's ProducerPerformance at a fixed record rate) and the two readers
-    (tests/harness/client_load.py), each a process of its own, so that none competes for this process's GIL
-    with the measurements. `origin` is the start of a peak phase; `wait_for_phase()` waits for the next
-    start of a peak or of a quiet phase.
-    """
-
-    def __init__(self, bootstrap_servers: str, topic: str, profile: LoadProfile, log_dir: Path):
-        self.bootstrap_servers = bootstrap_servers
-        self.topic = topic
-        self.profile = profile
-        self.log_dir = log_dir
-        self.origin = time.monotonic()
-        self.consumed: list[tuple[float, int]] = []  # (monotonic time, bytes) per poll of either reader
-        self._processes: list[subprocess.Popen] = []
-        self._readers: list[threading.Thread] = []
-        self._lock = threading.Lock()
-
-    def start(self) -> ClientLoad:
-        profile, script = self.profile, str(Path(__file__).with_name("client_load.py"))
-        self.origin = time.monotonic() + 2.0
-        self._processes.append(producer_performance(
-            self.bootstrap_servers, self.topic, records=10**9, throughput=profile.produce / RECORD_BYTES,
-            log_file=self.log_dir / "client-produce.log"))
-        for role, arguments in (("tail", []), ("replay", [profile.replay, 0, profile.peak_seconds,
-                                                          profile.quiet_seconds, self.origin])):
-            with open(self.log_dir / f"client-{role}.log", "ab") as errors:
-                process = subprocess.Popen(
-                    [sys.executable, script, role, self.bootstrap_servers, self.topic, *map(str, arguments)],
-                    stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL, text=True)
-            self._processes.append(process)
-            self._readers.append(threading.Thread(target=self._read_consumed, args=(process,), daemon=True))
-            self._readers[-1].start()
-        return self
-
-    def stop(self) -> None:
-        for process in self._processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self._processes:
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for thread in self._readers:
-            thread.join(timeout=5)
-
-    def wait_for_phase(self, peak: bool = True) -> float:
-        """Sleep until the next peak (or quiet) phase begins; its monotonic start time."""
-        origin = self.origin + (0 if peak else self.profile.peak_seconds)
-        elapsed = time.monotonic() - origin
-        start = origin + math.ceil(elapsed / self.profile.period) * self.profile.period
-        time.sleep(max(0.0, start - time.monotonic()))
-        return start
-
-    def throughput(self, start: float, end: float) -> tuple[float, float]:
-        """Bytes/s the consumer received in the peak phases and in the quiet phases of [start, end]."""
-        with self._lock:
-            consumed = [(at, size) for at, size in self.consumed if start <= at < end]
-        totals = {True: 0, False: 0}
-        for at, size in consumed:
-            totals[self.profile.in_peak(at - self.origin)] += size
-        durations = {True: 0.0, False: 0.0}
-        step, at = 0.05, start
-        while at < end:
-            durations[self.profile.in_peak(at - self.origin)] += min(step, end - at)
-            at += step
-        return (totals[True] / durations[True] if durations[True] else 0.0,
-                totals[False] / durations[False] if durations[False] else 0.0)
-
-    def _read_consumed(self, process: subprocess.Popen) -> None:
-        for line in process.stdout:
-            at, size = line.split()
-            with self._lock:
-                self.consumed.append((float(at), int(size)))
-
-
-def producer_performance(bootstrap_servers: str, topic: str, records: int, throughput: float,
-                         log_file: Path) -> subprocess.Popen:
-    """Kafka's own producer at a fixed record rate (harness.kafka_tools)."""
-    return kafka_tools.producer_performance(bootstrap_servers, topic, records, RECORD_BYTES, throughput, log_file,
-                                            acks=1, **{"linger.ms": 5, "batch.size": 8 * RECORD_BYTES,
-                                                       "compression.type": "none"})
 
 
 class MoveLab:
@@ -351,13 +176,16 @@ class MoveLab:
         self.admin.create_topic(self.load_topic, 1, 1, {"retention.bytes": str(64 << 20)})
         for topic in self.move_topics.values():
             self.admin.create_topic(topic, 1, 1)
-        # CreateTopics places the replica anywhere; an empty partition moves to the source at once.
-        self.admin.alter_reassignments({(topic, 0): [SOURCE] for topic in topics})
-        _until(lambda: not self.admin.list_reassignments(), 60, "the new topics on the source broker")
+        # CreateTopics places the replica anywhere; an empty partition moves to its broker at once.
+        sources, move_sizes = dict(self.settings.move_sources), dict(self.settings.move_sizes)
+        placed = {self.load_topic: SOURCE,
+                  **{topic: sources.get(move, SOURCE) for move, topic in self.move_topics.items()}}
+        self.admin.alter_reassignments({(topic, 0): [broker] for topic, broker in placed.items()})
+        _until(lambda: not self.admin.list_reassignments(), 60, "the new topics on their brokers")
         self._wait_for_leaders(topics)
         self.network.set_rate(200_000_000)
         sizes = {self.load_topic: self.settings.load_history_bytes,
-                 **{topic: self.settings.move_bytes for topic in self.move_topics.values()}}
+                 **{topic: move_sizes.get(move, self.settings.move_bytes) for move, topic in self.move_topics.items()}}
         fills = {topic: producer_performance(self.cluster.bootstrap_servers, topic, size // RECORD_BYTES, -1,
                                              self.work_dir / f"fill-{topic}.log") for topic, size in sizes.items()}
         for topic, process in fills.items():
@@ -494,7 +322,7 @@ class MoveLab:
         """Only the move: the running sidecars see it, list its replicas and set the rates."""
         if not any(sidecar.process for sidecar in self.sidecars.values()):
             raise RuntimeError("start_sidecars() first")
-        passes = _PassWatch(self).start()
+        passes = PassWatch(self).start()
         try:
             result = self._move("adaptive", self.move_topics[move])
         finally:
@@ -527,7 +355,7 @@ class MoveLab:
                                    f"{sample.replica_bytes} of {size} bytes at the destination")
             time.sleep(max(0.0, started + sample.at + 0.5 - time.monotonic()))
         ended = started + samples[-1].at
-        return _result(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended))
+        return summarize(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended))
 
     def _sample(self, topic: str, at: float) -> Sample:
         moving = any(move.topic == topic for move in self.admin.list_reassignments())
@@ -544,79 +372,6 @@ class MoveLab:
             str(DESTINATION), {}).get(FOLLOWER_RATE)
         return (None if leader is None else int(leader)), (None if follower is None else int(follower))
 
-
-class _PassWatch:
-    """Notes every sidecar's passes (the `last_poll` of /healthz) while a move runs."""
-
-    def __init__(self, lab: MoveLab):
-        self.lab = lab
-        self.polls: dict[int, set[str]] = {broker: set() for broker in lab.sidecars}
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pass-watch", daemon=True)
-
-    def start(self) -> _PassWatch:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(timeout=10)
-
-    def median_interval(self) -> float | None:
-        from datetime import datetime
-
-        intervals = []
-        for polls in self.polls.values():
-            times = sorted(datetime.fromisoformat(poll.replace("Z", "+00:00")) for poll in polls)
-            intervals += [(b - a).total_seconds() for a, b in zip(times, times[1:])]
-        return round(sorted(intervals)[len(intervals) // 2], 2) if intervals else None
-
-    def _run(self) -> None:
-        while not self._stopped.wait(0.25):
-            for broker in self.polls:
-                health = self.lab.sidecar_get(broker, "/healthz")
-                if health and health["last_poll"]:
-                    self.polls[broker].add(health["last_poll"])
-
-
-def _result(mode: str, topic: str, size: int, samples: list[Sample], load: LoadProfile,
-            client: tuple[float, float]) -> MoveResult:
-    throttled = [(a, b) for a, b in zip(samples, samples[1:]) if a.throttle is not None]
-    if not throttled:
-        raise AssertionError(f"{mode} move of {topic}: no throttle was ever in force; samples: {samples}")
-    seconds = sum(b.at - a.at for a, b in throttled)
-    first = next(s for s in samples if s.throttle is not None)
-    rates = [a.throttle for a, _ in throttled]
-
-    def averages(pairs) -> tuple[float | None, float | None]:
-        time_ = sum(b.at - a.at for a, b in pairs)
-        if not time_:
-            return None, None
-        return (round(sum(a.throttle * (b.at - a.at) for a, b in pairs) / time_),
-                round(sum(b.replica_bytes - a.replica_bytes for a, b in pairs) / time_))
-
-    in_peaks = averages([(a, b) for a, b in throttled if a.peak])
-    in_quiet = averages([(a, b) for a, b in throttled if not a.peak])
-    return MoveResult(
-        mode=mode, topic=topic, moved_bytes=size, move_seconds=round(samples[-1].at, 2),
-        throttled_seconds=round(seconds, 2),
-        throttle_average=round(sum(a.throttle * (b.at - a.at) for a, b in throttled) / seconds),
-        throttle_min=min(rates), throttle_max=max(rates),
-        replication_average=round(sum(b.replica_bytes - a.replica_bytes for a, b in throttled) / seconds),
-        throttle_in_peaks=in_peaks[0], replication_in_peaks=in_peaks[1],
-        throttle_in_quiet=in_quiet[0], replication_in_quiet=in_quiet[1],
-        leader_late_in_peaks=_time_average([(a, b) for a, b in throttled if a.late_in_peak], "leader_rate"),
-        leader_in_quiet=_time_average([(a, b) for a, b in throttled if not a.peak], "leader_rate"),
-        unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
-        client_offered_peak=load.peak, client_offered_quiet=load.produce,
-        client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),
-        samples=samples,
-    )
-
-
-def _time_average(pairs: list[tuple[Sample, Sample]], attribute: str) -> float | None:
-    seconds = sum(b.at - a.at for a, b in pairs)
-    return round(sum(getattr(a, attribute) * (b.at - a.at) for a, b in pairs) / seconds) if seconds else None
 
 
 def _in_thread(function: Callable[[], object]) -> Callable[[], None]:
@@ -641,5 +396,4 @@ def _in_thread(function: Callable[[], object]) -> Callable[[], None]:
 
 def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:
     eventually(condition, timeout, what, retry_on=(AdminError, KafkaError))  # the cluster may not answer yet
-
 

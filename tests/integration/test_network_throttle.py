@@ -24,7 +24,8 @@ the throttle climbed to max% of the link and stayed there.
 
 import pytest
 
-from harness.move_lab import LabSettings, LoadProfile, MoveLab
+from harness.lab_clients import LoadProfile
+from harness.move_lab import LabSettings, MoveLab
 from harness.netns import unavailable_reason
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
