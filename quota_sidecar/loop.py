@@ -130,7 +130,7 @@ class Sidecar:
         reports as the same filesystem): DescribeLogDirs of every broker and the Spark decision, most of a pass
         under a flood, cannot change a factor of 0. The pass then decides as always and writes what differs."""
         at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
-        if not at_limit:
+        if not at_limit or self.decider.factor.factor == 0.0:  # already throttled: the pass's own writes suffice
             return
         writes = self.counters.writes
         try:
