@@ -6,7 +6,8 @@ CONFORMANCE ?= ../shared/conformance
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
-.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean test-chart image test-docker
+.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean test-chart image test-docker \
+        soak-tests
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -51,6 +52,13 @@ spark: venv
 # Real Kafka clusters (and, as root, brokers in network namespaces), real sidecar processes.
 integration: setup
 	$(BIN)/pytest tests/integration
+
+# The integration tests that assert a rate, a size at a moment or a latency (tests/soak_timed.py lists them),
+# RUNS times beside LOAD busy processes: each must pass every run. ~20 min a run on 2 cores.
+RUNS ?= 5
+LOAD ?= 2
+soak-tests: setup
+	$(BIN)/python tests/soak_timed.py --runs $(RUNS) --load $(LOAD) $(if $(K),-k '$(K)')
 
 # The one-way house: fails on an import that goes up a layer, or a circle (setup.cfg [importlinter]).
 imports: venv

@@ -1,9 +1,11 @@
-"""A directory's free space, sampled the way Kafka measures it (statvfs usable bytes), in a thread."""
+"""A directory's free space, sampled the way Kafka measures it (statvfs usable bytes), and a replica's bytes on
+disk, each in a thread."""
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from harness.periodic import Periodic
 
@@ -32,3 +34,39 @@ class DiskSampler(Periodic):
 
     def lowest(self) -> int:
         return min(free for _, free in self.samples)
+
+
+def replica_bytes(log_dir: str, topic: str, partition: int) -> int:
+    """The bytes of a replica's segments on disk: its .log files (the indexes are preallocated, and a segment
+    deleted while they are listed counts as gone)."""
+    total = 0
+    for segment in Path(log_dir, f"{topic}-{partition}").glob("*.log"):
+        try:
+            total += segment.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
+
+
+class ReplicaSampler(Periodic):
+    """Samples a replica's bytes on disk every `every` seconds from entering the block until leaving it, on the
+    test's own clock: no admin request, so a broker that does not answer yet cannot delay a sample."""
+
+    def __init__(self, log_dir: str, topic: str, partition: int, every: float = 0.1):
+        super().__init__(every)
+        self.replica = (log_dir, topic, partition)
+        self.samples: list[tuple[float, int]] = []
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), replica_bytes(*self.replica)))
+
+    def growth(self) -> list[tuple[float, int]]:
+        """(seconds since the first sample that grew, bytes) from that sample to the first at the final size."""
+        samples = list(self.samples)
+        start, final = samples[0][1], samples[-1][1]
+        grown = [index for index, (_, size) in enumerate(samples) if size > start]
+        if not grown:
+            return []
+        end = next(index for index, (_, size) in enumerate(samples) if size == final)
+        first_at = samples[grown[0]][0]
+        return [(at - first_at, size) for at, size in samples[grown[0]:end + 1]]
