@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from harness.disk import ReplicaSampler
+from harness.disk import ReplicaSampler, replica_bytes
 from harness.quota_window import BAND, most_let_through, slope
 from harness.replication_checks import (BROKER_PROPERTIES, MOVE_BYTES, PREFIX, REACTION, TOKEN, broker_configs,
                                         broker_down, cli, create_topic, equal, eventually, lists, own_status, produce,
@@ -79,8 +79,9 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
             assert sidecar_records(store)[("entries", 3, topic, "follower")] == {"entries": ["0:3"]}
         eventually(lambda: equal(3 in admin.describe_partitions([topic])[(topic, 0)].isr, True),
                    REACTION + MOVE_BYTES / rate)
-    growth = replica.growth()
-    assert growth and growth[-1][1] >= MOVE_BYTES, f"the replica did not catch up: {replica.samples[-3:]}"
+    growth, leader = replica.growth(), replica_bytes(cluster.log_dirs(1)[0], topic, 0)
+    assert leader > most_let_through(rate, 0, fetch), f"only {leader} B to catch up: less than the quota lets through"
+    assert growth and growth[-1][1] == leader, f"caught up to {leader} B on the leader: {replica.samples[-3:]}"
     too_fast = [(round(at, 1), size) for at, size in growth if size > most_let_through(rate, at, fetch)]
     assert not too_fast, f"the catch-up outran the override's {rate} B/s: (s from its first fetch, B) {too_fast[:5]}"
     assert slope(growth) >= BAND[0] * rate, f"the catch-up ran at {slope(growth):.0f} B/s under a {rate} B/s throttle"
