@@ -6,7 +6,8 @@ import threading
 
 
 class Periodic:
-    """Calls sample() every `every` seconds in a daemon thread, from entering the block until leaving it."""
+    """Calls sample() every `every` seconds in a daemon thread, from entering the block until leaving it, and
+    once more as it leaves: what happened just before the block's end is in the samples too."""
 
     def __init__(self, every: float):
         self.every = every
@@ -25,6 +26,7 @@ class Periodic:
         while True:
             self.sample()
             if self._stop.wait(self.every):
+                self.sample()
                 return
 
     def sample(self) -> None:

@@ -63,8 +63,9 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
     the emptied list goes with it rather than stay as an empty value.
 
     The replica's bytes are read on disk every 0.1 s from before the restart: each must stay within what
-    Kafka's quota lets through from the first fetch (the rate over its window, and one fetch more), and the
-    catch-up's rate lies in Kafka's band. Unthrottled, the 3 MiB arrive within a second.
+    Kafka's quota lets through from the first fetch (the rate over the time since, one quota window of it at
+    once, and one fetch more), and the catch-up's rate lies in Kafka's band. Unthrottled, the 3 MiB arrive
+    within a second.
     """
     fleet, topic, rate = settled, unique_name, 100_000  # 3 MiB take half a minute
     fetch = int(BROKER_PROPERTIES["replica.fetch.max.bytes"])
