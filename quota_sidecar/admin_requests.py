@@ -26,7 +26,6 @@ _OWN_SOURCES = {
     ("broker", False): ConfigSourceType.DYNAMIC_BROKER_CONFIG,
     ("broker", True): ConfigSourceType.DYNAMIC_DEFAULT_BROKER_CONFIG,
 }
-_MATCH_EXACT, _MATCH_DEFAULT = 0, 1
 
 
 def not_controller(response) -> bool:
@@ -46,13 +45,21 @@ def _components(entity: Entity) -> list[tuple[str, str | None]]:
     return [("user", entity)]
 
 
-def describe_quotas_request(entity: Entity) -> DescribeClientQuotasRequest:
-    component = DescribeClientQuotasRequest.ComponentData
-    # match must be null for a default entity, not kafka-python's default ""
-    matches = [component(entity_type=kind, match_type=_MATCH_DEFAULT, match=None) if name is None else
-               component(entity_type=kind, match_type=_MATCH_EXACT, match=name)
-               for kind, name in _components(entity)]
-    return DescribeClientQuotasRequest(components=matches, strict=True)  # strict: exactly this entity
+def describe_all_quotas_request() -> DescribeClientQuotasRequest:
+    """Every entity with a quota: no component to match, not strict. One round trip however many tenants."""
+    return DescribeClientQuotasRequest(components=[], strict=False)
+
+
+def user_entity(components) -> Entity:
+    """The Entity of a DescribeClientQuotas entry with a user in it (see has_user)."""
+    named = {component.entity_type: component.entity_name for component in components}
+    return named["user"] if set(named) == {"user"} else (named["user"], named["client-id"])
+
+
+def has_user(components) -> bool:
+    """A user, or a user and a client id. Not a client id alone, nor an IP: while a user entity holds a key,
+    those never apply to a user's client for that key."""
+    return {component.entity_type for component in components} in ({"user"}, {"user", "client-id"})
 
 
 def alter_quotas_request(changes: dict[Entity, dict[str, float | None]]) -> AlterClientQuotasRequest:
@@ -64,11 +71,6 @@ def alter_quotas_request(changes: dict[Entity, dict[str, float | None]]) -> Alte
               ops=[entry.OpData(key=key, value=0.0 if value is None else value, remove=value is None)
                    for key, value in keys.items()])
         for user, keys in changes.items()])
-
-
-def entity_label(entity: Entity) -> str:
-    labels = {"user": "the default user", "client-id": "the default client id"}
-    return " and ".join(labels[kind] if name is None else f"{kind} {name!r}" for kind, name in _components(entity))
 
 
 # -------------------------------------------------------------- configs

@@ -78,11 +78,16 @@ class ClusterStore:
 
     def put(self, key: str, value: dict) -> None:
         """Write `value` under `key`; returns once every in-sync replica has it (acks=all)."""
-        self._write(key, json.dumps(value, sort_keys=True).encode())
+        self.write_many({key: value})
 
     def delete(self, key: str) -> None:
         """Write a tombstone: the key disappears from read_all and, after compaction, from the topic."""
-        self._write(key, None)
+        self.write_many({key: None})
+
+    def write_many(self, changes: Mapping[str, dict | None]) -> None:
+        """put (a value) or delete (None) each key; one wait for all of them, not one per key."""
+        self._write(*[(key, None if value is None else json.dumps(value, sort_keys=True).encode())
+                      for key, value in changes.items()])
 
     def close(self, timeout: float = 10.0) -> None:
         """Bounded: a write stuck behind a throttle must not keep a stopping sidecar alive."""
@@ -98,15 +103,20 @@ class ClusterStore:
             self._producer = self._consumer = None
         self._admin.close()
 
-    def _write(self, key: str, value: bytes | None) -> None:
-        writing = f"writing {key!r} to {self.topic}"
+    def _write(self, *records: tuple[str, bytes | None]) -> None:
+        if not records:
+            return
+        writing = f"writing {records[0][0]!r}" + (f" and {len(records) - 1} more" if len(records) > 1 else "")
+        writing += f" to {self.topic}"
         with self._lock:
             producer = self._ready_producer()
         with deadline.within(self._timeout_ms / 1000, writing), self._naming_the_cause():
             try:
                 producer.config["max_block_ms"] = _ms(writing)  # read by each send: waiting for metadata
-                sent = producer.send(self.topic, key=key.encode(), value=value, partition=0)
-                sent.get(timeout=deadline.left(doing=writing))
+                sent = [producer.send(self.topic, key=key.encode(), value=value, partition=0)
+                        for key, value in records]
+                for each in sent:
+                    each.get(timeout=deadline.left(doing=writing))
             except Errors.KafkaError as error:
                 raise admin_error(error, writing) from error
 

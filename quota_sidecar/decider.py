@@ -81,10 +81,13 @@ class Decider:
         self.history: History = {}  # each volume's measurements within the fill window
         self.known_violations: tuple[dict, ...] = ()  # from the last successful poll
         self.missing: set[int] = set()  # brokers seen before, absent for longer than the validity
+        self.tenant_rates: dict = {}  # from the last poll that read them, for the local verdict and failed polls
         self.last: Decision | None = None
 
     def decide(self, observation: Observation) -> Decision:
         previous = self.factor
+        if observation.tenant_rates is not None:
+            self.tenant_rates = dict(observation.tenant_rates)
         error = observation.error
         violations: tuple[dict, ...] = ()
         judged: tuple[dict, ...] = ()
@@ -128,7 +131,7 @@ class Decider:
             throttle_factor=self.factor.factor,
             source=self.factor.source,
             valid_from=self.factor.valid_from,
-            client_quotas=quotas.wanted(self.config.quotas, self.factor.factor),
+            client_quotas=quotas.wanted(self.config.quotas, self.factor.factor, self.tenant_rates),
             volumes=volumes,
             violations=violations,
             judged=judged,
@@ -143,10 +146,11 @@ class Decider:
 
     def judged_locally(self, at: datetime) -> quotas.ClientQuotas:
         """The quotas of a volume of this broker that its statvfs sample shows at the hard limit: the factor is
-        0 whatever the other volumes hold (it is the smallest of theirs), so no cluster view is needed. A poll
-        that fails after it keeps that factor for the validity duration, as after any violation."""
+        0 whatever the other volumes hold (it is the smallest of theirs), so no cluster view is needed, and the
+        tenants are those the last poll read. A poll that fails after it keeps that factor for the validity
+        duration, as after any violation."""
         self.factor = after_success(self.factor, 0.0, at)
-        return quotas.wanted(self.config.quotas, 0.0)
+        return quotas.wanted(self.config.quotas, 0.0, self.tenant_rates)
 
     def decide_replication(self, observation: ReplicationObservation) -> ReplicationDecision:
         """The replication throttles alone, with the violations of the last successful storage poll for

@@ -38,6 +38,10 @@ class SidecarCollector:
         source.add_metric([factor.source], 1)
         yield source
         yield _quotas_in_force(snapshot.quotas_in_force)
+        yield _gauge("tenant_quotas", "Quota entities above the default user with a producer rate of their own.",
+                     snapshot.tenants.with_a_rate_of_their_own)
+        yield _gauge("tenant_quotas_throttled", "Of those, the ones whose producer rate in force is the throttle's.",
+                     snapshot.tenants.throttled)
         yield _counter("fallback_applied", "Times the fallback throttle factor took over.", counters.fallback_applied)
         yield _counter("limit_violated", "Volumes found violating the storage limit, summed over polls.",
                        counters.limit_violations)

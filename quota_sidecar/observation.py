@@ -14,10 +14,11 @@ LEADER, FOLLOWER = "leader", "follower"
 ROLES = (LEADER, FOLLOWER)
 UNLIMITED = 2**63 - 1  # Kafka's "no limit" (Long.MAX_VALUE), for quotas and rates alike
 
-# A user name; None is the default user; (None, client id) is that client id of every user without a quota
-# of its own. The sidecar's own clients use SIDECAR_CLIENT_ID and get an unlimited entity of that form,
-# so the throttle it sets on the default user never stops the sidecar writing its records.
-Entity = str | None | tuple[None, str]
+# A client quota entity with a user in it: a user name, None for the default user, or (user, client id), where
+# None stands for the default of either. The sidecar's own clients use SIDECAR_CLIENT_ID and get an unlimited
+# (None, client id) entity, so the throttle it sets on the default user never stops the sidecar writing its
+# records.
+Entity = str | None | tuple[str | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -151,5 +152,8 @@ class Observation:
     replication: ReplicationObservation | None = None  # when replication throttles are on
     local_samples: tuple[Volume, ...] = ()  # this broker's own dirs between polls (the local watch): fill history
     published_volumes: tuple[Volume, ...] = ()  # the sidecars' znode volumes (zookeeper.connect), for status
+    # The producer rate each tenant entity had before the sidecars throttled it (quotas.tenant_rates); None
+    # when the poll did not read them
+    tenant_rates: Mapping[Entity, float | None] | None = None
 
 

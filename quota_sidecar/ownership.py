@@ -107,6 +107,18 @@ def carry_out(writes: list[Write], store, record_key: Callable[[Target], str],
             store.delete(key)
 
 
+def carry_out_together(writes: list[Write], store, record_key: Callable[[Target], str],
+                       apply_all: Callable[[list[Write]], None], on_change: Callable[[Write], None]) -> None:
+    """carry_out in three round trips however many writes: every record first, then every value changed (one
+    request, in the writes' order), then the records let go of."""
+    store.write_many({record_key(write.target): write.record().stored() for write in writes if not write.forget})
+    apply_all([write for write in writes if write.changes])
+    for write in writes:
+        if write.changes or write.left_alone:
+            on_change(write)
+    store.write_many({record_key(write.target): None for write in writes if write.forget})
+
+
 def left_alone_reason(write: Write, shown: Callable[[float | None], str]) -> str:
     """One line's end for a target left alone: what is in force, what the sidecar had written."""
     then = "forgotten" if write.forget else "left alone until the sidecar lets go of it"

@@ -2,17 +2,24 @@
 
 Kafka's dynamic quotas give each principal its own budget: the default-user entity's producer_byte_rate
 is a per-principal limit, not one budget shared by all clients of a broker as with a broker plugin.
+
+Kafka applies, per key, the most specific entity that sets it: user + client id, user + default client id,
+user, default user + client id, default user + default client id, then the default user. A tenant (any
+entity above the default user with a producer rate of its own, as Strimzi's User Operator writes a
+KafkaUser's quotas) would never feel the default user's throttle, so a throttle scales each tenant's own
+rate by the factor too; the rate it had goes back when the throttle lifts (ownership.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple
 
 from .config import QuotaConfig
 from .observation import UNLIMITED as LONG_MAX, Entity
 from .properties import SIDECAR_CLIENT_ID
+from .records import Owned
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
 QUOTA_KEYS = (PRODUCE, FETCH, REQUEST)
@@ -30,11 +37,13 @@ class ClientQuotas:
     excluded_users: tuple[str, ...]
     excluded_keys: tuple[str, ...] = (PRODUCE,)  # the keys that could ever limit the default user
     sidecar_client_id: str = SIDECAR_CLIENT_ID
+    tenants: Mapping[Entity, float | None] = field(default_factory=dict)  # producer rate wanted of each tenant
 
     def entities(self) -> dict[Entity, dict[str, float | None]]:
         """In write order: the sidecar's own clients are exempt before the default user is throttled."""
         excluded = {key: UNLIMITED for key in self.excluded_keys}
         return {(None, self.sidecar_client_id): dict(excluded), None: dict(self.default_user),
+                **{tenant: {PRODUCE: rate} for tenant, rate in self.tenants.items()},
                 **{user: dict(excluded) for user in self.excluded_users}}
 
     def to_json(self) -> dict:
@@ -42,8 +51,9 @@ class ClientQuotas:
                 "excluded_users": list(self.excluded_users)}
 
 
-def wanted(config: QuotaConfig, factor: float) -> ClientQuotas:
-    """producer = max(1, floor(produce x factor)); without `produce`, unlimited above 0 and 1 at factor 0."""
+def wanted(config: QuotaConfig, factor: float, tenant_rates: Mapping[Entity, float | None] = {}) -> ClientQuotas:
+    """producer = max(1, floor(produce x factor)); without `produce`, unlimited above 0 and 1 at factor 0.
+    Below factor 1 each tenant gets max(1, floor(its own rate x factor)); at 1, nothing from the sidecar."""
     if config.produce is not None:
         producer = float(max(1, math.floor(config.produce * factor)))
     else:
@@ -53,7 +63,35 @@ def wanted(config: QuotaConfig, factor: float) -> ClientQuotas:
         excluded_users=config.excluded_principals,
         excluded_keys=(PRODUCE,) + ((FETCH,) if config.fetch else ()) + ((REQUEST,) if config.request else ()),
         sidecar_client_id=config.sidecar_client_id,
+        tenants={tenant: None if factor >= 1 or own is None else float(max(1, math.floor(own * factor)))
+                 for tenant, own in tenant_rates.items()},
     )
+
+
+def tenant_rates(in_force: Mapping[Entity, Quotas], owned: Mapping[tuple[Entity, str], Owned],
+                 config: QuotaConfig) -> dict[Entity, float | None]:
+    """The producer rate each tenant had before the sidecars throttled it: what is in force, or for an entity the
+    sidecars wrote, the value they replaced (None: it had none). Excluded principals and the sidecar's own client
+    id are not tenants; every tenant the sidecars wrote stays one until handed back."""
+    def tenant(entity: Entity) -> bool:
+        user, client_id = entity if isinstance(entity, tuple) else (entity, None)
+        return (entity is not None and user not in config.excluded_principals
+                and client_id != config.sidecar_client_id)
+
+    rates = {entity: keys[PRODUCE] for entity, keys in in_force.items() if PRODUCE in keys and tenant(entity)}
+    rates.update({entity: mine.replaced for (entity, key), mine in owned.items() if key == PRODUCE and tenant(entity)})
+    return rates
+
+
+class TenantCount(NamedTuple):
+    with_a_rate_of_their_own: int
+    throttled: int  # whose producer rate in force is the one the sidecar wants below factor 1
+
+
+def tenant_count(wanted_quotas: ClientQuotas, in_force: Mapping[Entity, Quotas]) -> TenantCount:
+    throttled = sum(rate is not None and in_force.get(tenant, {}).get(PRODUCE) == rate
+                    for tenant, rate in wanted_quotas.tenants.items())
+    return TenantCount(len(wanted_quotas.tenants), throttled)
 
 
 def targets(wanted_quotas: ClientQuotas) -> dict[tuple[Entity, str], float | None]:
@@ -65,10 +103,12 @@ def flatten(in_force: Mapping[Entity, Quotas]) -> dict[tuple[Entity, str], float
     return {(entity, key): value for entity, keys in in_force.items() for key, value in keys.items()}
 
 
-def entity_label(entity: Entity) -> str:
-    if isinstance(entity, tuple):
-        return f"client-id {entity[1]} (sidecar)"
-    return "<default user>" if entity is None else f"User:{entity}"
+def entity_label(entity: Entity, sidecar_client_id: str = SIDECAR_CLIENT_ID) -> str:
+    user, client_id = entity if isinstance(entity, tuple) else (entity, ())
+    if entity == (None, sidecar_client_id):
+        return f"client-id {client_id} (sidecar)"
+    shown = "<default user>" if user is None else f"User:{user}"
+    return shown if client_id == () else f"{shown} client-id " + ("<default>" if client_id is None else client_id)
 
 
 def target_label(target: tuple[Entity, str]) -> str:

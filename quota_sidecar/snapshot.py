@@ -13,6 +13,7 @@ from .config import SidecarConfig
 from .cordoning import CordonView
 from .decider import Decision
 from .observation import Entity, ReplicationObservation
+from .quotas import TenantCount
 from .throttle_factor import FactorState
 from .throttles import ReplicationDecision
 
@@ -62,3 +63,4 @@ class Snapshot:
     replication: ReplicationView | None = None
     local_watch: LocalWatchView | None = None
     cordons: CordonView | None = None  # with this sidecar's broker known
+    tenants: TenantCount = TenantCount(0, 0)  # entities with a producer rate of their own, throttled

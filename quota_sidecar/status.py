@@ -40,6 +40,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
                     | _published(volume, decision.published_volumes) for volume in decision.volumes] if decision else [],
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
                             sorted(snapshot.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
+        "tenants": snapshot.tenants._asdict(),
     }
     if snapshot.replication is not None:
         status["replication"] = _replication(snapshot.replication)
@@ -151,7 +152,9 @@ def render(status: dict) -> str:
     lines += ["", "client quotas in force (read back from the cluster):",
               table(["entity", *quotas.QUOTA_KEYS],
                     [[q["entity"], *(_shown_rate(q[key]) for key in quotas.QUOTA_KEYS)]
-                     for q in status["quotas_in_force"]])]
+                     for q in status["quotas_in_force"]]),
+              "tenants (entities above the default user with a producer rate of their own): "
+              f"{status['tenants']['with_a_rate_of_their_own']}, throttled: {status['tenants']['throttled']}"]
     if "cordoned" in status:
         lines += ["", _render_cordoned(status["cordoned"])]
     if "replication" in status:

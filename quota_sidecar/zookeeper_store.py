@@ -10,6 +10,7 @@ sidecars never lose each other's updates. A znode holds up to 1 MiB (jute.maxbuf
 from __future__ import annotations
 
 import json
+from typing import Mapping
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -30,11 +31,24 @@ class ZooKeeperStore:
         return self.session.call(f"reading {STATE_PATH}", self._read)[0]
 
     def put(self, key: str, value: dict) -> None:
-        stored = json.loads(json.dumps(value, sort_keys=True))  # what a reader gets back, as the topic store
-        self.session.call(f"writing {key!r} to {STATE_PATH}", self._update, lambda records: records.update({key: stored}))
+        self.write_many({key: value})
 
     def delete(self, key: str) -> None:
-        self.session.call(f"deleting {key!r} from {STATE_PATH}", self._update, lambda records: records.pop(key, None))
+        self.write_many({key: None})
+
+    def write_many(self, changes: Mapping[str, dict | None]) -> None:
+        """put (a value) or delete (None) each key, in one compare-and-set of the znode."""
+        stored = json.loads(json.dumps(changes, sort_keys=True))  # what a reader gets back, as the topic store
+
+        def change(records: dict) -> None:
+            for key, value in stored.items():
+                if value is None:
+                    records.pop(key, None)
+                else:
+                    records[key] = value
+        first = next(iter(changes), None)
+        self.session.call(f"writing {first!r}" + (f" and {len(changes) - 1} more" if len(changes) > 1 else "")
+                          + f" to {STATE_PATH}", self._update, change)
 
     def close(self) -> None:
         self.session.close()

@@ -10,21 +10,36 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, read_classpath
+from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
 
 TOOLS_CLASSPATH_FILE = DEFAULT_CLASSPATH_FILE.with_name("kafka-tools.classpath")
 REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
 
 
-def tool_command(main_class: str, *arguments: str) -> list[str]:
-    return ["java", *DEFAULT_JVM_OPTIONS, "-cp", read_classpath(TOOLS_CLASSPATH_FILE), main_class, *arguments]
+# kafka-configs: in Kafka's core jar up to 3.9 (the ZooKeeper-mode brokers' classpath); neither 4.4.0's core nor
+# kafka-tools 4.3.1 on Maven Central holds it. It talks to 4.4 brokers over the Admin API as any 3.9 client.
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 
 
-def run_tool(main_class: str, *arguments: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def tool_command(main_class: str, *arguments: str, classpath_file: Path = TOOLS_CLASSPATH_FILE) -> list[str]:
+    return ["java", *DEFAULT_JVM_OPTIONS, "-cp", read_classpath(classpath_file), main_class, *arguments]
+
+
+def run_tool(main_class: str, *arguments: str, timeout: float = 120,
+             classpath_file: Path = TOOLS_CLASSPATH_FILE) -> subprocess.CompletedProcess:
     """One tool run to its end, its output kept (stdout and stderr apart)."""
-    return subprocess.run(tool_command(main_class, *arguments), capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(tool_command(main_class, *arguments, classpath_file=classpath_file), capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def kafka_configs(bootstrap_servers: str, *arguments: str) -> str:
+    """`kafka-configs --bootstrap-server … <arguments>`, as an operator runs it; its output, or AssertionError
+    with it when the tool fails."""
+    done = run_tool(CONFIG_COMMAND, "--bootstrap-server", bootstrap_servers, *arguments,
+                    classpath_file=ZOOKEEPER_CLASSPATH_FILE)
+    assert done.returncode == 0, f"kafka-configs {' '.join(arguments)}: {done.stderr or done.stdout}"
+    return done.stdout
 
 
 def start_tool(main_class: str, *arguments: str, log_file: Path, niceness: int = 0) -> subprocess.Popen:

@@ -23,6 +23,10 @@ class MemoryStore:
     def delete(self, key):
         self.values.pop(key, None)
 
+    def write_many(self, changes):
+        for key, value in changes.items():
+            self.delete(key) if value is None else self.put(key, value)
+
     def read_all(self, create=True):
         return dict(self.values)
 
@@ -118,8 +122,8 @@ class PollFailsAdmin:
     def live_broker_ids(self):
         raise RetryableAdminError("DescribeCluster failed: timed out (injected)")
 
-    def describe_user_quotas(self, entities):
-        return {entity: {} for entity in entities}
+    def describe_user_quotas(self, entities=None):
+        return {entity: {} for entity in entities or ()}
 
     def alter_user_quotas(self, changes):
         pass

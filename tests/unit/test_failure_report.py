@@ -34,6 +34,10 @@ class FlakyStore:
     def delete(self, key):
         pass
 
+    def write_many(self, changes):
+        for key, value in changes.items():
+            self.delete(key) if value is None else self.put(key, value)
+
     def close(self):
         pass
 
@@ -47,8 +51,8 @@ class OneBrokerAdmin:
     def describe_volumes(self, brokers, now):
         return [Volume(1, "/data", 100 * MiB, 80 * MiB, now)]
 
-    def describe_user_quotas(self, entities):
-        return {entity: {} for entity in entities}
+    def describe_user_quotas(self, entities=None):
+        return {entity: {} for entity in entities or ()}
 
     def alter_user_quotas(self, changes):
         pass

@@ -60,6 +60,10 @@ class RecordingStore:
         self.records.pop(key, None)
         self.log.append(("delete", key))
 
+    def write_many(self, changes):
+        for key, value in changes.items():
+            self.delete(key) if value is None else self.put(key, value)
+
 
 def test_carry_out_never_writes_a_value_left_alone_even_when_forced():
     store, applied, told = RecordingStore(), [], []

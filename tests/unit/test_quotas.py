@@ -82,3 +82,58 @@ def test_restore_returns_every_recorded_target():
 def test_a_restored_target_already_back_is_only_forgotten():
     [write] = ownership.restore({}, {(None, FETCH): Owned(None, None)})
     assert write.forget and not write.changes
+
+
+# ---------------------------------------------------------------- tenants: entities that outrank the default user
+
+ALICE, ALICE_APP, ANY_USER_APP = "alice", ("alice", "app"), (None, "app")
+IN_FORCE = {
+    None: {PRODUCE: 1000.0},                                  # the default user: the sidecar's own target
+    (None, quotas.SIDECAR_CLIENT_ID): {PRODUCE: UNLIMITED},   # the sidecar's own clients
+    ALICE: {PRODUCE: 1e9, FETCH: 5e6}, ALICE_APP: {PRODUCE: 4e6}, ANY_USER_APP: {PRODUCE: 2e6},
+    ("alice", None): {FETCH: 1e6},                            # no producer rate: the default user's applies
+    "ops": {PRODUCE: UNLIMITED}, ("ops", "tool"): {PRODUCE: 10.0},  # an excluded principal
+    ("bob", quotas.SIDECAR_CLIENT_ID): {PRODUCE: 5.0},
+}
+
+
+def test_every_entity_above_the_default_user_with_a_producer_rate_is_a_tenant_except_the_sidecars_and_excluded():
+    rates = quotas.tenant_rates(IN_FORCE, {}, QuotaConfig(excluded_principals=("ops",)))
+    assert rates == {ALICE: 1e9, ALICE_APP: 4e6, ANY_USER_APP: 2e6}
+
+
+def test_a_tenant_the_sidecars_throttled_keeps_the_rate_it_had_before_as_its_own():
+    in_force = {ALICE: {PRODUCE: 1.0}}  # written by the sidecars; and bob's quota was deleted meanwhile
+    owned = {(ALICE, PRODUCE): Owned(1e9, 1.0), ("bob", PRODUCE): Owned(3e6, 1.0), (None, PRODUCE): Owned(None, 1.0)}
+    assert quotas.tenant_rates(in_force, owned, QuotaConfig()) == {ALICE: 1e9, "bob": 3e6}
+
+
+@pytest.mark.parametrize("factor, expected", [(1.0, None), (0.5, 5e8), (0.0, 1.0), (1e-12, 1.0)])
+def test_each_tenants_own_rate_is_scaled_by_the_factor(factor, expected):
+    wanted = quotas.wanted(QuotaConfig(produce=1000), factor, {ALICE: 1e9})
+    assert wanted.tenants == {ALICE: expected}
+    assert wanted.entities()[ALICE] == {PRODUCE: expected}
+
+
+def test_the_throttle_lifted_hands_each_tenant_back_its_own_rate_unless_someone_changed_it():
+    wanted = quotas.wanted(QuotaConfig(produce=1000), 1.0, {ALICE: 1e9, "bob": 3e6})
+    owned = {(ALICE, PRODUCE): Owned(1e9, 1.0), ("bob", PRODUCE): Owned(3e6, 1.0)}
+    in_force = {(ALICE, PRODUCE): 1.0, ("bob", PRODUCE): 7e6}  # an operator raised bob's meanwhile
+    writes = {write.target: write for write in ownership.plan(quotas.targets(wanted), in_force, owned)}
+    assert (writes[(ALICE, PRODUCE)].new, writes[(ALICE, PRODUCE)].forget) == (1e9, True)
+    assert writes[("bob", PRODUCE)].left_alone and writes[("bob", PRODUCE)].forget
+
+
+def test_tenants_throttled_are_those_whose_rate_in_force_is_the_throttles():
+    wanted = quotas.wanted(QuotaConfig(), 0.0, {ALICE: 1e9, "bob": 3e6, "carol": None})
+    count = quotas.tenant_count(wanted, {ALICE: {PRODUCE: 1.0}, "bob": {PRODUCE: 3e6}})
+    assert count == quotas.TenantCount(with_a_rate_of_their_own=3, throttled=1)
+
+
+@pytest.mark.parametrize("entity, label", [
+    (None, "<default user>"), ("alice", "User:alice"), (ALICE_APP, "User:alice client-id app"),
+    (ANY_USER_APP, "<default user> client-id app"), (("alice", None), "User:alice client-id <default>"),
+    ((None, quotas.SIDECAR_CLIENT_ID), f"client-id {quotas.SIDECAR_CLIENT_ID} (sidecar)"),
+])
+def test_entity_labels_name_each_component(entity, label):
+    assert quotas.entity_label(entity) == label

@@ -1,0 +1,135 @@
+"""Every producer is throttled, also a principal with a quota of its own (a tenant).
+
+Kafka applies, per key, the most specific quota entity that sets it, so a producer whose principal has a
+producer_byte_rate of its own never feels the default user's. Three tenants flood broker 3's small log dir at
+once with Kafka's own Java producer over SASL, their quotas set with kafka-configs as an operator (or
+Strimzi's User Operator) sets them: alice with a user quota, bob with a user + client-id quota, carol through
+the client id carol-app, which has a quota for every user. The sidecar beside broker 3 runs at the default
+check interval: its local watch's verdict must throttle each tenant's own entity, and the filesystem never
+fills. `ops`, an excluded principal with a quota of its own, is left as it is.
+
+When the disk has room again each tenant gets its own rate back, except bob, whose quota an operator raised
+during the throttle: it stays the operator's.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from datetime import datetime, timezone
+
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from harness.disk import DiskSampler
+from harness.kafka_tools import kafka_configs, producer_performance
+from harness.sidecar_process import SidecarProcess
+from harness.waiting import eventually
+from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.cluster_store import ClusterStore
+from quota_sidecar import records
+from quota_sidecar.properties import PREFIX, SIDECAR_CLIENT_ID
+from quota_sidecar.quotas import PRODUCE, entity_label
+
+pytestmark = pytest.mark.integration
+MiB = 1 << 20
+LIMIT = 256 * MiB
+FILESYSTEM = LIMIT + 160 * MiB  # a margin three full-speed Java producers cross in a second or two
+RECORD = 16 << 10
+FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.requests.per.connection": 5,
+         "compression.type": "none", "delivery.timeout.ms": 30000, "request.timeout.ms": 20000}
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret",
+         "ops": "ops-secret"}
+OWN_RATE, OPS_RATE, RAISED = 1_000_000_000, 123_456, 2_000_000_000
+# principal -> (client id, the entity whose producer rate applies to it, kafka-configs' words for that entity)
+TENANTS = {
+    "alice": ("alice-app", "alice", ["--entity-type", "users", "--entity-name", "alice"]),
+    "bob": ("bob-app", ("bob", "bob-app"),
+            ["--entity-type", "users", "--entity-name", "bob", "--entity-type", "clients", "--entity-name", "bob-app"]),
+    "carol": ("carol-app", (None, "carol-app"),
+              ["--entity-type", "users", "--entity-default", "--entity-type", "clients", "--entity-name", "carol-app"]),
+}
+OPS = ["--entity-type", "users", "--entity-name", "ops"]
+
+
+@pytest.fixture
+def tenants_cluster(make_kafka_cluster, unique_name):
+    cluster = make_kafka_cluster(users=USERS, small_log_dirs={(3, 0): FILESYSTEM},
+                                 broker_properties={"log.segment.bytes": str(32 * MiB), "file.delete.delay.ms": "1000",
+                                                    "log.segment.delete.delay.ms": "1000"})
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(unique_name, replica_assignments={0: [3]})])
+    for _, _, entity in TENANTS.values():
+        kafka_configs(cluster.bootstrap_servers, "--alter", *entity, "--add-config", f"producer_byte_rate={OWN_RATE}")
+    kafka_configs(cluster.bootstrap_servers, "--alter", *OPS, "--add-config", f"producer_byte_rate={OPS_RATE}")
+    return cluster, cluster.log_dirs(3)[0], unique_name
+
+
+def test_every_tenant_is_throttled_by_its_own_entity_and_gets_its_rate_back(tenants_cluster, tmp_path):
+    cluster, small_dir, topic = tenants_cluster
+    sidecar = SidecarProcess("sidecar-3", tmp_path, {
+        "node.id": 3, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
+        PREFIX + "storage.local.log.dirs": small_dir, PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT,
+        PREFIX + "produce": 1 << 30, PREFIX + "excluded.principal.name.list": "User:ops"})
+    with sidecar, ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+        sidecar.wait_ready()
+        with DiskSampler(small_dir, every=0.01) as free:
+            started = time.monotonic()
+            producers = [tenant_flood(cluster, topic, user, tmp_path) for user in TENANTS]
+            try:
+                throttled = [sidecar.wait_for_line(rf"quota {re.escape(entity_label(entity))} producer_byte_rate: "
+                                                   rf"{OWN_RATE} -> 1$", timeout=120, after=started)
+                             for _, entity, _ in TENANTS.values()]
+                time.sleep(5)  # what is still in flight lands, or not
+            finally:
+                for producer in producers:
+                    producer.send_signal(signal.SIGTERM)
+                for producer in producers:
+                    producer.wait(30)
+        crossed = free.crossed_at(LIMIT)
+        print(f"margin crossed {crossed - started:.2f} s after the floods began; tenants throttled "
+              f"{max(line.at for line in throttled) - crossed:+.2f} s from it; lowest free {free.lowest() / MiB:.1f} MiB")
+        assert free.lowest() > 0, "the filesystem filled up"
+        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
+        assert volume.error is None, f"the log dir went offline: {volume.error}"
+        entities = [entity for _, entity, _ in TENANTS.values()]
+        assert producer_rates(admin, [*entities, "ops"]) == [1.0, 1.0, 1.0, OPS_RATE]
+        assert sidecar.status()["tenants"] == {"with_a_rate_of_their_own": 3, "throttled": 3}
+        assert recorded_tenants(cluster) == sorted(map(str, entities)), "the sidecar's own records were not written"
+
+        # An operator raises bob's quota during the throttle; the disk gets room again.
+        kafka_configs(cluster.bootstrap_servers, "--alter", *TENANTS["bob"][2],
+                      "--add-config", f"producer_byte_rate={RAISED}")
+        deleted = time.monotonic()
+        with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as client:
+            client.delete_topics([topic])
+        sidecar.wait_for_line(rf"quota {re.escape(entity_label('alice'))} producer_byte_rate: 1 -> {OWN_RATE}$",
+                              timeout=150, after=deleted)  # the next regular pass, a minute after the last
+        eventually(lambda: producer_rates(admin, [*entities, "ops"]) == [OWN_RATE, RAISED, OWN_RATE, OPS_RATE], 10)
+        assert sidecar.first_line(rf"{re.escape(entity_label(('bob', 'bob-app')))} producer_byte_rate: "
+                                  rf"{RAISED} in force, changed by someone else", after=deleted) is not None
+        eventually(lambda: recorded_tenants(cluster) == [], 10)  # forgotten once handed back
+
+
+def tenant_flood(cluster, topic: str, user: str, work_dir):
+    client_id = TENANTS[user][0]
+    login = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" '
+             f'password="{USERS[user]}";')
+    return producer_performance(cluster.sasl_bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD, -1,
+                                work_dir / f"producer-{user}.log", **FLOOD, **{
+                                    "client.id": client_id, "security.protocol": "SASL_PLAINTEXT",
+                                    "sasl.mechanism": "PLAIN", "sasl.jaas.config": login})
+
+
+def producer_rates(admin: ClusterAdmin, entities) -> list[float | None]:
+    in_force = admin.describe_user_quotas(entities)
+    return [in_force[entity].get(PRODUCE) for entity in entities]
+
+
+def recorded_tenants(cluster) -> list[str]:
+    """The tenant entities the sidecars' records hold a producer rate of (the sidecar's own entities left out)."""
+    with ClusterStore({"bootstrap_servers": cluster.bootstrap_servers.split(",")}) as store:
+        owned = records.owned(records.parse(store.read_all()), records.QUOTA)
+    return sorted(str(entity) for entity, key in owned
+                  if key == PRODUCE and entity not in (None, (None, SIDECAR_CLIENT_ID)))
