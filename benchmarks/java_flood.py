@@ -7,6 +7,7 @@ or without the local watch; then ProducerPerformance (16 KiB records, acks=all, 
 at full speed (`--throughput -1`) or at 40 MB/s into a one-partition topic there. statvfs of the dir
 every 10 ms; the sidecar's /metrics every 0.1 s for the wall time of each pass. The local watch is off,
 on, or on with a lead time (`storage.per.volume.limit.lead.time` PT10S, `storage.fill.window` PT5S).
+(one_run can also make the producer a tenant with a producer rate of its own: tenant_verdict.py.)
 Per run:
 
 - crossing: the first sample with available bytes <= LIMIT;
@@ -24,6 +25,7 @@ Per run:
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import tempfile
 import time
@@ -33,8 +35,8 @@ from pathlib import Path
 from common import MiB, LoadWatch, PassWatch, Result, Stats, cell, create_topics, print_result, provenance, \
     sidecar_properties, sidecar_running, table, this_command
 from harness.disk import DiskSampler
-from harness.kafka_tools import producer_performance
-from harness.local_cluster import LocalKafkaCluster
+from harness.kafka_tools import kafka_configs, producer_performance
+from harness.local_cluster import DEFAULT_USERS, LocalKafkaCluster
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.errors import AdminError
 
@@ -45,6 +47,11 @@ SPEEDS = {"full speed": -1, "40 MB/s": 40_000_000 / RECORD}
 WATCH = {"off": {"storage.local.watch.interval": "PT0S"}, "on": {},
          "lead": {"storage.per.volume.limit.lead.time": "PT10S", "storage.fill.window": "PT5S"}}
 WATCH_NAMES = {"off": "off", "on": "on", "lead": "on, lead time PT10S"}
+# tenant -> (principal, client id, kafka-configs' entity, the sidecar's label of it); None: the default user
+TENANTS = {"none": None,
+           "user": ("alice", "alice-app", ["--entity-type", "users", "--entity-name", "alice"], "User:alice"),
+           "user + client id": ("bob", "bob-app", ["--entity-type", "users", "--entity-name", "bob", "--entity-type",
+                                                   "clients", "--entity-name", "bob-app"], "User:bob client-id bob-app")}
 FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.requests.per.connection": 5,
          "compression.type": "none", "delivery.timeout.ms": 30000, "request.timeout.ms": 20000}
 
@@ -60,10 +67,12 @@ def stalled_at(samples: list[tuple[float, int]], after: float) -> float | None:
     return None
 
 
-def one_run(interval: str, watch: str, speed: float, work_dir: Path, niceness: int = 0) -> dict:
+def one_run(interval: str, watch: str, speed: float, work_dir: Path, niceness: int = 0, tenant: str = "none") -> dict:
+    """One flood; `tenant` (of TENANTS) makes the producer a principal with a producer rate of its own."""
     with LocalKafkaCluster(brokers=1, small_log_dirs={(1, 0): LIMIT + MARGIN}) as cluster:
         small_dir = cluster.log_dirs(1)[0]
         create_topics(cluster.bootstrap_servers, {"flood": {"assignments": {0: [1]}}})
+        client, throttled = as_tenant(cluster, TENANTS[tenant])
         keys = {"storage.check.interval": interval, "storage.per.volume.limit.min.available.bytes": LIMIT,
                 "produce": 1 << 30, "storage.local.log.dirs": small_dir, **WATCH[watch]}
         properties = {"node.id": 1, **sidecar_properties(cluster.bootstrap_servers, **keys)}
@@ -72,20 +81,21 @@ def one_run(interval: str, watch: str, speed: float, work_dir: Path, niceness: i
             with DiskSampler(small_dir, every=0.01) as disk, PassWatch(sidecar, every=0.1) as passes:
                 first_pass = int(sidecar.metrics()["quota_sidecar_polls_total"]) + 1
                 started = time.monotonic()
-                producer = producer_performance(cluster.bootstrap_servers, "flood", 4 * (LIMIT + MARGIN) // RECORD,
-                                                RECORD, speed, work_dir / "producer.log", niceness, **FLOOD)
+                producer = producer_performance(client.pop("bootstrap.servers"), "flood",
+                                                4 * (LIMIT + MARGIN) // RECORD, RECORD, speed,
+                                                work_dir / "producer.log", niceness, **FLOOD, **client)
                 try:
                     deadline = started + 120
                     # Until the limit is crossed, or (a lead time) the quota came first and held for 5 s.
                     while (crossed := disk.crossed_at(LIMIT)) is None and time.monotonic() < deadline:
-                        quota = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+                        quota = sidecar.first_line(throttled, after=started)
                         if quota is not None and time.monotonic() > quota.at + 5:
                             break
                         time.sleep(0.05)
-                    written = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+                    written = sidecar.first_line(throttled, after=started)
                     while written is None and time.monotonic() < deadline and disk.lowest() > 0:
                         time.sleep(0.1)
-                        written = sidecar.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+                        written = sidecar.first_line(throttled, after=started)
                     last_pass = max(list(passes.durations), default=0)
                     time.sleep(4)
                 finally:
@@ -133,7 +143,7 @@ def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs
         "one-partition topic there. The local watch off, on (default `PT0.1S`), or on with a lead time "
         "(`storage.per.volume.limit.lead.time=PT10S`, `storage.fill.window=PT5S`). **Crossing**: flood start → "
         "free space at the limit (statvfs every 10 ms). **Quota written**: crossing → the sidecar's log line "
-        "`producer_byte_rate: … -> 1` (negative: before the crossing; \"no crossing\": the quota came first, and the "
+        "`producer_byte_rate: … -> 1` of the producer's entity (the default user's, or a tenant's own) (negative: before the crossing; \"no crossing\": the quota came first, and the "
         "free space never fell to the limit). **Stalled**: crossing → free space falls "
         "< 1 MiB in the next 2 s (– when the disk filled). **Offline**: the log dir went offline (the broker "
         "reports it so, or shut down with it). **Passes**: wall time of each pass from the flood's start to the "
@@ -150,6 +160,19 @@ def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs
         provenance(this_command(), load),
     ])
     return Result(TITLE, markdown)
+
+
+def as_tenant(cluster: LocalKafkaCluster, tenant) -> tuple[dict, str]:
+    """The producer's connection settings, and the sidecar's line that throttles it; a tenant's quota is set."""
+    if tenant is None:
+        return {"bootstrap.servers": cluster.bootstrap_servers}, r"quota <default user> producer_byte_rate: \S+ -> 1$"
+    user, client_id, entity, label = tenant
+    kafka_configs(cluster.bootstrap_servers, "--alter", *entity, "--add-config", "producer_byte_rate=1000000000")
+    login = (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" '
+             f'password="{DEFAULT_USERS[user]}";')
+    return ({"bootstrap.servers": cluster.sasl_bootstrap_servers, "client.id": client_id,
+             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": login},
+            rf"quota {re.escape(label)} producer_byte_rate: \S+ -> 1$")
 
 
 def before_crossing(result: dict) -> bool:

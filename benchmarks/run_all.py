@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/run_all.py [NAME ...]
 
-NAME is one of throttle_latency, java_flood, poll_cost, zookeeper_poll, spark_decision, memory; without names all of them run. Only
+NAME is one of throttle_latency, java_flood, tenant_verdict, poll_cost, zookeeper_poll, spark_decision, memory; without names all of them run. Only
 the "## Disk protection" section of docs/benchmarks.md is rewritten (read, replace, write): the other
 sections of the file stay as they are, and so do the subsections of benchmarks that did not run, or
 failed (their last figures stay, with the date they were measured).
@@ -18,12 +18,13 @@ import java_flood
 import memory
 import poll_cost
 import spark_decision
+import tenant_verdict
 import throttle_latency
 import zookeeper_poll
 from common import DOC, SECTION, print_result, write_section
 
-BENCHMARKS = {module.__name__: module for module in (throttle_latency, java_flood, poll_cost, zookeeper_poll,
-                                                             spark_decision, memory)}
+BENCHMARKS = {module.__name__: module for module in (throttle_latency, java_flood, tenant_verdict, poll_cost,
+                                                             zookeeper_poll, spark_decision, memory)}
 
 INTRO = """\
 Figures for the disk-full protection, from the scripts in `benchmarks/` (`make bench` runs them all and

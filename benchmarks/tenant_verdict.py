@@ -1,6 +1,11 @@
-"""The local verdict with many tenants: from its call to every tenant's quota in force, at 10 to 10,000 tenants.
+"""Tenants: a Java producer with a quota of its own, and the local verdict with up to 10,000 tenants.
 
-A tenant is a quota entity with a producer rate of its own (here the users tenant-00000, tenant-00001, ...,
+First, java_flood.py's run as a tenant: Kafka's ProducerPerformance at full speed over SASL as a principal
+whose own entity has producer_byte_rate 1 GB/s (set with kafka-configs): alice with a user quota, bob with a
+user + client-id quota; default settings (check interval PT1M, the local watch on). Measured: the crossing of
+the limit to the sidecar's line throttling the tenant's own entity, the lowest free space, the log dir.
+
+Then the local verdict at scale. A tenant is a quota entity with a producer rate of its own (here the users tenant-00000, tenant-00001, ...,
 each at 1 GB/s). An in-process sidecar (cli.build_sidecar) beside broker 1 of a local 3-broker cluster runs a
 pass, which reads every tenant in one DescribeClientQuotas; then the verdict's write as the local watch makes
 it (Sidecar.apply_quotas(decider.judged_locally()): one DescribeClientQuotas, every entity's record written to
@@ -11,23 +16,26 @@ the sidecars' state topic with one wait, AlterClientQuotas in requests of up to 
   broker shows every tenant at 1 B/s;
 - the hand-back (apply_quotas at factor 1, what the pass does once the disk has room), the same way.
 
-    .venv/bin/python benchmarks/tenant_verdict.py [--tenants 10,1000,10000] [--rounds 3]
+    .venv/bin/python benchmarks/tenant_verdict.py [--tenants 10,1000,10000] [--rounds 3] [--floods 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
-from common import LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command
+import java_flood
+from common import MiB, LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command
 from harness.local_cluster import LocalKafkaCluster
 from quota_sidecar import config as cfg, quotas, records
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cli import build_sidecar
 from quota_sidecar.quotas import PRODUCE
 
-TITLE = "The local verdict with many tenants"  # its subsection of "## Disk protection" in docs/benchmarks.md
+TITLE = "Tenants: producers with a quota of their own"  # its subsection of "## Disk protection" in docs/benchmarks.md
 OWN_RATE = 1e9
 
 
@@ -83,22 +91,43 @@ def measure(cluster: LocalKafkaCluster, admin: ClusterAdmin, count: int, rounds:
             "hand_back": Stats.of(hand_backs), "back": Stats.of(back_in_force)}
 
 
-def run(counts: tuple[int, ...] = (10, 1_000, 10_000), rounds: int = 3) -> Result:
+def floods(runs: int) -> list[list[str]]:
+    """java_flood.py's run with the producer as each kind of tenant, default settings."""
     rows = []
-    with LoadWatch() as load, LocalKafkaCluster(brokers=3) as cluster, \
-            ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers, "request_timeout_ms": 60_000}) as admin:
-        for count in counts:
-            figures = measure(cluster, admin, count, rounds)
-            print(f"  {count:,} tenants: verdict written in {figures['write'].text('s', digits=3)}, "
-                  f"in force after {figures['in_force'].text('s', digits=3)}", flush=True)
-            rows.append([f"{count:,}", cell(figures["read"], "ms", 1e-3, 0), cell(figures["write"], "ms", 1e-3, 0),
-                         cell(figures["in_force"], "ms", 1e-3, 0), cell(figures["hand_back"], "ms", 1e-3, 0),
-                         cell(figures["back"], "ms", 1e-3, 0)])
+    with tempfile.TemporaryDirectory(prefix="bench-tenant-flood-") as work_dir:
+        for tenant in ("user", "user + client id"):
+            results = [java_flood.one_run("PT1M", "on", java_flood.SPEEDS["full speed"], Path(work_dir), tenant=tenant)
+                       for _ in range(runs)]
+            for r in results:
+                print(f"  a tenant's {tenant} quota: crossing {java_flood.seconds(r['crossing'])}, throttled "
+                      f"{java_flood.written_text(r)}, lowest free {r['lowest'] / MiB:.0f} MiB", flush=True)
+            rows.append([tenant, cell(Stats.of(r["written"] for r in results if r["written"] is not None), "s"),
+                         f"{min(r['lowest'] for r in results) / MiB:.0f} MiB",
+                         f"{sum(r['offline'] for r in results)} of {runs}"])
+    return rows
+
+
+def run(counts: tuple[int, ...] = (10, 1_000, 10_000), rounds: int = 3, flood_runs: int = 3) -> Result:
+    with LoadWatch() as load:
+        flood_rows = floods(flood_runs) if flood_runs else []
+        rows = []
+        with LocalKafkaCluster(brokers=3) as cluster, \
+                ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers, "request_timeout_ms": 60_000}) as admin:
+            for count in counts:
+                figures = measure(cluster, admin, count, rounds)
+                print(f"  {count:,} tenants: verdict written in {figures['write'].text('s', digits=3)}, "
+                      f"in force after {figures['in_force'].text('s', digits=3)}", flush=True)
+                rows.append([f"{count:,}", cell(figures["read"], "ms", 1e-3, 0), cell(figures["write"], "ms", 1e-3, 0),
+                             cell(figures["in_force"], "ms", 1e-3, 0), cell(figures["hand_back"], "ms", 1e-3, 0),
+                             cell(figures["back"], "ms", 1e-3, 0)])
+    about_floods, about_verdict, measured = __doc__.split("\n\n")[1:4]
     markdown = "\n\n".join([
-        __doc__.split("\n\n")[1].replace("\n", " "),
+        about_floods.replace("\n", " ") + f" {flood_runs} runs each, median (min–max).",
+        table(["the tenant's quota on", "its entity throttled after the crossing", "lowest free", "offline"],
+              flood_rows),
+        about_verdict.replace("\n", " "), measured + f"\n\n{rounds} rounds each, median (min–max).",
         table(["tenants", "pass: read every tenant", "verdict: written", "verdict: every tenant in force",
                "hand-back: written", "hand-back: every rate back"], rows),
-        f"{rounds} rounds each, median (min–max).",
         provenance(this_command(), load),
     ])
     return Result(TITLE, markdown)
@@ -108,8 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tenants", default="10,1000,10000", help="comma-separated tenant counts")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--floods", type=int, default=3, help="Java producer runs per kind of tenant (0: none)")
     args = parser.parse_args()
-    print_result(run(tuple(int(count) for count in args.tenants.split(",")), args.rounds))
+    print_result(run(tuple(int(count) for count in args.tenants.split(",")), args.rounds, args.floods))
 
 
 if __name__ == "__main__":

@@ -108,11 +108,12 @@ def carry_out(writes: list[Write], store, record_key: Callable[[Target], str],
 
 
 def carry_out_together(writes: list[Write], store, record_key: Callable[[Target], str],
-                       apply_all: Callable[[list[Write]], None], on_change: Callable[[Write], None]) -> None:
+                       apply_all: Callable[[list[Write]], None], on_change: Callable[[Write], None],
+                       force: bool = False) -> None:
     """carry_out in three round trips however many writes: every record first, then every value changed (one
     request, in the writes' order), then the records let go of."""
     store.write_many({record_key(write.target): write.record().stored() for write in writes if not write.forget})
-    apply_all([write for write in writes if write.changes])
+    apply_all([write for write in writes if write.changes or (force and not write.left_alone)])
     for write in writes:
         if write.changes or write.left_alone:
             on_change(write)

@@ -38,6 +38,8 @@ class ZooKeeperStore:
 
     def write_many(self, changes: Mapping[str, dict | None]) -> None:
         """put (a value) or delete (None) each key, in one compare-and-set of the znode."""
+        if not changes:
+            return
         stored = json.loads(json.dumps(changes, sort_keys=True))  # what a reader gets back, as the topic store
 
         def change(records: dict) -> None:

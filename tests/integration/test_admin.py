@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from harness.waiting import equal
+from harness.waiting import equal, eventually
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cluster_store import ClusterStore
 from quota_sidecar.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError
@@ -115,13 +115,40 @@ def test_user_quotas_are_the_user_only_entity(admin, kafka_cluster, unique_name)
         set_user_client_quota(servers, carol, "app", None)
 
 
-def set_user_client_quota(bootstrap_servers: str, user: str, client_id: str, rate: float | None) -> None:
+def test_every_entity_with_a_user_is_read_at_once_and_none_without(admin, kafka_cluster, unique_name):
+    """What a pass reads to find the tenants: (user, client id) with either a default, and the user alone;
+    a client id alone never applies while a user entity has the key, so it is not among them."""
+    carol, app, lone, servers = unique_name, f"{unique_name}-app", f"{unique_name}-lone", kafka_cluster.bootstrap_servers
+    wanted = {(carol, "app"): 5.0, (None, app): 6.0, (carol, None): 7.0, carol: 8.0}
+    try:
+        admin.alter_user_quotas({entity: {"producer_byte_rate": rate} for entity, rate in wanted.items()})
+        set_user_client_quota(servers, None, lone, 9.0)  # the client id alone
+        eventually(lambda: all(entity in admin.describe_user_quotas() for entity in wanted)
+                   and any((("client-id", lone),) == tuple(parts) for parts, _ in quota_entities(servers)), 15)
+        found = admin.describe_user_quotas()
+        assert {entity: found[entity] for entity in wanted} == {
+            entity: {"producer_byte_rate": rate} for entity, rate in wanted.items()}
+        assert not [entity for entity in found if lone in str(entity)]
+    finally:
+        admin.alter_user_quotas({entity: {"producer_byte_rate": None} for entity in wanted})
+        set_user_client_quota(servers, None, lone, None)
+
+
+def set_user_client_quota(bootstrap_servers: str, user: str | None, client_id: str, rate: float | None) -> None:
+    """The (user, client id) entity; user None: the client id alone."""
     entry = AlterClientQuotasRequest.EntryData
+    user_part = [] if user is None else [entry.EntityData(entity_type="user", entity_name=user)]
     response = send_raw(bootstrap_servers, AlterClientQuotasRequest(entries=[entry(
-        entity=[entry.EntityData(entity_type="user", entity_name=user),
-                entry.EntityData(entity_type="client-id", entity_name=client_id)],
+        entity=[*user_part, entry.EntityData(entity_type="client-id", entity_name=client_id)],
         ops=[entry.OpData(key="producer_byte_rate", value=rate or 0.0, remove=rate is None)])]))
     assert [result.error_code for result in response.entries] == [0]
+
+
+def quota_entities(bootstrap_servers: str) -> list[tuple[list, list]]:
+    """Every quota entity, as a non-strict DescribeClientQuotas with no component finds them: (parts, values)."""
+    response = send_raw(bootstrap_servers, DescribeClientQuotasRequest(components=[], strict=False))
+    return [([(part.entity_type, part.entity_name) for part in entry.entity], entry.values)
+            for entry in response.entries]
 
 
 def quota_entities_naming(bootstrap_servers: str, user: str) -> list[list[tuple[str, str]]]:

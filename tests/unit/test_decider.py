@@ -1,6 +1,7 @@
 """The decider without Spark: what it hands the volume judge (each volume's history within the fill window)
 and what it makes of the judged rows. tests/spark/test_decider_with_spark.py runs the same path on the real job."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 from builders import AT, judged_row, sidecar_config
@@ -94,3 +95,12 @@ def test_a_local_dir_at_the_limit_sets_the_factor_to_0_and_a_failed_poll_after_i
 
     assert wanted.default_user["producer_byte_rate"] == 1.0
     assert (failed.throttle_factor, failed.source) == (0.0, "last_valid")
+
+
+def test_the_tenants_of_the_last_poll_that_read_them_are_throttled_by_a_failed_poll_and_the_local_verdict():
+    decider = Decider(sidecar_config(), RecordingJudge(violated={(1, "/a")}))
+    first = decider.decide(replace(poll(0, (1, "/a", 900)), tenant_rates={"alice": 1e9}))
+    failed = decider.decide(Observation(at=AT + timedelta(seconds=10), error="DescribeCluster timed out"))
+
+    assert first.client_quotas.tenants == failed.client_quotas.tenants == {"alice": 1.0}
+    assert decider.judged_locally(AT + timedelta(seconds=20)).tenants == {"alice": 1.0}
