@@ -235,7 +235,7 @@ class Sidecar:
         def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
             owned = records.owned(all_records, records.QUOTA)
             in_force = self.read_quotas(wanted, owned)
-            return in_force, ownership.plan(quotas.targets(wanted), quotas.flatten(in_force), owned)
+            return in_force, ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
 
         in_force, writes = ownership.with_second_look(planned, all_records, self.read_records,
                                                       yields=lambda planned: ownership.leaves_alone(planned[1]))

@@ -94,9 +94,14 @@ def tenant_count(wanted_quotas: ClientQuotas, in_force: Mapping[Entity, Quotas])
     return TenantCount(len(wanted_quotas.tenants), throttled)
 
 
-def targets(wanted_quotas: ClientQuotas) -> dict[tuple[Entity, str], float | None]:
-    """(entity, key) -> wanted value, the form ownership.plan works on."""
-    return {(entity, key): value for entity, keys in wanted_quotas.entities().items() for key, value in keys.items()}
+def targets(wanted_quotas: ClientQuotas, in_force: Mapping[Entity, Quotas] = {},
+            owned: Mapping[tuple[Entity, str], Owned] = {}) -> dict[tuple[Entity, str], float | None]:
+    """(entity, key) -> wanted value, the form ownership.plan works on. An excluded principal with a value of its
+    own for a key (one the sidecars did not write) needs no exemption there: the default user never reaches it,
+    and its value stays as it is."""
+    return {(entity, key): value for entity, keys in wanted_quotas.entities().items() for key, value in keys.items()
+            if not (entity in wanted_quotas.excluded_users and key in in_force.get(entity, {})
+                    and (entity, key) not in owned)}
 
 
 def flatten(in_force: Mapping[Entity, Quotas]) -> dict[tuple[Entity, str], float]:

@@ -59,10 +59,12 @@ def producer_performance(bootstrap_servers: str, topic: str, records: int, recor
     given)."""
     properties = {"bootstrap.servers": bootstrap_servers, **producer_properties}
     interval = [] if reporting_interval_ms is None else ["--reporting-interval", str(reporting_interval_ms)]
+    # A file, not --producer-props: that one refuses a value with '=' in it, as sasl.jaas.config has.
+    config_file = log_file.with_suffix(".properties")
+    config_file.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
     return start_tool(PRODUCER_PERFORMANCE, "--topic", topic, "--num-records", str(records),
                       "--record-size", str(record_size), "--throughput", f"{throughput:g}", *interval,
-                      "--producer-props", *(f"{key}={value}" for key, value in properties.items()),
-                      log_file=log_file, niceness=niceness)
+                      "--producer.config", str(config_file), log_file=log_file, niceness=niceness)
 
 
 def acknowledged_so_far(output: str) -> int:

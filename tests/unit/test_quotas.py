@@ -137,3 +137,11 @@ def test_tenants_throttled_are_those_whose_rate_in_force_is_the_throttles():
 ])
 def test_entity_labels_name_each_component(entity, label):
     assert quotas.entity_label(entity) == label
+
+
+def test_an_excluded_principal_with_a_rate_of_its_own_is_left_as_it_is():
+    wanted = quotas.wanted(QuotaConfig(produce=1000, excluded_principals=("ops", "ci")), 0.0)
+    in_force = {"ops": {PRODUCE: 123456.0}, "ci": {FETCH: 10.0}}
+    assert quotas.targets(wanted, in_force)[("ci", PRODUCE)] == UNLIMITED
+    assert ("ops", PRODUCE) not in quotas.targets(wanted, in_force)
+    assert quotas.targets(wanted, in_force, {("ops", PRODUCE): Owned(None, UNLIMITED)})[("ops", PRODUCE)] == UNLIMITED
