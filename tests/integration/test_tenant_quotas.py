@@ -4,12 +4,13 @@ Kafka applies, per key, the most specific quota entity that sets it, so a produc
 producer_byte_rate of its own never feels the default user's. Three tenants flood broker 3's small log dir at
 once with Kafka's own Java producer over SASL, their quotas set with kafka-configs as an operator (or
 Strimzi's User Operator) sets them: alice with a user quota, bob with a user + client-id quota, carol through
-the client id carol-app, which has a quota for every user. The sidecar beside broker 3 runs at the default
-check interval: its local watch's verdict must throttle each tenant's own entity, and the filesystem never
-fills. `ops`, an excluded principal with a quota of its own, is left as it is.
+the client id carol-app, which has a quota for every user. The sidecar beside broker 3 checks every 15 s
+(the floods cross the margin between two passes): its local watch's verdict must throttle each tenant's own
+entity, and the filesystem never fills. `ops`, an excluded principal with a quota of its own, is left as it is.
 
-When the disk has room again each tenant gets its own rate back, except bob, whose quota an operator raised
-during the throttle: it stays the operator's.
+A tenant whose quota is created during the throttle (dave) is throttled at the next pass. When the disk has
+room again each tenant gets its own rate back, except bob, whose quota an operator raised during the
+throttle: it stays the operator's.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 256 << 10, "max.in.flight.
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret",
          "ops": "ops-secret"}
 OWN_RATE, OPS_RATE, RAISED = 1_000_000_000, 123_456, 2_000_000_000
+DAVE = ["--entity-type", "users", "--entity-name", "dave"]
 # principal -> (client id, the entity whose producer rate applies to it, kafka-configs' words for that entity)
 TENANTS = {
     "alice": ("alice-app", "alice", ["--entity-type", "users", "--entity-name", "alice"]),
@@ -71,7 +73,8 @@ def test_every_tenant_is_throttled_by_its_own_entity_and_gets_its_rate_back(tena
     sidecar = SidecarProcess("sidecar-3", tmp_path, {
         "node.id": 3, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
         PREFIX + "storage.local.log.dirs": small_dir, PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT,
-        PREFIX + "produce": 1 << 30, PREFIX + "excluded.principal.name.list": "User:ops"})
+        PREFIX + "produce": 1 << 30, PREFIX + "excluded.principal.name.list": "User:ops",
+        PREFIX + "storage.check.interval": "PT15S"})
     with sidecar, ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
         sidecar.wait_ready()
         with DiskSampler(small_dir, every=0.01) as free:
@@ -98,15 +101,19 @@ def test_every_tenant_is_throttled_by_its_own_entity_and_gets_its_rate_back(tena
         assert sidecar.status()["tenants"] == {"with_a_rate_of_their_own": 3, "throttled": 3}
         assert recorded_tenants(cluster) == sorted(map(str, entities)), "the sidecar's own records were not written"
 
-        # An operator raises bob's quota during the throttle; the disk gets room again.
+        # A new tenant during the throttle; an operator raises bob's quota; then the disk gets room again.
+        created = time.monotonic()
+        kafka_configs(cluster.bootstrap_servers, "--alter", *DAVE, "--add-config", f"producer_byte_rate={OWN_RATE}")
+        sidecar.wait_for_line(rf"quota User:dave producer_byte_rate: {OWN_RATE} -> 1$", timeout=60, after=created)
         kafka_configs(cluster.bootstrap_servers, "--alter", *TENANTS["bob"][2],
                       "--add-config", f"producer_byte_rate={RAISED}")
         deleted = time.monotonic()
         with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as client:
             client.delete_topics([topic])
         sidecar.wait_for_line(rf"quota {re.escape(entity_label('alice'))} producer_byte_rate: 1 -> {OWN_RATE}$",
-                              timeout=150, after=deleted)  # the next regular pass, a minute after the last
-        eventually(lambda: producer_rates(admin, [*entities, "ops"]) == [OWN_RATE, RAISED, OWN_RATE, OPS_RATE], 10)
+                              timeout=60, after=deleted)  # the next regular pass
+        eventually(lambda: producer_rates(admin, [*entities, "dave", "ops"])
+                   == [OWN_RATE, RAISED, OWN_RATE, OWN_RATE, OPS_RATE], 10)
         assert sidecar.first_line(rf"{re.escape(entity_label(('bob', 'bob-app')))} producer_byte_rate: "
                                   rf"{RAISED} in force, changed by someone else", after=deleted) is not None
         eventually(lambda: recorded_tenants(cluster) == [], 10)  # forgotten once handed back
