@@ -30,6 +30,7 @@ TIMED_TESTS = (
     "tests/integration/test_soft_zone.py",
     "tests/integration/test_local_verdict.py",
     "tests/integration/test_java_producer_flood.py",
+    "tests/integration/test_tenant_quotas.py",
     "tests/integration/test_failing_well.py",
     "tests/integration/test_plan.py",
     "tests/integration/test_network_throttle.py",
