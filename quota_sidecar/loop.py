@@ -204,8 +204,6 @@ class Sidecar:
         brokers, volumes, published, tenants, error = (), (), {}, None, None
         try:
             brokers = tuple(self.admin.live_broker_ids())
-            tenants = quotas.tenant_rates(self.admin.describe_user_quotas(), records.owned(all_records, records.QUOTA),
-                                          self.config.quotas)
             if self.config.storage_check_enabled:
                 volumes = tuple(self.admin.describe_volumes(brokers, now))
                 if self.znodes is not None:  # a lost ZooKeeper session fails the poll like a lost broker
@@ -213,6 +211,10 @@ class Sidecar:
                         self.znodes.publish(self._own_volumes(now))
                     published = self.znodes.read(now)
                     brokers, volumes = with_published(brokers, volumes, published)
+            # Last: a ZooKeeper-mode broker answers DescribeClientQuotas from ZooKeeper, so without it this waits
+            # out the deadline; the poll's error then names what failed first.
+            tenants = quotas.tenant_rates(self.admin.describe_user_quotas(), records.owned(all_records, records.QUOTA),
+                                          self.config.quotas)
         except AdminError as failure:
             error = str(failure)
         replication = None
