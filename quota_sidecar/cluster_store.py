@@ -17,7 +17,7 @@ from typing import Mapping
 import kafka.errors as Errors
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from . import deadline
+from . import deadline, text
 from .admin import ClusterAdmin
 from .errors import AdminError, RetryableAdminError
 from .kafka_client import admin_error, open_client, with_cause
@@ -106,8 +106,7 @@ class ClusterStore:
     def _write(self, *records: tuple[str, bytes | None]) -> None:
         if not records:
             return
-        writing = f"writing {records[0][0]!r}" + (f" and {len(records) - 1} more" if len(records) > 1 else "")
-        writing += f" to {self.topic}"
+        writing = text.writing([key for key, _ in records], self.topic)
         with self._lock:
             producer = self._ready_producer()
         with deadline.within(self._timeout_ms / 1000, writing), self._naming_the_cause():

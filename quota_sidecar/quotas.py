@@ -108,9 +108,9 @@ def flatten(in_force: Mapping[Entity, Quotas]) -> dict[tuple[Entity, str], float
     return {(entity, key): value for entity, keys in in_force.items() for key, value in keys.items()}
 
 
-def entity_label(entity: Entity, sidecar_client_id: str = SIDECAR_CLIENT_ID) -> str:
+def entity_label(entity: Entity) -> str:
     user, client_id = entity if isinstance(entity, tuple) else (entity, ())
-    if entity == (None, sidecar_client_id):
+    if entity == (None, SIDECAR_CLIENT_ID):
         return f"client-id {client_id} (sidecar)"
     shown = "<default user>" if user is None else f"User:{user}"
     return shown if client_id == () else f"{shown} client-id " + ("<default>" if client_id is None else client_id)

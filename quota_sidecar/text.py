@@ -1,4 +1,4 @@
-"""How the commands lay numbers out for people: sizes, durations, aligned tables."""
+"""How the commands lay numbers out for people: sizes, durations, aligned tables; what a write was doing."""
 
 from __future__ import annotations
 
@@ -32,3 +32,9 @@ def table(headers: list[str], rows: list[list]) -> str:
     cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def writing(keys: list[str], place: str) -> str:
+    """"writing 'a' and 2 more to P": what a failed write of several records names."""
+    more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
+    return f"writing {keys[0]!r}{more} to {place}"

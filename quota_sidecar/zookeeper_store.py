@@ -14,6 +14,7 @@ from typing import Mapping
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from .text import writing
 from .zookeeper_session import ZooKeeperSession
 
 STATE_PATH = "/quota-sidecar/state"
@@ -48,9 +49,7 @@ class ZooKeeperStore:
                     records.pop(key, None)
                 else:
                     records[key] = value
-        first = next(iter(changes), None)
-        self.session.call(f"writing {first!r}" + (f" and {len(changes) - 1} more" if len(changes) > 1 else "")
-                          + f" to {STATE_PATH}", self._update, change)
+        self.session.call(writing(list(changes), STATE_PATH), self._update, change)
 
     def close(self) -> None:
         self.session.close()
