@@ -8,13 +8,13 @@ the limit to the sidecar's line throttling the tenant's own entity, the lowest f
 Then the local verdict at scale. A tenant is a quota entity with a producer rate of its own (here the users tenant-00000, tenant-00001, ...,
 each at 1 GB/s). An in-process sidecar (cli.build_sidecar) beside broker 1 of a local 3-broker cluster runs a
 pass, which reads every tenant in one DescribeClientQuotas; then the verdict's write as the local watch makes
-it (Sidecar.apply_quotas(decider.judged_locally()): one DescribeClientQuotas, every entity's record written to
+it (Sidecar.quota_writer.apply(decider.judged_locally()): one DescribeClientQuotas, every entity's record written to
 the sidecars' state topic with one wait, AlterClientQuotas in requests of up to 1,000 entities). Measured:
 
 - the pass's read of the tenants (DescribeClientQuotas of every entity);
 - the verdict's write, from the call to its return, and to the moment a DescribeClientQuotas of another
   broker shows every tenant at 1 B/s;
-- the hand-back (apply_quotas at factor 1, what the pass does once the disk has room), the same way.
+- the hand-back (quota_writer.apply at factor 1, what the pass does once the disk has room), the same way.
 
     .venv/bin/python benchmarks/tenant_verdict.py [--tenants 10,1000,10000] [--rounds 3] [--floods 3]
 """
@@ -73,13 +73,13 @@ def measure(cluster: LocalKafkaCluster, admin: ClusterAdmin, count: int, rounds:
 
             all_records = sidecar.read_records()
             started = time.perf_counter()
-            sidecar.apply_quotas(sidecar.decider.judged_locally(datetime.now(timezone.utc)), all_records)
+            sidecar.quota_writer.apply(sidecar.decider.judged_locally(datetime.now(timezone.utc)), all_records)
             writes.append(time.perf_counter() - started)
             in_force.append(writes[-1] + until_every(admin, names, 1.0))
 
             all_records = sidecar.read_records()
             started = time.perf_counter()
-            sidecar.apply_quotas(quotas.wanted(sidecar.config.quotas, 1.0, sidecar.decider.tenant_rates), all_records)
+            sidecar.quota_writer.apply(quotas.wanted(sidecar.config.quotas, 1.0, sidecar.decider.tenant_rates), all_records)
             hand_backs.append(time.perf_counter() - started)
             back_in_force.append(hand_backs[-1] + until_every(admin, names, OWN_RATE))
         assert not [key for key in records.owned(sidecar.read_records(), records.QUOTA) if key[0] in set(names)]

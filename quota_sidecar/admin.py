@@ -137,23 +137,30 @@ class ClusterAdmin:
 
         A replica being moved between the broker's own dirs counts once (its current copy).
         """
-        return self._call(f"DescribeLogDirs to broker {broker_id}", self._describe_replica_sizes, broker_id,
+        return {partition: size for partition, (_, size) in self.describe_replicas(broker_id, partitions).items()}
+
+    def describe_replicas(self, broker_id: int,
+                          partitions: Mapping[str, Iterable[int]]) -> dict[tuple[str, int], tuple[str, int]]:
+        """(log dir, bytes) of the given partitions' replicas on one broker (their current copy); a partition
+        it does not hold is absent."""
+        return self._call(f"DescribeLogDirs to broker {broker_id}", self._describe_replicas, broker_id,
                           {topic: list(indexes) for topic, indexes in partitions.items()})
 
-    async def _describe_replica_sizes(self, broker_id: int, partitions: dict[str, list[int]]) -> dict:
+    async def _describe_replicas(self, broker_id: int, partitions: dict[str, list[int]]) -> dict:
         what = f"DescribeLogDirs to broker {broker_id}"
         topic = DescribeLogDirsRequest.DescribableLogDirTopic
         request = DescribeLogDirsRequest(topics=[topic(topic=name, partitions=indexes)
                                                  for name, indexes in partitions.items()])
         response = await self._send(request, what, node_id=broker_id)
         raise_any([error_for_code(response.error_code, None, what)])
-        sizes = {}
+        found = {}
         for result in response.results:
             for topic_result in result.topics:
                 for partition in topic_result.partitions:
                     if not partition.is_future_key:
-                        sizes[(topic_result.name, partition.partition_index)] = partition.partition_size
-        return sizes
+                        found[(topic_result.name, partition.partition_index)] = (result.log_dir,
+                                                                                  partition.partition_size)
+        return found
 
     def describe_partitions(self, topics: Iterable[str] | None) -> dict[tuple[str, int], Partition]:
         """Leader, replicas and in-sync replicas of every partition of the topics (None: of every topic).

@@ -112,6 +112,7 @@ class SidecarConfig:
     local_watch: LocalWatchConfig = LocalWatchConfig()
     poll_timeout: timedelta = DEFAULT_POLL_TIMEOUT
     cordon_log_dirs: bool = True
+    cancel_moves_at_limit: bool = True
     fallback_factor: float = 1.0
     validity: timedelta = timedelta(minutes=5)
     spark_url: str = ""
@@ -137,6 +138,7 @@ class SidecarConfig:
                 "fill_window": isodate.duration_isoformat(self.fill_window),
                 "poll_timeout": isodate.duration_isoformat(self.poll_timeout),
                 "cordon_log_dirs": self.cordon_log_dirs,
+                "cancel_moves_at_limit": self.cancel_moves_at_limit,
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
                 "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id,
@@ -199,6 +201,7 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
                                      named=bool(values["storage.local.log.dirs"])),
         poll_timeout=values["poll.timeout"] if "poll.timeout" in ours else _default_poll_timeout(admin_client),
         cordon_log_dirs=values["storage.cordon.log.dirs"],
+        cancel_moves_at_limit=values["storage.cancel.moves.at.limit"],
         fallback_factor=values["throttle.factor.fallback"],
         validity=values["throttle.factor.validity.duration"],
         spark_url=values["spark.url"],

@@ -21,7 +21,8 @@ from typing import Callable, Iterable, Mapping
 
 from .config import LocalWatchConfig, StorageLimit
 from .observation import Volume
-from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, in_danger, time_left, until_judged
+from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, current_fill_rate,
+                      in_danger, time_left, until_judged)
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class LocalWatch:
     def __init__(self, config: LocalWatchConfig, limit: StorageLimit, wake: Callable[[], None],
                  horizon: Callable[[], float], read: Callable[[str, float], LocalSample] = statvfs_sample,
                  clock: Callable[[], float] = time.monotonic,
-                 on_sample: Callable[[list[LocalSample]], None] | None = None):
+                 on_sample: Callable[[list[LocalSample]], None] | None = None, peak_window: float = 60.0):
         self.limit, self.wake, self.horizon, self.read, self.clock = limit, wake, horizon, read, clock
         self.on_sample = on_sample
         self.interval = config.interval.total_seconds()
@@ -65,6 +66,12 @@ class LocalWatch:
         self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
         self.danger: list[str] = []
         self.at_limit: list[str] = []  # the dirs the last sample found at or below the hard limit
+        # The dirs at the limit or within the horizon at the fastest fill rate of the last `peak_window` seconds:
+        # the disk guard's (local_guard.py). A move held by it fills nothing, so its current rate says nothing
+        # of the burst that lifting the guard would let through.
+        self.guard_zone: list[str] = []
+        self.peak_window = peak_window
+        self._rates: dict[str, deque[tuple[float, float]]] = {log_dir: deque() for log_dir in self.dirs}
         self.until_judged: float | None = None  # seconds from the last sample until a dir is judged violated
         self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
         self._lock = threading.Lock()
@@ -105,7 +112,8 @@ class LocalWatch:
                     self._history.pop(log_dir, None)
 
     def sample(self) -> list[str]:
-        """One round: read every dir, keep the window, and return the dirs in the danger zone."""
+        """One round: read every dir, keep the window, and return the dirs in the danger zone, and those that
+        entered the guard zone this round."""
         now = self.clock()
         found_now = []
         with self._lock:
@@ -126,13 +134,30 @@ class LocalWatch:
                 while samples and now - samples[0].at > TRIGGER_WINDOW_SECONDS:
                     samples.popleft()
             left = time_left(self._history, self.limit)
-            self.danger = in_danger(left, self.horizon())
+            horizon = self.horizon()
+            self.danger = in_danger(left, horizon)
+            guarded_before = set(self.guard_zone)
+            self.guard_zone = in_danger(time_left(self._history, self.limit, self._peak_rates(now)),
+                                        max(horizon, GUARD_HORIZON_SECONDS))
             self.at_limit = at_the_limit(left)
             self.until_judged = until_judged(left, self.limit)
-            danger = list(self.danger)
+            danger = list(self.danger) + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger]
         if self.on_sample is not None and found_now:
             self.on_sample(found_now)
         return danger
+
+    def _peak_rates(self, now: float) -> dict[str, float]:
+        """Each dir's fastest fill rate over the peak window, this round's included."""
+        peaks = {}
+        for log_dir, samples in self._history.items():
+            rates = self._rates.setdefault(log_dir, deque())
+            if samples and (rate := current_fill_rate(samples)) is not None:
+                rates.append((now, rate))
+            while rates and now - rates[0][0] > self.peak_window:
+                rates.popleft()
+            if rates:
+                peaks[log_dir] = max(rate for _, rate in rates)
+        return peaks
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

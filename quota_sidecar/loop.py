@@ -15,14 +15,16 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Callable
 
-from . import deadline, ownership, quotas, records
+from . import deadline, quotas, records
 from .config import SidecarConfig
 from .cordoning import Cordoner
 from .decider import Decider, Decision
 from .errors import AdminError, DecisionFailed, RetryableAdminError
 from .failure_report import FailureReport
+from .local_guard import LocalGuard
 from .local_watch import LocalWatch, as_volumes, own_volumes
 from .observation import Observation, Volume
+from .quota_writes import QuotaWriter
 from .replication import ReplicationRunner
 from .shutdown import GracefulShutdown
 from .snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
@@ -45,12 +47,13 @@ class Sidecar:
         self.decider = decider
         self.clock = clock
         self.counters = Counters()
-        self.quotas_in_force: dict = {}  # the sidecar's own entities
-        self.tenants = quotas.TenantCount(0, 0)
+        self.quota_writer = QuotaWriter(config.quotas, admin, store, self.counters)
         self.poll_report = FailureReport("poll", "polls")
         self.replication_report = FailureReport("replication pass", "replication passes")
         self.wake = threading.Event()  # the local watch asks for a pass now
         self.watch = self._local_watch()
+        self.guard = None if replication is None or self.watch is None else LocalGuard(
+            replication, admin, store, config.storage_limit, config.cancel_moves_at_limit, self.counters, self.watch)
         self._near_the_limit = False
         self._confirmed_dirs: set[str] = set()  # local dirs the broker reported as the same filesystem
         self._held_since: float | None = None  # since when the next pass waits (_held)
@@ -70,8 +73,9 @@ class Sidecar:
         watch = None if self.watch is None else LocalWatchView(
             tuple(self.watch.dirs), dict(self.watch.unreadable), tuple(self.watch.danger))
         snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
-                            {entity: dict(keys) for entity, keys in self.quotas_in_force.items()}, view, watch,
-                            self.cordoner.view if self.cordoner else None, self.tenants)
+                            {entity: dict(keys) for entity, keys in self.quota_writer.in_force.items()}, view,
+                            watch, self.cordoner.view if self.cordoner else None, self.quota_writer.tenants,
+                            tuple(self.guard.moves) if self.guard else ())
         with self._lock:
             self._published = snapshot
 
@@ -95,11 +99,12 @@ class Sidecar:
         now = self.clock()
         try:
             all_records = self.read_records()
+            if self._write_the_local_verdict(all_records, now):
+                all_records = self.read_records()  # the pass plans its writes on the records as they are now
         except AdminError as error:  # nothing can be written without knowing what is ours; still decide
             all_records = None
             observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
-            self._write_the_local_verdict(all_records, now)
             observation = replace(self.observe(all_records, now), local_samples=self._local_samples(now))
         decision = self.decider.decide(observation)
         self.counters.polls += 1
@@ -109,7 +114,7 @@ class Sidecar:
         write_error = None
         if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
             try:
-                self.apply_quotas(decision.client_quotas, all_records)
+                self.quota_writer.apply(decision.client_quotas, all_records)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
                 if self.cordoner is not None and decision.error is None:  # a failed poll changes no cordon
@@ -126,21 +131,29 @@ class Sidecar:
             self._confirmed_dirs = {v.log_dir for v in own if v.usable} - set(foreign)
         return decision
 
-    def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> None:
+    def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> bool:
         """Quotas first when the watch's last sample shows a dir of this broker at the hard limit (one the broker
         reports as the same filesystem): DescribeLogDirs of every broker and the Spark decision, most of a pass
-        under a flood, cannot change a factor of 0. The pass then decides as always and writes what differs."""
+        under a flood, cannot change a factor of 0. Then the disk guard while a dir is at or near the limit
+        (local_guard.py). The pass then decides as always and writes what differs. Whether anything was written."""
         at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
-        if not at_limit or self.decider.factor.factor == 0.0:  # already throttled: the pass's own writes suffice
-            return
         writes = self.counters.writes
-        try:
-            self.apply_quotas(self.decider.judged_locally(now), all_records)
-        except AdminError as error:  # the pass's own writes try again, and report a failure
-            log.debug("writing the quotas of a local dir at the limit failed: %s", error)
-        if self.counters.writes > writes:
-            log.info("local dir %s at the limit in its statvfs sample: quotas written before the pass reads the "
-                     "cluster", ", ".join(at_limit))
+        if at_limit and self.decider.factor.factor != 0.0:  # already throttled: the pass's own writes suffice
+            try:
+                self.quota_writer.apply(self.decider.judged_locally(now), all_records)
+            except AdminError as error:  # the pass's own writes try again, and report a failure
+                log.debug("writing the quotas of a local dir at the limit failed: %s", error)
+            if self.counters.writes > writes:
+                log.info("local dir %s at the limit in its statvfs sample: quotas written before the pass reads "
+                         "the cluster", ", ".join(at_limit))
+        guarded = self.guard is not None and self.guard.keep(all_records, now)
+        return guarded or self.counters.writes > writes
+
+    def _guarded(self) -> bool:
+        """Whether this broker's disk guard is on: a volume of it violated the limit at the last poll, or the
+        watch sees a dir of it at or near the limit."""
+        violated = {v["broker_id"] for v in self.decider.known_violations}
+        return self.config.broker_id in violated or (self.guard is not None and bool(self.guard.at_risk()))
 
     def _report(self, decision: Decision, write_error: str | None) -> None:
         """One line for a failed pass: the poll's failure, with the writes' when they failed for another reason."""
@@ -164,7 +177,7 @@ class Sidecar:
         try:
             with deadline.within(self._deadline, "the replication pass"):
                 all_records = self.read_records()
-                observation = self.replication.observe(all_records)
+                observation = self.replication.observe(all_records, self._guarded())
                 self._apply_replication(self.decider.decide_replication(observation), observation, all_records,
                                         self.clock())
             self.replication_report.success()
@@ -191,7 +204,7 @@ class Sidecar:
             self.replication.last = decision.replication
         with deadline.within(timeout, "status --direct"):
             owned = records.owned(all_records, records.QUOTA)
-            self.quotas_in_force = self.read_quotas(decision.client_quotas, owned)
+            self.quota_writer.in_force = self.quota_writer.read(decision.client_quotas, owned)
             if self.cordoner is not None:
                 self.cordoner.read()
         self.publish()
@@ -220,7 +233,7 @@ class Sidecar:
         replication = None
         if self.replication is not None and not deadline.expired():
             try:
-                replication = self.replication.observe(all_records)
+                replication = self.replication.observe(all_records, self._guarded())
             except AdminError as failure:  # replication waits for the next pass; disk protection goes on
                 if error is None:
                     self.replication_report.failure(str(failure))
@@ -233,68 +246,24 @@ class Sidecar:
         """Everything the sidecars keep in the cluster, read once a pass: ownership records, overrides."""
         return records.parse(self.store.read_all())
 
-    def apply_quotas(self, wanted: quotas.ClientQuotas, all_records: records.Records) -> None:
-        def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
-            owned = records.owned(all_records, records.QUOTA)
-            in_force = self.read_quotas(wanted, owned)
-            return in_force, ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
-
-        in_force, writes = ownership.with_second_look(planned, all_records, self.read_records,
-                                                      yields=lambda planned: ownership.leaves_alone(planned[1]))
-        ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written)
-        in_force = quotas.after(in_force, writes)
-        self.quotas_in_force = {entity: keys for entity, keys in in_force.items() if entity not in wanted.tenants}
-        self.tenants = quotas.tenant_count(wanted, in_force)
-
-    def read_quotas(self, wanted: quotas.ClientQuotas, owned) -> dict:
-        """The quotas in force for every entity the sidecars want or once wrote."""
-        entities = dict.fromkeys([*wanted.entities(), *(entity for entity, _ in owned)])
-        return self.admin.describe_user_quotas(list(entities))
-
     def cleanup(self) -> None:
-        """Hand back every quota the sidecars set: the value it replaced, unless someone changed it since."""
-        exemption = (None, self.config.quotas.sidecar_client_id)
-
-        def planned(all_records: records.Records) -> tuple[records.Records, list[ownership.Write]]:
-            owned = records.owned(all_records, records.QUOTA)
-            in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in owned)))
-            return all_records, ownership.restore(quotas.flatten(in_force), owned)
-
-        all_records, writes = ownership.with_second_look(planned, self.read_records(), self.read_records,
-                                                         yields=lambda planned: ownership.leaves_alone(planned[1]))
-        # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
-        last = [write for write in writes if write.target[0] == exemption]
-        ownership.carry_out_together([write for write in writes if write not in last], self.store, self._record_key,
-                                     self._alter_quotas, self._written, force=True)
-        ownership.carry_out_together(last, self.store, self._record_key, self._alter_quotas, self._written, force=True)
+        """Hand back everything the sidecars set (ownership.py): quotas, throttles, cordons; forget the moves they
+        cancelled."""
+        all_records = self.quota_writer.cleanup()
         if self.replication is not None:
             self.replication.cleanup(all_records)
         if self.cordoner is not None:
             self.cordoner.cleanup(all_records)
-
-    def _written(self, write: ownership.Write) -> None:
-        if write.left_alone:
-            log.info("%s: %s", quotas.target_label(write.target), ownership.left_alone_reason(write, quotas.rate_text))
-            return
-        self.counters.writes += 1
-        log.info("%s: %s -> %s", quotas.target_label(write.target), quotas.rate_text(write.old),
-                 quotas.rate_text(write.new))
-
-    @staticmethod
-    def _record_key(target) -> str:
-        return records.key(records.QUOTA, *target)
-
-    def _alter_quotas(self, writes: list[ownership.Write]) -> None:
-        """One AlterClientQuotas for all: a tenant more costs no round trip in the local verdict's path."""
-        changes: dict = {}
-        for write in writes:
-            entity, key = write.target
-            changes.setdefault(entity, {})[key] = write.new
-        self.admin.alter_user_quotas(changes)
+        if self.guard is not None:
+            self.guard.cleanup(all_records)
 
     def warm_up(self) -> None:
         """Run each Spark query once on no rows: its first run plans and compiles it, seconds that would
-        otherwise delay the first pass, and with it a move's first throttle."""
+        otherwise delay the first pass, and with it a move's first throttle. Connect the records' writer too."""
+        try:
+            self.store.connect()
+        except AdminError as failure:  # the first write connects, and says so when it cannot
+            log.debug("connecting the records' writer failed: %s", failure)
         try:
             if self.config.storage_limit is not None:
                 self.decider.judge_volumes([], self.config.storage_limit.as_params())
@@ -328,6 +297,8 @@ class Sidecar:
         while not shutdown.event.is_set():
             started = time.monotonic()
             now = self._pass_now()
+            if self.guard is not None and not now:  # between passes (or a pass held for the crossing) as well
+                self.guard.keep_between_passes(self.read_records, self.clock, self._deadline)
             # A pass on time waits as the watch's does, and so does a replication pass: it would delay the full one.
             full = now or (started >= next_full and not self._holding)
             if full or (self.replication is not None and started >= next_any and not self._holding):
@@ -354,7 +325,8 @@ class Sidecar:
             return None
         offer = None if self.znodes is None or self.config.broker_id is None else (
             lambda samples: self.znodes.offer(as_volumes(self.config.broker_id, samples, self.clock())))
-        return LocalWatch(settings, limit, self.wake.set, self._horizon, on_sample=offer)
+        return LocalWatch(settings, limit, self.wake.set, self._horizon, on_sample=offer,
+                          peak_window=self.config.fill_window.total_seconds())
 
     def _horizon(self) -> float:
         """How far ahead of the limit a local volume asks for a pass: the configured horizon or a few passes,

@@ -45,6 +45,8 @@ class SidecarCollector:
         yield _counter("fallback_applied", "Times the fallback throttle factor took over.", counters.fallback_applied)
         yield _counter("limit_violated", "Volumes found violating the storage limit, summed over polls.",
                        counters.limit_violations)
+        yield _counter("moves_cancelled", "Moves onto this broker cancelled because the disk guard could not hold "
+                       "its free space.", counters.moves_cancelled)
         yield _counter("polls", "Polls of the cluster.", counters.polls)
         yield _counter("poll_failures", "Polls that could not see the whole cluster.", counters.poll_failures)
         yield _counter("pass_failures", "Loop passes that raised; the loop went on.", counters.pass_failures)

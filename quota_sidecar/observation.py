@@ -140,6 +140,8 @@ class ReplicationObservation:
     overrides: Overrides = Overrides()
     catching_up: Mapping[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # topic -> (p, b)
     moving_replicas: tuple[MovingReplica, ...] = ()  # every adding replica, with its progress so far
+    # brokers whose own sidecar sees a dir of theirs at or near the limit (the local watch): guarded now
+    guarded: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ A key is a JSON list, the record's kind first, then what it is about:
 - `["entries", broker, topic, role]` -> `{"entries": [...]}`: the throttled-replica entries a broker's sidecar added;
 - `["cordon", broker, log dir]` -> `{"yielded"}`: a log dir a broker's sidecar added to its `cordoned.log.dirs`
   (yielded: someone removed it since, and the sidecar leaves it out until the dir recovers);
+- `["cancelled", broker, topic, partition]` -> `{"at", "log_dir", "replicas", "adding", "removing", "why"}`: a move
+  onto a dir of that broker its sidecar cancelled (local_guard.py), kept until the sidecar's clean-up;
 - `["override", "global"]` -> `{"rate", "autoremove"}` and `["override", "broker", id]` -> `{"rate"}`: operators'
   replication throttle overrides.
 
@@ -22,7 +24,7 @@ from typing import Mapping
 
 from .observation import Overrides
 
-QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE = "quota", "config", "entries", "cordon", "override"
+QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE, CANCELLED = "quota", "config", "entries", "cordon", "override", "cancelled"
 Records = Mapping[tuple, dict]
 
 
@@ -78,6 +80,13 @@ def cordoned(records: Records, broker: int) -> dict[str, bool]:
     """log dir -> yielded, for every log dir of this broker its sidecar cordoned."""
     return {record[2]: bool(value.get("yielded")) for record, value in records.items()
             if record[0] == CORDON and record[1] == broker}
+
+
+def cancelled_moves(records: Records) -> list[dict]:
+    """Every move the sidecars cancelled, oldest first, each with its broker, topic and partition."""
+    found = [{"broker": record[1], "topic": record[2], "partition": record[3], **value}
+             for record, value in records.items() if record[0] == CANCELLED]
+    return sorted(found, key=lambda move: move["at"])
 
 
 def overrides(records: Records) -> Overrides:

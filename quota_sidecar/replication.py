@@ -17,10 +17,10 @@ from .config import ReplicationConfig
 from .errors import AdminError, UnknownTopicError
 from .moves import MoveHistory, MoveLog, replicas_to_read, within
 from .netstats import NetworkSampler
-from .observation import FOLLOWER, LEADER, ROLES, BrokerLoad, ReplicaSizes, ReplicationObservation
-from .throttles import (LIST_KEY, RATE_KEY, ReplicationDecider, ReplicationDecision, catching_up, config_reasons,
-                        entries_of, foreign_cleanup_due, global_override_expired, growth_rate, list_change,
-                        measured_replicas, wanted_broker_configs)
+from .observation import FOLLOWER, LEADER, ROLES, BrokerLoad, Reassignment, ReplicaSizes, ReplicationObservation
+from .throttles import (DISK_GUARD, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider, ReplicationDecision,
+                        catching_up, config_reasons, entries_of, foreign_cleanup_due, global_override_expired,
+                        growth_rate, list_change, measured_replicas, throttled_replicas, wanted_broker_configs)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,8 @@ class ReplicationRunner:
 
     # -------------------------------------------------------------- read
 
-    def observe(self, all_records: records.Records) -> ReplicationObservation:
+    def observe(self, all_records: records.Records, guarded: bool = False) -> ReplicationObservation:
+        """`guarded`: this broker's disk guard is on (a dir of it at or near the limit); its catch-ups are throttled."""
         moves = tuple(self.admin.list_reassignments())
         overrides = records.overrides(all_records)
         try:
@@ -52,9 +53,9 @@ class ReplicationRunner:
         except AdminError as error:  # own broker down: its rates wait, the lists of its replicas do not
             log.warning("broker %d not reachable, its rates wait for it: %s", self.broker_id, error)
             applied = {}
-        # A broker override, or replication.throttle.catch.up, also throttles this broker's out-of-sync
-        # replicas: then every topic is read.
-        with_override = self.broker_id in overrides.broker_rates or self.config.throttle_catch_up
+        # A broker override, replication.throttle.catch.up or the disk guard also throttles this broker's
+        # out-of-sync replicas: then every topic is read.
+        with_override = self.broker_id in overrides.broker_rates or self.config.throttle_catch_up or guarded
         partitions = self.admin.describe_partitions(None if with_override else {m.topic for m in moves})
         rates = self.sampler.rates() if self.sampler else None
         leaders = {key: partition.leader for key, partition in partitions.items()}
@@ -68,7 +69,8 @@ class ReplicationRunner:
                                                 growth_rate(earlier, now, replicas[FOLLOWER]))}
         observation = ReplicationObservation(
             moves, loads, applied, overrides,
-            catching_up(partitions, moves, self.broker_id) if with_override else {}, progress)
+            catching_up(partitions, moves, self.broker_id) if with_override else {}, progress,
+            frozenset({self.broker_id}) if guarded else frozenset())
         self.last_observation = observation
         return observation
 
@@ -93,6 +95,8 @@ class ReplicationRunner:
         return {f"{role}_rate": _int(found.get(RATE_KEY[role])) for role in ROLES}
 
     def _broker_configs(self, keys: set[str]) -> dict[str, float]:
+        if not keys:  # no key at all would ask for every dynamic config of the broker (cordoned.log.dirs too)
+            return {}
         found = self.admin.describe_configs("broker", [self.broker_id], sorted(keys)).get(str(self.broker_id), {})
         return {key: float(value) for key, value in found.items() if value is not None}
 
@@ -160,11 +164,12 @@ class ReplicationRunner:
                 self.store.delete(record_key)
 
     def _apply_broker_configs(self, wanted: dict[str, int | None], all_records: records.Records,
-                              why: dict[str, str]) -> None:
+                              why: dict[str, str], let_go: bool = True) -> None:
+        """Write `wanted`; with `let_go`, hand back every other config the sidecar set (else they stay)."""
         def planned(all_records: records.Records) -> list[ownership.Write]:
             owned = records.owned_configs(all_records, self.broker_id)
             in_force = self._broker_configs(set(wanted) | set(owned))
-            return ownership.plan({**{key: None for key in owned}, **wanted}, in_force, owned)
+            return ownership.plan({**{key: None for key in owned if let_go}, **wanted}, in_force, owned)
 
         self._write_configs(ownership.with_second_look(planned, all_records, self._read_records), why)
 
@@ -197,6 +202,35 @@ class ReplicationRunner:
             self.admin.incremental_alter_configs("broker", self.broker_id, leftovers)
             log.info("broker %d: cleared throttle rates left by other tools (%s) after %s without moves",
                      self.broker_id, ", ".join(sorted(leftovers)), self.config.cleanup_foreign_after)
+
+    # -------------------------------------------------------------- the disk guard, before any pass decides
+
+    def write_the_guard(self, all_records: records.Records) -> tuple[tuple[Reassignment, ...], dict]:
+        """This broker's follower rate at the guard rate, and its replicas being added or catching up outside the
+        ISR in the follower lists, added to what is there (what goes waits for a pass). For the cancel
+        (local_guard.py): the moves adding replicas to this broker, and (topic, partition) -> leader of every
+        guarded replica."""
+        moves = self.admin.list_reassignments()
+        partitions = self.admin.describe_partitions(None)
+        incoming = tuple(move for move in moves if self.broker_id in move.destinations)
+        catch_ups = catching_up(partitions, moves, self.broker_id)
+        guarded = [(m.topic, m.partition) for m in incoming] + [(t, p) for t, pairs in catch_ups.items() for p, _ in pairs]
+        leaders = {key: partitions[key].leader for key in guarded if key in partitions}
+        lists = throttled_replicas(incoming, catch_ups)
+        if not lists:
+            return incoming, leaders
+        self._apply_broker_configs({FOLLOWER_RATE: self.config.disk_guard_rate}, all_records,
+                                   {FOLLOWER_RATE: f"{DISK_GUARD}: a local dir at or near the limit"}, let_go=False)
+        own = records.owned_entries(all_records, self.broker_id)
+        current = self._topic_lists(sorted(lists))
+        for topic, roles in lists.items():
+            if current[topic] is None:  # deleted meanwhile
+                continue
+            recorded = own.get((topic, FOLLOWER), set())
+            wanted = entries_of(roles[FOLLOWER], self.broker_id) | recorded
+            self._change_list(topic, FOLLOWER, records.key(records.ENTRIES, self.broker_id, topic, FOLLOWER), recorded,
+                              list_change(wanted, current[topic][FOLLOWER], recorded))
+        return incoming, leaders
 
     # -------------------------------------------------------------- clean-up
 

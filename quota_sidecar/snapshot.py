@@ -33,6 +33,7 @@ class Counters:
     writes: int = 0             # client quota values written to the cluster
     last_poll_seconds: float = 0.0
     watch_passes: int = 0       # passes the local watch started before their time
+    moves_cancelled: int = 0    # moves onto a dir of this broker the disk guard could not hold (local_guard.py)
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,4 @@ class Snapshot:
     local_watch: LocalWatchView | None = None
     cordons: CordonView | None = None  # with this sidecar's broker known
     tenants: TenantCount = TenantCount(0, 0)  # entities with a producer rate of their own, throttled
+    cancelled_moves: tuple[Mapping, ...] = ()  # the moves onto this broker its sidecar cancelled (records.py)

@@ -51,6 +51,8 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         "passes_started": snapshot.counters.watch_passes}
     if snapshot.cordons is not None:
         status["cordoned"] = _cordoned(snapshot.cordons)
+    if snapshot.cancelled_moves:
+        status["cancelled_moves"] = [dict(move) for move in snapshot.cancelled_moves]
     return status
 
 
@@ -157,6 +159,12 @@ def render(status: dict) -> str:
               f"{status['tenants']['with_a_rate_of_their_own']}, throttled: {status['tenants']['throttled']}"]
     if "cordoned" in status:
         lines += ["", _render_cordoned(status["cordoned"])]
+    if "cancelled_moves" in status:
+        lines += ["", "moves cancelled by the disk guard (run them again once the dir has room):",
+                  table(["at", "topic", "partition", "to", "log dir", "why"],
+                        [[m["at"], m["topic"], m["partition"], ",".join(str(b) for b in m["replicas"]
+                                                                         if b not in m["removing"]),
+                          m["log_dir"], m["why"]] for m in status["cancelled_moves"]])]
     if "replication" in status:
         lines += ["", _render_replication(status["replication"])]
     return "\n".join(lines)

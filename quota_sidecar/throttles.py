@@ -187,8 +187,8 @@ def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], override
     """Precedence: disk guard > broker override > global override > the rule (keep_up, then fail-safe, kept,
     unchanged, computed).
 
-    The disk guard slows a destination whose volume violates the limit (`guarded`) to `disk_guard_rate` as a
-    follower. A broker override applies to its broker in both roles even without a move (a broker catching
+    The disk guard slows a destination whose volume violates the limit, or whose own sidecar sees a dir at or
+    near it (`guarded`), to `disk_guard_rate` as a follower. A broker override applies to its broker in both roles even without a move (a broker catching
     up after a restart is throttled as a follower); a global override applies to every broker in a move.
     """
     brokers = set(involved) | set(overrides.broker_rates)
@@ -232,9 +232,10 @@ class ReplicationDecider:
 
     def decide(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> ReplicationDecision:
         involved = roles(observation.reassignments)
-        if self.config.throttle_catch_up:  # a broker catching up outside any move is a destination too
-            for replicas in observation.catching_up.values():
-                for _, broker in replicas:
+        guarded = {v["broker_id"] for v in violations} | observation.guarded
+        for replicas in observation.catching_up.values():  # a broker catching up outside any move, when
+            for _, broker in replicas:                       # asked or guarded, is a destination too
+                if self.config.throttle_catch_up or broker in guarded:
                     involved.setdefault(broker, set()).add(FOLLOWER)
         deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
         self.failures = count_failures(self.failures, deciding, observation.broker_load)
@@ -249,8 +250,7 @@ class ReplicationDecider:
             overrides = Overrides(overrides.global_rate, overrides.global_autoremove,
                                   {b: r for b, r in overrides.broker_rates.items() if b == self.own_broker})
         return ReplicationDecision(
-            brokers=with_overrides(computed, overrides, involved, {v["broker_id"] for v in violations},
-                                   self.config.disk_guard_rate),
+            brokers=with_overrides(computed, overrides, involved, guarded, self.config.disk_guard_rate),
             topics=throttled_replicas(observation.reassignments, observation.catching_up),
             moves=tuple(judged["moves"]),
             destinations={row["broker"]: {key: value for key, value in row.items() if key != "broker"}

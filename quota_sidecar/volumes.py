@@ -81,6 +81,9 @@ def _newest(volumes: tuple[Volume, ...]) -> datetime:
 TRIGGER_WINDOW_SECONDS = 1.0
 HORIZON_PASSES = 3  # by default a pass starts when the limit is this many last-pass durations away
 HOLD_PASSES = 2  # and a pass waits when a dir would be judged violated within this many
+# The disk guard looks at least this far ahead (local_guard.py): the watch sees a move's burst within a few samples
+# and the guard is in force a few tenths of a second later, time in which a move at full speed must not cross.
+GUARD_HORIZON_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -112,21 +115,29 @@ def fill_rate(samples: Sequence[LocalSample]) -> float | None:
     return -sum((s.at - mean_t) * (s.available_bytes - mean_a) for s in samples) / spread
 
 
-def seconds_to_limit(samples: Sequence[LocalSample], limit: StorageLimit) -> float | None:
-    """0 at or below the limit now; the time to it at the current fill rate; None when not filling."""
+def current_fill_rate(samples: Sequence[LocalSample]) -> float | None:
+    """The fill rate over the trigger window of the newest samples."""
+    newest = samples[-1]
+    return fill_rate([s for s in samples if newest.at - s.at <= TRIGGER_WINDOW_SECONDS])
+
+
+def seconds_to_limit(samples: Sequence[LocalSample], limit: StorageLimit, rate: float | None = None) -> float | None:
+    """0 at or below the limit now; the time to it at `rate` (the current fill rate unless given); None when
+    not filling."""
     newest = samples[-1]
     margin = newest.available_bytes - limit_bytes(limit, newest.total_bytes)
     if margin <= 0:
         return 0.0
-    recent = [s for s in samples if newest.at - s.at <= TRIGGER_WINDOW_SECONDS]
-    rate = fill_rate(recent)
+    rate = current_fill_rate(samples) if rate is None else rate
     return margin / rate if rate is not None and rate > 0 else None
 
 
-def time_left(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> dict[str, float]:
-    """Seconds to the limit of every local dir at it or filling (seconds_to_limit), once per watch round."""
+def time_left(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit,
+              rates: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Seconds to the limit of every local dir at it or filling (seconds_to_limit), once per watch round; at
+    the given fill rates when there are (else the current ones)."""
     return {log_dir: seconds for log_dir, samples in history.items()
-            if samples and (seconds := seconds_to_limit(samples, limit)) is not None}
+            if samples and (seconds := seconds_to_limit(samples, limit, (rates or {}).get(log_dir))) is not None}
 
 
 def at_the_limit(left: Mapping[str, float]) -> list[str]:

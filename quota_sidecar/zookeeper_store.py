@@ -51,6 +51,9 @@ class ZooKeeperStore:
                     records[key] = value
         self.session.call(writing(list(changes), STATE_PATH), self._update, change)
 
+    def connect(self) -> None:
+        """Nothing to do: the session is connected before the store is made."""
+
     def close(self) -> None:
         self.session.close()
 

@@ -38,6 +38,7 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("storage.per.volume.limit.lead.time", "1 minute", {}),
     ("storage.fill.window", "PT0S", {}),
     ("storage.cordon.log.dirs", "maybe", {}),
+    ("storage.cancel.moves.at.limit", "sometimes", {}),
     ("storage.local.log.dirs", "var/lib/kafka", {}),
     ("storage.local.log.dirs", "/no/such/kafka/dir", {}),  # refused at start: not a directory of this host
     ("storage.local.watch.interval", "0.1", {}),

@@ -151,3 +151,32 @@ def test_the_log_dirs_come_from_the_brokers_file_unless_a_key_names_them():
     assert named.local_watch.log_dirs == ("/mnt/broker",) and named.local_watch.enabled
     assert named.local_watch.interval == timedelta(milliseconds=100)
     assert not cfg.from_properties(base).local_watch.enabled
+
+
+def test_the_guard_zone_remembers_the_fastest_fill_of_the_peak_window():
+    """A move held by the guard fills nothing: what lifting the guard would let through is the rate it had."""
+    readings = iter([400, 300, 200] + [200] * 20)  # MiB free, a sample each 0.1 s; then held for 2 s
+    clock = iter(i / 10 for i in range(100))
+    config = LocalWatchConfig(("/data",), timedelta(milliseconds=100))
+    woken = []
+    local = LocalWatch(config, LIMIT, lambda: woken.append(True), horizon=lambda: 0.5,
+                       read=lambda log_dir, at: LocalSample(log_dir, at, 1000 * MiB, next(readings) * MiB),
+                       clock=lambda: next(clock), peak_window=60.0)
+    rounds = [local.sample() for _ in range(23)]
+
+    assert rounds[1] == ["/data"]  # 1000 MiB/s with 200 MiB free, 100 MiB above the limit: in danger
+    assert local.guard_zone == ["/data"] and local.danger == []  # held for 2 s: no fill now, the peak kept
+    assert rounds[-1] == []  # sample() says when a dir enters the zone, not every round after
+
+
+def test_the_guard_zone_forgets_a_peak_older_than_its_window():
+    readings = iter([400, 300, 300, 300])
+    clock = iter([0.0, 0.1, 0.2, 30.0])
+    config = LocalWatchConfig(("/data",), timedelta(milliseconds=100))
+    local = LocalWatch(config, LIMIT, lambda: None, horizon=lambda: 0.5,
+                       read=lambda log_dir, at: LocalSample(log_dir, at, 1000 * MiB, next(readings) * MiB),
+                       clock=lambda: next(clock), peak_window=10.0)
+    local.sample(), local.sample(), local.sample()
+    assert local.guard_zone == ["/data"]
+    local.sample()
+    assert local.guard_zone == []

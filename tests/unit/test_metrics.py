@@ -23,6 +23,7 @@ def test_factor_counters_and_volumes(a_snapshot):
     assert samples[("quota_sidecar_poll_failures_total", ())] == 1
     assert samples[("quota_sidecar_limit_violated_total", ())] == 2
     assert samples[("quota_sidecar_writes_total", ())] == 3
+    assert samples[("quota_sidecar_moves_cancelled_total", ())] == 0
     assert samples[("quota_sidecar_poll_duration_seconds", ())] == 0.25
     assert samples[("quota_sidecar_active_log_dirs", ())] == 2
     assert samples[("quota_sidecar_volume_available_bytes", (("broker_id", "3"), ("log_dir", "/data/b")))] == 20 << 20

@@ -155,6 +155,18 @@ def test_cordoned_dirs_of_this_broker_say_which_the_sidecar_added(a_snapshot, la
     assert "cordoned" not in status.build(a_snapshot(), later, mode="running")
 
 
+def test_moves_the_disk_guard_cancelled_are_shown_with_why(a_snapshot, later):
+    move = {"broker": 3, "topic": "t", "partition": 0, "at": "2026-11-25T14:00:00+00:00", "log_dir": "/data/b",
+            "replicas": [3, 1], "adding": [3], "removing": [1], "why": "its free space fell to 1 B under the disk guard"}
+
+    built = status.build(a_snapshot(cancelled_moves=(move,)), later, mode="running")
+
+    assert built["cancelled_moves"] == [move]
+    row = next(line.strip() for line in status.render(built).splitlines() if "2026-11-25T14:00:00" in line)
+    assert row.split()[1:5] == ["t", "0", "3", "/data/b"] and row.endswith("under the disk guard")
+    assert "cancelled_moves" not in status.build(a_snapshot(), later, mode="running")
+
+
 def test_with_zookeeper_the_published_volumes_are_shown_beside_describe_log_dirs(a_snapshot, later):
     snapshot = a_snapshot()
     reported = snapshot.decision.volumes[0]

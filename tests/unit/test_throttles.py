@@ -202,14 +202,21 @@ def fake_rate_judge(rows):
             "moves": [], "destinations": []}
 
 
-@pytest.mark.parametrize("catch_up, follower", [(True, (42, COMPUTED)), (False, (None, None))])
-def test_a_broker_catching_up_outside_moves_is_a_destination_only_when_asked(catch_up, follower):
+@pytest.mark.parametrize("catch_up, guarded, violations, follower", [
+    (True, (), (), (42, COMPUTED)),
+    (False, (), (), (None, None)),
+    (False, (3,), (), (1, DISK_GUARD)),  # its own sidecar sees a dir at or near the limit
+    (False, (), ({"broker_id": 3},), (1, DISK_GUARD)),  # the last poll found a volume of it violating
+])
+def test_a_broker_catching_up_outside_moves_is_a_destination_when_asked_or_guarded(catch_up, guarded, violations,
+                                                                                   follower):
     from quota_sidecar.observation import ReplicationObservation
     from quota_sidecar.throttles import ReplicationDecider
 
     config = ReplicationConfig(capacity_default=100, throttle_catch_up=catch_up)
-    observation = ReplicationObservation(broker_load={3: BrokerLoad(0, 0)}, catching_up={"t": ((0, 3),)})
-    decision = ReplicationDecider(config, fake_rate_judge, own_broker=3).decide(observation, ())
+    observation = ReplicationObservation(broker_load={3: BrokerLoad(0, 0)}, catching_up={"t": ((0, 3),)},
+                                         guarded=frozenset(guarded))
+    decision = ReplicationDecider(config, fake_rate_judge, own_broker=3).decide(observation, violations)
     rates = decision.brokers.get(3, BrokerRates())
     assert (rates.follower_rate, rates.follower_reason) == follower
     assert decision.topics["t"][FOLLOWER] == ("0:3",)

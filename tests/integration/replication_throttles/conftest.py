@@ -35,7 +35,7 @@ class _FailureReport:
         return report
 
 
-class _ClusterLogs:
+class ClusterLogs:
     def __init__(self, cluster: LocalKafkaCluster):
         self.cluster = cluster
 
@@ -95,7 +95,7 @@ def pytest_generate_tests(metafunc):
 def cluster(report, request):
     """Brokers 1, 2, 3 for the package's tests; each test works in topics of its own."""
     with LocalKafkaCluster(brokers=3, broker_properties=BROKER_PROPERTIES, **MATRIX[request.param]) as cluster:
-        report.sources.append(_ClusterLogs(cluster))
+        report.sources.append(ClusterLogs(cluster))
         yield cluster
 
 
