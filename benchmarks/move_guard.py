@@ -89,7 +89,7 @@ def scenario(name: str, spark_url: str, work: Path, watch: float) -> dict:
             fleet.stop()
         print(*[line.text for line in lines if "guard" in line.text or "pass now" in line.text
                 or "cancelled" in line.text][:20], sep="\n", file=sys.stderr)
-    guard = next((line.at for line in lines if "-> 1 (disk_guard: a local dir" in line.text), None)
+    guard = next((line.at for line in lines if "(disk_guard: a local dir" in line.text), None)
     alarm = next((line.at for line in lines if "pass now: local dir" in line.text), None)
     cancel = next((line.at for line in lines if "cancelled the moves adding replicas" in line.text), None)
     crossed = free_space.crossed_at
@@ -97,7 +97,8 @@ def scenario(name: str, spark_url: str, work: Path, watch: float) -> dict:
         "scenario": name, "lowest_free_mib": round(free_space.lowest / MiB, 1), "filled": free_space.lowest <= 0,
         "log_dir_offline": bool(offline), "crossed_the_limit": crossed is not None,
         "guard_after_start_s": None if guard is None else round(guard - started, 2),
-        "guard_after_crossing_s": None if guard is None or crossed is None else round(guard - crossed, 2),
+        "guard_after_crossing_s": next((round(line.at - crossed, 2) for line in lines if crossed is not None
+                                        and line.at >= crossed and "(disk_guard: a local dir" in line.text), None),
         "guard_after_the_watch_s": None if guard is None or alarm is None else round(guard - alarm, 2),
         "cancelled_after_s": None if cancel is None else round(cancel - started, 1),
         "still_moving_at_the_end": still_moving,
