@@ -56,13 +56,13 @@ class LocalGuard:
     def __init__(self, runner, admin, store, limit: StorageLimit, cancel_moves: bool, counters: Counters,
                  watch: LocalWatch | None = None):
         self.runner, self.admin, self.store, self.limit, self.counters = runner, admin, store, limit, counters
-        self.watch = watch
-        self.report = FailureReport("disk guard write", "disk guard writes")
-        self._checked: tuple[set[str], float] = (set(), 0.0)  # the dirs at risk at the last check between passes
         self.broker_id: int = runner.broker_id
         self.cancel_moves = cancel_moves
+        self.watch = watch  # None: hold() only, with the dirs at risk given
+        self.report = FailureReport("disk guard write", "disk guard writes")
         self.since: dict[str, int] = {}  # dir at risk -> its free space when the guard went in
         self.moves: list[dict] = []  # the moves onto this broker its sidecar cancelled, as recorded
+        self._checked: tuple[set[str], float] = (set(), 0.0)  # the dirs at risk at the last check between passes
         self._fetch_sizes: dict[str, float] | None = None
 
     def at_risk(self) -> dict[str, LocalSample]:
@@ -142,11 +142,12 @@ class LocalGuard:
             return
         why = (f"its free space fell to {sample.available_bytes} B under the disk guard "
                f"({self.since[log_dir]} B when the guard went in), below {below:.0f} B")
-        for move in onto:  # recorded first, as every write
-            recorded = {"at": now.isoformat(), "log_dir": log_dir, "replicas": list(move.replicas),
-                        "adding": list(move.adding), "removing": list(move.removing), "why": why}
-            self.store.put(records.key(records.CANCELLED, self.broker_id, move.topic, move.partition), recorded)
-            self.moves.append({"broker": self.broker_id, "topic": move.topic, "partition": move.partition, **recorded})
+        recorded = {move: {"at": now.isoformat(), "log_dir": log_dir, "replicas": list(move.replicas),
+                           "adding": list(move.adding), "removing": list(move.removing), "why": why} for move in onto}
+        self.store.write_many({records.key(records.CANCELLED, self.broker_id, move.topic, move.partition): value
+                               for move, value in recorded.items()})  # recorded first, as every write
+        self.moves += [{"broker": self.broker_id, "topic": move.topic, "partition": move.partition, **value}
+                       for move, value in recorded.items()]
         self.admin.alter_reassignments({(move.topic, move.partition): None for move in onto})
         self.counters.moves_cancelled += len(onto)
         log.warning("cancelled the moves adding replicas to %s of broker %d: %s: %s; run them again once the dir "

@@ -74,9 +74,9 @@ class RecordingStore:
     def __init__(self, admin):
         self.admin, self.puts = admin, []
 
-    def put(self, key, value):
+    def write_many(self, changes):
         assert not self.admin.cancelled, "the cancel came before its record"
-        self.puts.append((key, value))
+        self.puts += list(changes.items())
 
 
 ONTO_A = Reassignment("t", 0, (3, 1), adding=(3,), removing=(1,))
