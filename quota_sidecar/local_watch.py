@@ -71,7 +71,7 @@ class LocalWatch:
         # of the burst that lifting the guard would let through.
         self.guard_zone: list[str] = []
         self.peak_window = peak_window
-        self._rates: dict[str, deque[tuple[float, float]]] = {log_dir: deque() for log_dir in self.dirs}
+        self._rates: dict[str, deque[tuple[float, float]]] = {}  # dir -> (when, fill rate) within the peak window
         self.until_judged: float | None = None  # seconds from the last sample until a dir is judged violated
         self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
         self._lock = threading.Lock()
@@ -141,10 +141,10 @@ class LocalWatch:
                                         max(horizon, GUARD_HORIZON_SECONDS))
             self.at_limit = at_the_limit(left)
             self.until_judged = until_judged(left, self.limit)
-            danger = list(self.danger) + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger]
+            wake_for = self.danger + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger]
         if self.on_sample is not None and found_now:
             self.on_sample(found_now)
-        return danger
+        return wake_for
 
     def _peak_rates(self, now: float) -> dict[str, float]:
         """Each dir's fastest fill rate over the peak window, this round's included."""

@@ -188,8 +188,9 @@ def with_overrides(computed: Mapping[tuple[int, str], tuple[int, str]], override
     unchanged, computed).
 
     The disk guard slows a destination whose volume violates the limit, or whose own sidecar sees a dir at or
-    near it (`guarded`), to `disk_guard_rate` as a follower. A broker override applies to its broker in both roles even without a move (a broker catching
-    up after a restart is throttled as a follower); a global override applies to every broker in a move.
+    near it (`guarded`), to `disk_guard_rate` as a follower. A broker override applies to its broker in both
+    roles even without a move (a broker catching up after a restart is throttled as a follower); a global
+    override applies to every broker in a move.
     """
     brokers = set(involved) | set(overrides.broker_rates)
     result = {}
