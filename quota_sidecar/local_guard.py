@@ -117,9 +117,8 @@ class LocalGuard:
 
     def cleanup(self, all_records: records.Records) -> None:
         """Forget the moves this broker's sidecar cancelled: their WARNINGs said it; the cluster holds nothing of it."""
-        for move in records.cancelled_moves(all_records):
-            if move["broker"] == self.broker_id:
-                self.store.delete(records.key(records.CANCELLED, self.broker_id, move["topic"], move["partition"]))
+        self.store.write_many({records.key(records.CANCELLED, self.broker_id, move["topic"], move["partition"]): None
+                               for move in records.cancelled_moves(all_records) if move["broker"] == self.broker_id})
 
     def _fetch_settings(self) -> dict[str, float]:
         """The broker's fetch sizes in force (the first of its layers: dynamic, static, default), read once."""
