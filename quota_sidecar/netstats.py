@@ -64,6 +64,14 @@ class NetworkSampler:
         self.stopped.set()
         self.thread.join(timeout=5)
 
+    def counters(self) -> tuple[int, int] | None:
+        """The link's (sent, received) byte counters now, or None when they cannot be read."""
+        try:
+            sample = self.read(self.interface)
+        except (LookupError, OSError):
+            return None
+        return sample.sent_bytes, sample.received_bytes
+
     def rates(self) -> tuple[float, float] | None:
         """Average (tx, rx) bytes/s over the window, or None when the counters cannot be read."""
         with self.lock:

@@ -86,6 +86,7 @@ class ReplicaSizes:
     """Bytes of some replicas, (topic, partition, broker) -> size, read at one moment (monotonic seconds)."""
     at: float
     sizes: Mapping[tuple[str, int, int], int]
+    link: tuple[int, int] | None = None  # the host link's (sent, received) byte counters, read with the sizes
 
 
 @dataclass(frozen=True)

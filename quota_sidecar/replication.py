@@ -20,7 +20,7 @@ from .netstats import NetworkSampler
 from .observation import FOLLOWER, LEADER, ROLES, BrokerLoad, Reassignment, ReplicaSizes, ReplicationObservation
 from .throttles import (DISK_GUARD, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider, ReplicationDecision,
                         catching_up, config_reasons, entries_of, foreign_cleanup_due, global_override_expired,
-                        growth_rate, list_change, measured_replicas, throttled_replicas, wanted_broker_configs)
+                        growth_rate, link_rates, list_change, measured_replicas, throttled_replicas, wanted_broker_configs)
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,12 @@ class ReplicationRunner:
         # out-of-sync replicas: then every topic is read.
         with_override = self.broker_id in overrides.broker_rates or self.config.throttle_catch_up or guarded
         partitions = self.admin.describe_partitions(None if with_override else {m.topic for m in moves})
-        rates = self.sampler.rates() if self.sampler else None
         leaders = {key: partition.leader for key, partition in partitions.items()}
-        now = ReplicaSizes(self.clock(), self._replica_sizes(replicas_to_read(moves, leaders)))
+        sizes = self._replica_sizes(replicas_to_read(moves, leaders))
+        now = ReplicaSizes(self.clock(), sizes, self.sampler.counters() if self.sampler else None)
         earlier = within(self.history.readings, now.at, self.config.network_window.total_seconds())
+        # The link over the replicas' growth interval; the sampler's own window until two passes have read it.
+        rates = (link_rates(earlier, now) or self.sampler.rates()) if self.sampler else None
         progress = self.history.record(moves, leaders, now)
         loads = {}
         if rates is not None:  # (sent, received): the growth of the replicas this broker sends and receives

@@ -49,6 +49,18 @@ def measured_replicas(reassignments: Iterable[Reassignment], leaders: Mapping[tu
     return {LEADER: sent, FOLLOWER: received}
 
 
+def link_rates(earlier: Sequence[ReplicaSizes], now: ReplicaSizes) -> tuple[float, float] | None:
+    """(sent, received) bytes/s of the host's link from the oldest earlier reading with its counters to now: the
+    interval growth_rate measures over, so that the clients' share (link less replication) compares like with like.
+    A window of the sampler's own ends up to a period before the pass, and later still when the machine is busy:
+    late in a client peak the share then looked smaller than it was and the throttle stayed high."""
+    first = next((r for r in earlier if r.link is not None and r.at < now.at), None)
+    if first is None or now.link is None:
+        return None
+    elapsed = now.at - first.at
+    return (now.link[0] - first.link[0]) / elapsed, (now.link[1] - first.link[1]) / elapsed
+
+
 def growth_rate(earlier: Sequence[ReplicaSizes], now: ReplicaSizes,
                 replicas: Iterable[tuple[str, int, int]]) -> float | None:
     """Bytes/s the replicas grew by, each since the oldest earlier reading that has it; None when no

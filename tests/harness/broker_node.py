@@ -124,25 +124,28 @@ def java_command(jvm_options: Sequence[str], classpath: str, base_dir: Path, zoo
     ]
 
 
-def serving_broker_ids(addresses: Sequence[str], zookeeper_mode: bool) -> set[int]:
-    """The brokers the cluster counts as serving, asked through those of `addresses` that listen; none if none does."""
+def serving_broker_ids(listeners: Mapping[int, Sequence[str]], zookeeper_mode: bool) -> set[int]:
+    """The brokers the cluster counts as serving whose every client listener (node id -> addresses) accepts a
+    connection: a ZooKeeper-mode broker is registered, and listed in Metadata, before its listeners accept (a test's
+    first request then met ECONNREFUSED)."""
     # Probing the ports first spares the logs kafka-python's errors about refused connections.
-    listening = [address for address in addresses if _listens(address)]
+    listening = {node_id for node_id, addresses in listeners.items() if all(map(_listens, addresses))}
     if not listening:
         return set()
     try:
         with KafkaAdminClient(
-            bootstrap_servers=listening, bootstrap_timeout_ms=5000, request_timeout_ms=5000
+            bootstrap_servers=[listeners[node_id][0] for node_id in sorted(listening)], bootstrap_timeout_ms=5000,
+            request_timeout_ms=5000
         ) as admin:
             if zookeeper_mode:
                 # ZooKeeper-era brokers know no fencing; Metadata lists the registered ones. (kafka-python's
                 # describe_cluster fails on DescribeCluster v0, which Kafka 3.2 answers.)
                 response = admin._manager.run(admin._manager.send, MetadataRequest(topics=[]))
-                return {broker.node_id for broker in response.brokers}
+                return {broker.node_id for broker in response.brokers} & listening
             brokers = admin.describe_cluster()["brokers"]
     except KafkaError:
         return set()
-    return {broker["broker_id"] for broker in brokers if not broker["is_fenced"]}
+    return {broker["broker_id"] for broker in brokers if not broker["is_fenced"]} & listening
 
 
 def _listens(address: str) -> bool:

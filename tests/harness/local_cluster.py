@@ -342,9 +342,8 @@ class LocalKafkaCluster:
 
     def _serving_broker_ids(self) -> set[int]:
         running = self._running_broker_ids()
-        return serving_broker_ids(
-            [address for node_id, address in self.broker_addresses.items() if node_id in running], self.zookeeper_mode
-        )
+        return serving_broker_ids({node_id: [self.broker_addresses[node_id], self.sasl_broker_addresses[node_id]]
+                                   for node_id in running}, self.zookeeper_mode)
 
     def _stop_processes(self, nodes: list[BrokerNode]) -> None:
         """SIGTERM (a broker's clean shutdown) to all at once, SIGKILL to those still running at the timeout."""

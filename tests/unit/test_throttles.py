@@ -10,7 +10,7 @@ from quota_sidecar.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, 
 from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
                                      KEEP_UP, KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
                                      catching_up, count_failures, entries_of, foreign_cleanup_due,
-                                     global_override_expired, growth_rate, list_change, measured_replicas, roles,
+                                     global_override_expired, growth_rate, link_rates, list_change, measured_replicas, roles,
                                      throttled_replicas, wanted_broker_configs, with_overrides)
 
 MOVE = Reassignment("t", 0, replicas=(3, 1, 2), adding=(3,), removing=(1,))
@@ -107,6 +107,13 @@ def test_growth_is_unknown_without_an_earlier_reading_and_zero_without_replicas(
     assert growth_rate([], now, [("t", 0, 3)]) is None
     assert growth_rate([ReplicaSizes(4.0, {})], now, [("t", 0, 3)]) is None
     assert growth_rate([], now, []) == 0.0
+
+
+def test_the_link_is_measured_over_the_interval_of_the_replicas_growth():
+    earlier = [ReplicaSizes(9.0, {}), ReplicaSizes(10.0, {}, link=(1_000, 50)), ReplicaSizes(12.0, {}, link=(5_000, 50))]
+    assert link_rates(earlier, ReplicaSizes(14.0, {}, link=(17_000, 450))) == (4_000.0, 100.0)
+    assert link_rates(earlier, ReplicaSizes(14.0, {})) is None  # the counters unread now
+    assert link_rates(earlier[:1], ReplicaSizes(14.0, {}, link=(1, 1))) is None  # none read before
 
 
 def test_a_shrinking_replica_counts_as_no_growth():
