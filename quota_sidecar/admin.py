@@ -143,24 +143,36 @@ class ClusterAdmin:
                           partitions: Mapping[str, Iterable[int]]) -> dict[tuple[str, int], tuple[str, int]]:
         """(log dir, bytes) of the given partitions' replicas on one broker (their current copy); a partition
         it does not hold is absent."""
-        return self._call(f"DescribeLogDirs to broker {broker_id}", self._describe_replicas, broker_id,
-                          {topic: list(indexes) for topic, indexes in partitions.items()})
+        found = self._call(f"DescribeLogDirs to broker {broker_id}", self._replicas, broker_id,
+                           {topic: list(indexes) for topic, indexes in partitions.items()})
+        return {(topic, partition): (log_dir, size) for topic, partition, log_dir, size, future in found if not future}
 
-    async def _describe_replicas(self, broker_id: int, partitions: dict[str, list[int]]) -> dict:
+    def describe_dir_moves(self, broker_id: int) -> dict[tuple[str, int], tuple[str, str]]:
+        """The replicas of one broker being moved between its own log dirs (AlterReplicaLogDirs, JBOD): (topic,
+        partition) -> (the dir it is copied into, the dir it is in). One DescribeLogDirs of all its partitions."""
+        found = self._call(f"DescribeLogDirs to broker {broker_id}", self._replicas, broker_id, None)
+        current = {(topic, partition): log_dir for topic, partition, log_dir, _, future in found if not future}
+        return {(topic, partition): (log_dir, current[(topic, partition)])
+                for topic, partition, log_dir, _, future in found if future and (topic, partition) in current}
+
+    async def _replicas(self, broker_id: int, partitions: dict[str, list[int]] | None) -> list:
         what = f"DescribeLogDirs to broker {broker_id}"
-        topic = DescribeLogDirsRequest.DescribableLogDirTopic
-        request = DescribeLogDirsRequest(topics=[topic(topic=name, partitions=indexes)
-                                                 for name, indexes in partitions.items()])
-        response = await self._send(request, what, node_id=broker_id)
+        response = await self._send(requests.describe_replicas_request(partitions), what, node_id=broker_id)
         raise_any([error_for_code(response.error_code, None, what)])
-        found = {}
-        for result in response.results:
-            for topic_result in result.topics:
-                for partition in topic_result.partitions:
-                    if not partition.is_future_key:
-                        found[(topic_result.name, partition.partition_index)] = (result.log_dir,
-                                                                                  partition.partition_size)
-        return found
+        return requests.replicas_in(response)
+
+    def alter_replica_log_dirs(self, broker_id: int, dirs: Mapping[tuple[str, int], str]) -> None:
+        """Move each (topic, partition) replica of one broker into the given dir of it. Naming the dir a replica is
+        in cancels its move between dirs (the broker drops the copy), as kafka-reassign-partitions --cancel does."""
+        if dirs:
+            self._call(f"AlterReplicaLogDirs to broker {broker_id}", self._alter_replica_log_dirs, broker_id,
+                       dict(dirs))
+
+    async def _alter_replica_log_dirs(self, broker_id: int, dirs: dict[tuple[str, int], str]) -> None:
+        what = f"AlterReplicaLogDirs to broker {broker_id}"
+        response = await self._send(requests.alter_replica_log_dirs_request(dirs), what, node_id=broker_id)
+        raise_any(error_for_code(partition.error_code, None, f"{what} of {topic.topic_name}-{partition.partition_index}")
+                  for topic in response.results for partition in topic.partitions)
 
     def describe_partitions(self, topics: Iterable[str] | None) -> dict[tuple[str, int], Partition]:
         """Leader, replicas and in-sync replicas of every partition of the topics (None: of every topic).

@@ -12,8 +12,10 @@ from kafka.admin import AlterConfigOp, ConfigResourceType, ConfigSourceType
 from kafka.protocol.admin import (
     AlterClientQuotasRequest,
     AlterPartitionReassignmentsRequest,
+    AlterReplicaLogDirsRequest,
     DescribeClientQuotasRequest,
     DescribeConfigsRequest,
+    DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
 )
 
@@ -106,6 +108,32 @@ def incremental_alter_configs_request(resource_type: str, name: str, configs: li
 def config_node(resource_type: str, name: str) -> int | None:
     """Broker configs go to that broker (as the Java client does); the rest to any broker."""
     return int(name) if resource_type == "broker" and name != "" else None
+
+
+# -------------------------------------------------------------- replicas in log dirs
+
+def describe_replicas_request(partitions: dict[str, list[int]] | None) -> DescribeLogDirsRequest:
+    """DescribeLogDirs of the given partitions ({topic: [partition]}), or of every partition of the broker (None)."""
+    topic = DescribeLogDirsRequest.DescribableLogDirTopic
+    return DescribeLogDirsRequest(topics=None if partitions is None else
+                                  [topic(topic=name, partitions=indexes) for name, indexes in partitions.items()])
+
+
+def replicas_in(response) -> list[tuple[str, int, str, int, bool]]:
+    """(topic, partition, log dir, bytes, whether it is the future copy of a move between the broker's dirs)."""
+    return [(topic.name, partition.partition_index, result.log_dir, partition.partition_size, partition.is_future_key)
+            for result in response.results for topic in result.topics for partition in topic.partitions]
+
+
+def alter_replica_log_dirs_request(dirs: dict[tuple[str, int], str]) -> AlterReplicaLogDirsRequest:
+    """Each (topic, partition) replica of the broker into the given log dir of it."""
+    by_dir: dict[str, dict[str, list[int]]] = {}
+    for (topic, partition), log_dir in dirs.items():
+        by_dir.setdefault(log_dir, {}).setdefault(topic, []).append(partition)
+    entry = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    return AlterReplicaLogDirsRequest(dirs=[
+        entry(path=path, topics=[entry.AlterReplicaLogDirTopic(name=name, partitions=indexes)
+                                 for name, indexes in topics.items()]) for path, topics in by_dir.items()])
 
 
 # -------------------------------------------------------------- reassignments

@@ -87,8 +87,9 @@ KEYS: tuple[Key, ...] = (
         "while a log dir of this broker violates the limit, add it to the broker's cordoned.log.dirs (KIP-1066, "
         "Kafka >= 4.3: no new replicas there) and remove it on recovery; needs broker.id"),
     Key("storage.cancel.moves.at.limit", boolean, True,
-        "with replication throttles on: cancel the moves adding replicas to a log dir of this broker whose free "
-        "space keeps falling under the disk guard, below the limit by more than the guarded fetches bring"),
+        "with replication throttles on: cancel the moves adding replicas to a log dir of this broker, and the "
+        "copies into it from another dir of the broker, when its free space keeps falling under the disk guard, "
+        "below the limit by more than the guarded fetches bring"),
     Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
     Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
         "how long a factor stays valid while polls fail"),

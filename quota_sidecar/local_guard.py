@@ -3,14 +3,16 @@
 A move on a fast network crosses a margin of hundreds of MiB in a second, faster than a pass (DescribeLogDirs
 of every broker, the Spark decision) sees it. When the local watch shows a dir of this broker at the limit, or
 reaching it within the trigger horizon, the sidecar writes the guard at once (ReplicationRunner.write_the_guard),
-and every pass keeps it while that lasts (ReplicationObservation.guarded).
+and every pass keeps it while that lasts (ReplicationObservation.guarded). A copy between the broker's own log
+dirs (AlterReplicaLogDirs, JBOD) into such a dir is held the same way, by the broker's copy rate
+(ReplicationRunner.guard_dir_copies): Kafka copies one partition a fetch, up to `replica.fetch.max.bytes`.
 
 A guarded follower still fetches now and then: Kafka's follower quota lets a fetch through whenever the rate
 over its window (`replication.quota.window.num` x `replication.quota.window.size.seconds`) is under the quota,
 and each brings up to `replica.fetch.max.bytes` per partition, at most `replica.fetch.response.max.bytes` per
 source broker. When the free space keeps falling under the guard by more than that (`cancel_below`), the moves
-adding replicas to the dir are cancelled (`storage.cancel.moves.at.limit`): recorded first, one WARNING naming
-each partition and why; the operator runs them again once the dir has room.
+adding replicas to the dir, and the copies into it, are cancelled (`storage.cancel.moves.at.limit`): recorded
+first, one WARNING naming each partition and why; the operator runs them again once the dir has room.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from . import deadline, records
 from .config import StorageLimit
@@ -35,12 +37,13 @@ FETCH_MAX_BYTES, RESPONSE_MAX_BYTES = "replica.fetch.max.bytes", "replica.fetch.
 KAFKA_DEFAULTS = {FETCH_MAX_BYTES: 1 << 20, RESPONSE_MAX_BYTES: 10 << 20}
 
 
-def fetch_allowance(leaders: Mapping[tuple[str, int], int], fetch_sizes: Mapping[str, float]) -> int:
-    """What one round of a broker's fetches can bring for its guarded replicas (partition -> leader): each
-    partition up to `replica.fetch.max.bytes`, each source broker's response up to `replica.fetch.response.max.bytes`."""
+def fetch_allowance(sources: Sequence[int], fetch_sizes: Mapping[str, float]) -> int:
+    """What one round of a broker's fetches can bring for its guarded replicas, given the source broker of each
+    (the broker itself for a copy between its dirs): each partition up to `replica.fetch.max.bytes`, each
+    source's response up to `replica.fetch.response.max.bytes`."""
     per_partition = int(fetch_sizes.get(FETCH_MAX_BYTES, KAFKA_DEFAULTS[FETCH_MAX_BYTES]))
     per_response = max(int(fetch_sizes.get(RESPONSE_MAX_BYTES, KAFKA_DEFAULTS[RESPONSE_MAX_BYTES])), per_partition)
-    return min(len(leaders) * per_partition, len(set(leaders.values())) * per_response)
+    return min(len(sources) * per_partition, len(set(sources)) * per_response)
 
 
 def cancel_below(available_when_guarded: int, limit: float, allowance: int) -> float:
@@ -107,12 +110,14 @@ class LocalGuard:
         if not at_risk:
             return False
         incoming, leaders = self.runner.write_the_guard(all_records)
-        if self.cancel_moves and incoming:
-            allowance = fetch_allowance(leaders, self._fetch_settings())
+        copies = self.runner.guard_dir_copies(all_records, at_risk)
+        if self.cancel_moves and (incoming or copies):
+            sources = [*leaders.values(), *[self.broker_id] * len(copies)]
+            allowance = fetch_allowance(sources, self._fetch_settings())
             for log_dir, sample in at_risk.items():
                 below = cancel_below(self.since[log_dir], limit_bytes(self.limit, sample.total_bytes), allowance)
                 if sample.available_bytes < below:
-                    self._cancel(log_dir, sample, below, incoming, now)
+                    self._cancel(log_dir, sample, below, incoming, copies, now)
         return True
 
     def cleanup(self, all_records: records.Records) -> None:
@@ -129,29 +134,37 @@ class LocalGuard:
         return self._fetch_sizes
 
     def _cancel(self, log_dir: str, sample: LocalSample, below: float, incoming: tuple[Reassignment, ...],
-                now: datetime) -> None:
+                copies: Mapping[tuple[str, int], tuple[str, str]], now: datetime) -> None:
         """Cancel the moves whose adding replica of this broker is in `log_dir` (a replica not created yet is in
-        no dir: cordoning keeps it off this one)."""
+        no dir: cordoning keeps it off this one), and the copies into `log_dir` from another dir of the broker (back
+        to the dir they are in: Kafka drops the copy)."""
         partitions: dict[str, list[int]] = {}
         for move in incoming:
             partitions.setdefault(move.topic, []).append(move.partition)
-        dirs = self.admin.describe_replicas(self.broker_id, partitions)
+        dirs = self.admin.describe_replicas(self.broker_id, partitions) if partitions else {}
         onto = [move for move in incoming if dirs.get((move.topic, move.partition), ("",))[0] == log_dir]
-        if not onto:
+        back = {partition: from_dir for partition, (to_dir, from_dir) in copies.items() if to_dir == log_dir}
+        if not onto and not back:
             return
         why = (f"its free space fell to {sample.available_bytes} B under the disk guard "
                f"({self.since[log_dir]} B when the guard went in), below {below:.0f} B")
-        recorded = {move: {"at": now.isoformat(), "log_dir": log_dir, "replicas": list(move.replicas),
-                           "adding": list(move.adding), "removing": list(move.removing), "why": why} for move in onto}
-        self.store.write_many({records.key(records.CANCELLED, self.broker_id, move.topic, move.partition): value
-                               for move, value in recorded.items()})  # recorded first, as every write
-        self.moves += [{"broker": self.broker_id, "topic": move.topic, "partition": move.partition, **value}
-                       for move, value in recorded.items()]
+        recorded = {(move.topic, move.partition): {"replicas": list(move.replicas), "adding": list(move.adding),
+                                                   "removing": list(move.removing)} for move in onto}
+        recorded.update({partition: {"replicas": [self.broker_id], "adding": [], "removing": [], "from_log_dir": dir_}
+                         for partition, dir_ in back.items()})
+        recorded = {partition: {"at": now.isoformat(), "log_dir": log_dir, **value, "why": why}
+                    for partition, value in recorded.items()}
+        self.store.write_many({records.key(records.CANCELLED, self.broker_id, *partition): value
+                               for partition, value in recorded.items()})  # recorded first, as every write
+        self.moves += [{"broker": self.broker_id, "topic": topic, "partition": partition, **value}
+                       for (topic, partition), value in recorded.items()]
         self.admin.alter_reassignments({(move.topic, move.partition): None for move in onto})
-        self.counters.moves_cancelled += len(onto)
+        self.admin.alter_replica_log_dirs(self.broker_id, back)
+        self.counters.moves_cancelled += len(recorded)
         log.warning("cancelled the moves adding replicas to %s of broker %d: %s: %s; run them again once the dir "
                     "has room", log_dir, self.broker_id, why,
-                    ", ".join(f"{move.topic}-{move.partition} (to {_target(move)})" for move in onto))
+                    ", ".join([f"{move.topic}-{move.partition} (to {_target(move)})" for move in onto]
+                              + [f"{topic}-{partition} (from {dir_})" for (topic, partition), dir_ in back.items()]))
 
 
 def _target(move: Reassignment) -> list[int]:

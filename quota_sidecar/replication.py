@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
+from typing import Iterable
 
 from . import ownership, records
 from .config import ReplicationConfig
@@ -18,11 +19,14 @@ from .errors import AdminError, UnknownTopicError
 from .moves import MoveHistory, MoveLog, replicas_to_read, within
 from .netstats import NetworkSampler
 from .observation import FOLLOWER, LEADER, ROLES, BrokerLoad, Reassignment, ReplicaSizes, ReplicationObservation
-from .throttles import (DISK_GUARD, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider, ReplicationDecision,
-                        catching_up, config_reasons, entries_of, foreign_cleanup_due, global_override_expired,
-                        growth_rate, link_rates, list_change, measured_replicas, throttled_replicas, wanted_broker_configs)
+from .throttles import (DIR_COPY_RATE, DISK_GUARD, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider,
+                        ReplicationDecision, catching_up, config_reasons, entries_of, foreign_cleanup_due,
+                        global_override_expired, growth_rate, link_rates, list_change, measured_replicas,
+                        throttled_replicas, wanted_broker_configs)
 
 log = logging.getLogger(__name__)
+
+DIR_COPY_GUARD = f"{DISK_GUARD}: a copy between this broker's log dirs into a dir at or near the limit"
 
 
 class ReplicationRunner:
@@ -124,8 +128,11 @@ class ReplicationRunner:
         self._apply_lists(decision, all_records)
         if self.broker_id in observation.applied_rates:  # read this pass: the broker answers
             rates = decision.brokers.get(self.broker_id)
-            wanted = wanted_broker_configs(rates, self.config, self.broker_id in violated_brokers)
-            self._apply_broker_configs(wanted, all_records, config_reasons(rates))
+            guarding_dir_copies = (self.broker_id in observation.guarded
+                                   and DIR_COPY_RATE in records.owned_configs(all_records, self.broker_id))
+            wanted = wanted_broker_configs(rates, self.config, self.broker_id in violated_brokers, guarding_dir_copies)
+            self._apply_broker_configs(wanted, all_records, {**config_reasons(rates), DIR_COPY_RATE: DIR_COPY_GUARD if guarding_dir_copies
+                                        else "the disk guard let go of the copies between this broker's dirs"})
             self._clear_foreign_throttles(observation, now)
         expired, self.moved_under_global_override = global_override_expired(
             observation.overrides, bool(observation.reassignments), self.moved_under_global_override)
@@ -233,6 +240,19 @@ class ReplicationRunner:
             self._change_list(topic, FOLLOWER, records.key(records.ENTRIES, self.broker_id, topic, FOLLOWER), recorded,
                               list_change(wanted, current[topic][FOLLOWER], recorded))
         return incoming, leaders
+
+    def guard_dir_copies(self, all_records: records.Records,
+                         at_risk: Iterable[str]) -> dict[tuple[str, int], tuple[str, str]]:
+        """This broker's copies between its own log dirs into a dir at risk, (topic, partition) -> (the dir it is
+        copied into, the dir it is in); while there are any, the broker's copy rate at the guard rate (recorded
+        first, as every write; kept by each pass while the broker is guarded)."""
+        at_risk = set(at_risk)
+        copies = {partition: dirs for partition, dirs in self.admin.describe_dir_moves(self.broker_id).items()
+                  if dirs[0] in at_risk}
+        if copies:
+            self._apply_broker_configs({DIR_COPY_RATE: self.config.disk_guard_rate}, all_records,
+                                       {DIR_COPY_RATE: DIR_COPY_GUARD}, let_go=False)
+        return copies
 
     # -------------------------------------------------------------- clean-up
 

@@ -162,12 +162,16 @@ def render(status: dict) -> str:
     if "cancelled_moves" in status:
         lines += ["", "moves cancelled by the disk guard (run them again once the dir has room):",
                   table(["at", "topic", "partition", "to", "log dir", "why"],
-                        [[m["at"], m["topic"], m["partition"], ",".join(str(b) for b in m["replicas"]
-                                                                         if b not in m["removing"]),
-                          m["log_dir"], m["why"]] for m in status["cancelled_moves"]])]
+                        [[m["at"], m["topic"], m["partition"], _cancelled_target(m), m["log_dir"], m["why"]]
+                         for m in status["cancelled_moves"]])]
     if "replication" in status:
         lines += ["", _render_replication(status["replication"])]
     return "\n".join(lines)
+
+
+def _cancelled_target(move: dict) -> str:
+    brokers = ",".join(str(b) for b in move["replicas"] if b not in move["removing"])
+    return f"{brokers} (from {move['from_log_dir']})" if "from_log_dir" in move else brokers
 
 
 def _render_watch(watch: dict | None) -> list[str]:

@@ -23,6 +23,8 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LIST_KEY = {LEADER: LEADER_REPLICAS, FOLLOWER: FOLLOWER_REPLICAS}
 RATE_KEY = {LEADER: LEADER_RATE, FOLLOWER: FOLLOWER_RATE}
+# The one rate of all copies between a broker's own log dirs (AlterReplicaLogDirs, JBOD): no list of replicas.
+DIR_COPY_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 # KIP-956: the remote (tiered) storage quotas of one broker.
 REMOTE_COPY = "remote.log.manager.copy.max.bytes.per.second"
 REMOTE_FETCH = "remote.log.manager.fetch.max.bytes.per.second"
@@ -274,11 +276,14 @@ class ReplicationDecider:
 # ---------------------------------------------------------------- what the runner writes and lets go of
 
 def wanted_broker_configs(rates: BrokerRates | None, config: ReplicationConfig,
-                          violating: bool) -> dict[str, int | None]:
+                          violating: bool, guarding_dir_copies: bool = False) -> dict[str, int | None]:
     """This broker's dynamic configs: its two rates (None: no throttle from the sidecar) and the KIP-956
     quotas when configured; the copy quota is lifted (unlimited) while a volume of the broker violates the
-    limit, when asked, so that uploads free local disk sooner."""
+    limit, when asked, so that uploads free local disk sooner. `guarding_dir_copies`: the disk guard holds the
+    copies between the broker's dirs (local_guard.py) and keeps doing so while the broker is guarded."""
     wanted = {key: (rates.rate(role) if rates else None) for role, key in RATE_KEY.items()}
+    if guarding_dir_copies:
+        wanted[DIR_COPY_RATE] = config.disk_guard_rate
     if config.remote_copy_rate is not None or config.remote_copy_lift_on_violation:
         lift = config.remote_copy_lift_on_violation and violating
         wanted[REMOTE_COPY] = UNLIMITED if lift else config.remote_copy_rate

@@ -79,10 +79,14 @@ def acknowledged_so_far(output: str) -> int:
 
 
 def reassign_partitions(bootstrap_servers: str, targets: dict[tuple[str, int], list[int]],
-                        *arguments: str) -> subprocess.CompletedProcess:
+                        *arguments: str, log_dirs: dict[tuple[str, int], list[str]] | None = None
+                        ) -> subprocess.CompletedProcess:
     """`kafka-reassign-partitions --bootstrap-server … --reassignment-json-file F <arguments>` for `targets`
-    ((topic, partition) -> replicas), e.g. ("--execute", "--throttle", "1000000") or ("--verify",)."""
-    plan = {"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": replicas}
+    ((topic, partition) -> replicas), e.g. ("--execute", "--throttle", "1000000") or ("--verify",); `log_dirs`:
+    the dir of each replica, for a move between a broker's own dirs (JBOD)."""
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": replicas,
+                                          **({"log_dirs": log_dirs[(topic, partition)]}
+                                             if log_dirs and (topic, partition) in log_dirs else {})}
                                          for (topic, partition), replicas in targets.items()]}
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="reassignment-") as plan_file:
         json.dump(plan, plan_file)

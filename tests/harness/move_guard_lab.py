@@ -43,6 +43,12 @@ def fill(cluster, topic: str, total_bytes: int, log_file: Path, record_size: int
     assert producer.wait(300) == 0, log_file.read_text()
 
 
+def cancelled_in_status(sidecar) -> list[dict]:
+    shown = sidecar.status().get("cancelled_moves")
+    assert shown, "no cancelled move in status yet: it is published at the end of the pass that cancelled"
+    return shown
+
+
 class FreeSpace(Periodic):
     """A volume's free space (statvfs, as Kafka reads it) every 2 ms while the block runs: its lowest, and when
     it first fell to the limit (time.monotonic())."""

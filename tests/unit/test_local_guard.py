@@ -26,11 +26,11 @@ KAFKA_DEFAULTS = {FETCH_MAX_BYTES: 1 * MiB, RESPONSE_MAX_BYTES: 10 * MiB}
     ({("t", p): 1 + p % 3 for p in range(4)}, 4 * MiB),
 ])
 def test_one_round_of_fetches_brings_a_partition_max_each_at_most_a_response_max_per_source(leaders, allowance):
-    assert fetch_allowance(leaders, KAFKA_DEFAULTS) == allowance
+    assert fetch_allowance(list(leaders.values()), KAFKA_DEFAULTS) == allowance
 
 
 def test_a_fetch_max_above_the_response_max_still_comes_whole():
-    assert fetch_allowance({("t", 0): 1}, {FETCH_MAX_BYTES: 20 * MiB, RESPONSE_MAX_BYTES: 10 * MiB}) == 20 * MiB
+    assert fetch_allowance([1], {FETCH_MAX_BYTES: 20 * MiB, RESPONSE_MAX_BYTES: 10 * MiB}) == 20 * MiB
 
 
 @pytest.mark.parametrize("when_guarded, limit, allowance, below", [
@@ -47,17 +47,22 @@ def test_a_guard_does_not_hold_when_the_free_space_falls_two_rounds_below_the_li
 class RecordingRunner:
     broker_id = 3
 
-    def __init__(self, incoming, leaders):
-        self.incoming, self.leaders, self.guards = incoming, leaders, 0
+    def __init__(self, incoming, leaders, copies=None):
+        self.incoming, self.leaders, self.copies, self.guards, self.copies_guarded = incoming, leaders, copies or {}, 0, []
 
     def write_the_guard(self, all_records):
         self.guards += 1
         return self.incoming, self.leaders
 
+    def guard_dir_copies(self, all_records, at_risk):
+        copies = {partition: dirs for partition, dirs in self.copies.items() if dirs[0] in at_risk}
+        self.copies_guarded.append(sorted(copies))
+        return copies
+
 
 class RecordingAdmin:
     def __init__(self, replicas):
-        self.replicas, self.cancelled = replicas, []
+        self.replicas, self.cancelled, self.copied_back = replicas, [], []
 
     def describe_config_layers(self, broker, keys):
         return {FETCH_MAX_BYTES: {"DEFAULT_CONFIG": str(MiB)},
@@ -67,7 +72,12 @@ class RecordingAdmin:
         return {key: value for key, value in self.replicas.items() if key[1] in partitions.get(key[0], ())}
 
     def alter_reassignments(self, targets):
-        self.cancelled.append(dict(targets))
+        if targets:
+            self.cancelled.append(dict(targets))
+
+    def alter_replica_log_dirs(self, broker, dirs):
+        if dirs:
+            self.copied_back.append((broker, dict(dirs)))
 
 
 class RecordingStore:
@@ -75,7 +85,7 @@ class RecordingStore:
         self.admin, self.puts = admin, []
 
     def write_many(self, changes):
-        assert not self.admin.cancelled, "the cancel came before its record"
+        assert not self.admin.cancelled and not self.admin.copied_back, "the cancel came before its record"
         self.puts += list(changes.items())
 
 
@@ -84,9 +94,10 @@ ONTO_B = Reassignment("t", 1, (3, 2), adding=(3,), removing=(2,))
 NOT_YET = Reassignment("u", 0, (3, 2), adding=(3,), removing=(2,))
 
 
-def guard(cancel_moves=True):
+def guard(cancel_moves=True, incoming=(ONTO_A, ONTO_B, NOT_YET), copies=None):
     admin = RecordingAdmin({("t", 0): ("/a", 5 * MiB), ("t", 1): ("/b", 5 * MiB)})  # u-0 not created yet
-    runner = RecordingRunner((ONTO_A, ONTO_B, NOT_YET), {("t", 0): 1, ("t", 1): 2, ("u", 0): 2})
+    leaders = {("t", 0): 1, ("t", 1): 2, ("u", 0): 2}
+    runner = RecordingRunner(incoming, {move: leaders[move] for move in leaders if incoming}, copies)
     return LocalGuard(runner, admin, RecordingStore(admin), StorageLimit(min_available_bytes=128 * MiB),
                       cancel_moves, Counters()), runner, admin
 
@@ -123,3 +134,19 @@ def test_with_the_cancel_off_the_guard_is_written_and_nothing_is_cancelled():
     local.hold({"/a": sample("/a", 200 * MiB)}, {}, AT)
     local.hold({"/a": sample("/a", 1 * MiB)}, {}, AT)
     assert runner.guards == 2 and admin.cancelled == [] and local.store.puts == []
+
+
+def test_copies_between_the_brokers_dirs_into_a_dir_at_risk_are_guarded_and_sent_back_when_it_does_not_hold():
+    # v-0 is copied from /b into /a, v-1 from /a into /b; no move onto the broker
+    local, runner, admin = guard(incoming=(), copies={("v", 0): ("/a", "/b"), ("v", 1): ("/b", "/a")})
+    assert local.hold({"/a": sample("/a", 200 * MiB)}, {}, AT)
+    assert runner.copies_guarded == [[("v", 0)]] and admin.copied_back == []
+    # one round: the broker's own fetch of one partition (1 MiB): 126 MiB is the line
+    local.hold({"/a": sample("/a", 127 * MiB)}, {}, AT)
+    assert admin.copied_back == []
+    local.hold({"/a": sample("/a", 125 * MiB)}, {}, AT)
+    assert admin.copied_back == [(3, {("v", 0): "/b"})] and admin.cancelled == []  # back to the dir it is in
+    ((key, recorded),) = local.store.puts
+    assert key == records.key(records.CANCELLED, 3, "v", 0)
+    assert (recorded["log_dir"], recorded["from_log_dir"], recorded["replicas"]) == ("/a", "/b", [3])
+    assert local.counters.moves_cancelled == 1

@@ -167,6 +167,14 @@ def test_moves_the_disk_guard_cancelled_are_shown_with_why(a_snapshot, later):
     assert "cancelled_moves" not in status.build(a_snapshot(), later, mode="running")
 
 
+def test_a_copy_between_dirs_the_disk_guard_sent_back_is_shown_with_the_dir_it_stays_in(a_snapshot, later):
+    copy = {"broker": 3, "topic": "t", "partition": 0, "at": "2026-11-25T14:00:00+00:00", "log_dir": "/data/b",
+            "replicas": [3], "adding": [], "removing": [], "from_log_dir": "/data/a", "why": "its free space fell"}
+    rendered = status.render(status.build(a_snapshot(cancelled_moves=(copy,)), later, mode="running"))
+    row = next(line.strip() for line in rendered.splitlines() if "2026-11-25T14:00:00" in line)
+    assert row.split()[1:7] == ["t", "0", "3", "(from", "/data/a)", "/data/b"]
+
+
 def test_with_zookeeper_the_published_volumes_are_shown_beside_describe_log_dirs(a_snapshot, later):
     snapshot = a_snapshot()
     reported = snapshot.decision.volumes[0]

@@ -7,7 +7,7 @@ import pytest
 from quota_sidecar.config import ReplicationConfig
 from quota_sidecar.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
                                        ReplicaSizes)
-from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
+from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DIR_COPY_RATE, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
                                      KEEP_UP, KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
                                      catching_up, count_failures, entries_of, foreign_cleanup_due,
                                      global_override_expired, growth_rate, link_rates, list_change, measured_replicas, roles,
@@ -138,6 +138,12 @@ def test_wanted_broker_configs_are_the_rates_and_none_without_a_move():
     rates = BrokerRates(24, None, COMPUTED, None)
     assert wanted_broker_configs(rates, replication_config(), violating=False) == {LEADER_RATE: 24, FOLLOWER_RATE: None}
     assert wanted_broker_configs(None, replication_config(), violating=True) == {LEADER_RATE: None, FOLLOWER_RATE: None}
+
+
+def test_the_copy_rate_between_dirs_is_the_guard_rate_while_the_guard_holds_them_and_else_not_the_sidecars():
+    guarding = wanted_broker_configs(None, replication_config(disk_guard_rate=7), False, guarding_dir_copies=True)
+    assert guarding[DIR_COPY_RATE] == 7
+    assert DIR_COPY_RATE not in wanted_broker_configs(None, replication_config(), False)  # handed back (let_go)
 
 
 @pytest.mark.parametrize("settings, violating, copy, fetch", [

@@ -18,7 +18,8 @@ from kafka.structs import TopicPartition
 
 from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
-from harness.move_guard_lab import BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, fill, guard_fleet
+from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, cancelled_in_status, fill,
+                                    guard_fleet)
 from harness.replication_checks import broker_configs, create_topic, equal, eventually, lists
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cordons import KEY as CORDONED_LOG_DIRS
@@ -123,7 +124,7 @@ def test_a_move_the_guard_cannot_hold_is_cancelled_once_and_can_run_again(lab):
     warnings = [line for line in sidecar.log_path.read_text().splitlines()
                 if "cancelled the moves adding replicas to" in line]
     assert len(warnings) == 1 and f"{topic}-0 (to [3])" in warnings[0], warnings
-    (shown,) = eventually(lambda: _cancelled_in_status(sidecar), 30)
+    (shown,) = eventually(lambda: cancelled_in_status(sidecar), 30)
     assert (shown["topic"], shown["partition"], shown["log_dir"]) == (topic, 0, small_dir), shown
     assert sidecar.metrics()["quota_sidecar_moves_cancelled_total"] == 1
     print(f"\nlowest free space {free_space.lowest / MiB:.1f} MiB (limit {LIMIT / MiB:.0f} MiB)")
@@ -136,12 +137,6 @@ def test_a_move_the_guard_cannot_hold_is_cancelled_once_and_can_run_again(lab):
     eventually(lambda: equal(admin.describe_partitions([topic])[(topic, 0)].replicas, (3,)), 300)
     assert len([line for line in sidecar.log_path.read_text().splitlines()
                 if "cancelled the moves adding replicas to" in line]) == 1
-
-
-def _cancelled_in_status(sidecar) -> list[dict]:
-    shown = sidecar.status().get("cancelled_moves")
-    assert shown, "no cancelled move in status yet: it is published at the end of the pass that cancelled"
-    return shown
 
 
 def _has(entry: str, entries: set[str]) -> bool:
