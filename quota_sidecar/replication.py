@@ -131,8 +131,8 @@ class ReplicationRunner:
             guarding_dir_copies = (self.broker_id in observation.guarded
                                    and DIR_COPY_RATE in records.owned_configs(all_records, self.broker_id))
             wanted = wanted_broker_configs(rates, self.config, self.broker_id in violated_brokers, guarding_dir_copies)
-            self._apply_broker_configs(wanted, all_records, {**config_reasons(rates), DIR_COPY_RATE: DIR_COPY_GUARD if guarding_dir_copies
-                                        else "the disk guard let go of the copies between this broker's dirs"})
+            why = DIR_COPY_GUARD if guarding_dir_copies else "no copy between this broker's dirs to guard"
+            self._apply_broker_configs(wanted, all_records, {**config_reasons(rates), DIR_COPY_RATE: why})
             self._clear_foreign_throttles(observation, now)
         expired, self.moved_under_global_override = global_override_expired(
             observation.overrides, bool(observation.reassignments), self.moved_under_global_override)
