@@ -18,6 +18,9 @@ from quota_sidecar.properties import PREFIX
 MiB = 1 << 20
 VOLUME, LIMIT = 512 * MiB, 128 * MiB  # the issue's: a move on loopback crosses the 384 MiB between in a second
 SMALL = {(3, 0): VOLUME}  # LocalKafkaCluster(small_log_dirs=...)
+# A guard rate for an operator who wants moves slowed rather than held: it does not hold, and the move is cancelled
+# (benchmarks/move_guard.py's slow_guard uses 5 MB/s: cancelled after ~54 s).
+SLOW_GUARD = 20_000_000
 # Deleted replicas go in a second rather than Kafka's minute: the test runs a cancelled move again soon after.
 BROKER_PROPERTIES = {"file.delete.delay.ms": "1000"}
 # The defaults (a storage pass a minute, a replication pass every 10 s), a 1 GB/s network: no throttle in the way.

@@ -289,7 +289,10 @@ class MoveLab:
         """
         if self.client_peak_tx is None:
             self.measure_client_traffic()
-        return math.floor((self.settings.capacity - self.client_peak_tx) * self.settings.max_percent / 100)
+        return self.static_rate_for(self.client_peak_tx)
+
+    def static_rate_for(self, client_peak_tx: float) -> int:
+        return math.floor((self.settings.capacity - client_peak_tx) * self.settings.max_percent / 100)
 
     # -- the moves -------------------------------------------------------------------------------
 
@@ -303,15 +306,11 @@ class MoveLab:
                                                               FOLLOWER_REPLICAS: ("SET", f"0:{DESTINATION}")})
         try:
             return self._move("static", topic)
-        finally:  # what --verify removes once the move is done
-            for broker in BROKERS:
-                self.admin.incremental_alter_configs("broker", broker, {LEADER_RATE: ("DELETE", None),
-                                                                        FOLLOWER_RATE: ("DELETE", None)})
-            self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("DELETE", None),
-                                                                  FOLLOWER_REPLICAS: ("DELETE", None)})
+        finally:
+            self.clear_static_throttles(topic)
 
     def clear_static_throttles(self, topic: str) -> None:
-        """What `kafka-reassign-partitions --verify` removes once a move is done, for a move that was cancelled."""
+        """What `kafka-reassign-partitions --verify` removes once a move is done (or was cancelled)."""
         for broker in BROKERS:
             self.admin.incremental_alter_configs("broker", broker, {LEADER_RATE: ("DELETE", None),
                                                                     FOLLOWER_RATE: ("DELETE", None)})
@@ -364,7 +363,8 @@ class MoveLab:
         lists = self.admin.describe_configs("topic", [topic], [LEADER_REPLICAS, FOLLOWER_REPLICAS]).get(topic, {})
         listed = (f"0:{SOURCE}" in (lists.get(LEADER_REPLICAS) or "").split(",")
                   and f"0:{DESTINATION}" in (lists.get(FOLLOWER_REPLICAS) or "").split(","))
-        return Sample(at, moving, replica, leader_rate, follower_rate, listed)
+        sent = psutil.net_io_counters(pernic=True)[self.network.outside_interface(SOURCE)].bytes_recv
+        return Sample(at, moving, replica, leader_rate, follower_rate, listed, source_sent=sent)
 
     def _rates(self) -> tuple[int | None, int | None]:
         leader = self.admin.describe_configs("broker", [SOURCE], [LEADER_RATE]).get(str(SOURCE), {}).get(LEADER_RATE)

@@ -24,6 +24,7 @@ class Sample:
     listed: bool               # both throttled-replica lists name the move's replicas
     peak: bool = False         # the client load was in a peak phase
     late_in_peak: bool = False  # ... in its second half
+    source_sent: int = 0       # the source's link: bytes it sent so far (the bridge's end received)
 
     @property
     def throttle(self) -> int | None:
@@ -57,6 +58,9 @@ class MoveResult:
     client_offered_quiet: int
     client_peak_throughput: float   # bytes/s the consumer received during the move's peak phases
     client_quiet_throughput: float  # ... and during its quiet phases
+    link_in_peaks: float | None     # bytes/s the source sent on its link during the throttled peak phases
+    clients_on_link_late_in_peaks: float | None  # ... less the replication, in their second halves: the clients'
+                                                 # traffic as the sidecar sees it once its window has the peak
     rates_removed_after: float | None = None  # seconds after the move until the sidecars removed their rates
     sidecar_pass_seconds: float | None = None  # median time between two passes of a sidecar, during the move
     samples: list[Sample] = field(default_factory=list, repr=False)
@@ -136,8 +140,21 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
         unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
         client_offered_peak=load.peak, client_offered_quiet=load.produce,
         client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),
+        link_in_peaks=_rate([(a, b) for a, b in throttled if a.peak], "source_sent"),
+        clients_on_link_late_in_peaks=_difference(_rate(late := [(a, b) for a, b in throttled if a.late_in_peak],
+                                                        "source_sent"), _rate(late, "replica_bytes")),
         samples=samples,
     )
+
+
+def _rate(pairs: list[tuple[Sample, Sample]], counter: str) -> float | None:
+    """How fast a counter of the samples grew over the pairs' time."""
+    seconds = sum(b.at - a.at for a, b in pairs)
+    return round(sum(getattr(b, counter) - getattr(a, counter) for a, b in pairs) / seconds) if seconds else None
+
+
+def _difference(total: float | None, part: float | None) -> float | None:
+    return None if total is None or part is None else total - part
 
 
 def _time_average(pairs: list[tuple[Sample, Sample]], attribute: str) -> float | None:

@@ -181,8 +181,10 @@ def assert_in_band(measured, throttle, what):
 
 
 def moving_replica_closed_in(reported, topic, broker) -> bool:
-    """The sidecar showed the replica moving at least twice, with fewer bytes behind the last time."""
-    behind = [m["bytes_behind"] for m in reported if (m["topic"], m["broker"], m["state"]) == (topic, broker, "moving")]
+    """The sidecar showed the replica moving at least twice, with fewer bytes behind the last time. (Its first
+    reports may say none: the destination's replica not created yet, or its size not read that pass.)"""
+    behind = [m["bytes_behind"] for m in reported if (m["topic"], m["broker"], m["state"]) == (topic, broker, "moving")
+              and m["bytes_behind"] is not None]
     return len(behind) >= 2 and behind[-1] < behind[0]
 
 

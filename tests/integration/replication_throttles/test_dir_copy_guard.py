@@ -20,8 +20,8 @@ from kafka.structs import TopicPartition
 
 from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
-from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, VOLUME, FreeSpace, cancelled_in_status, fill,
-                                    guard_fleet)
+from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, VOLUME, FreeSpace, cancelled_in_status,
+                                    fill, guard_fleet)
 from harness.replication_checks import broker_configs, create_topic, equal, eventually
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cordons import KEY as CORDONED_LOG_DIRS
@@ -116,11 +116,11 @@ def test_a_copy_between_dirs_larger_than_the_free_space_is_held_by_the_guard_bef
 
 
 def test_a_copy_between_dirs_the_guard_cannot_hold_is_sent_back_once_and_can_run_again(lab):
-    """A guard rate chosen so that copies slow down rather than stop (5 MB/s): the free space keeps falling under
+    """A guard rate chosen so that copies slow down rather than stop (20 MB/s): the free space keeps falling under
     it, and the copy is sent back to the large dir before the small one fills: once, recorded, shown."""
     lab = lab("kraft-4.4")
     admin, topic = lab.admin, lab.topic
-    fleet = lab.fleet(**{"replication.disk.guard.rate.bytes.per.second": "5000000"})
+    fleet = lab.fleet(**{"replication.disk.guard.rate.bytes.per.second": str(SLOW_GUARD)})
     with FreeSpace(lab.small_dir) as free_space:
         lab.move(lab.small_dir, "--execute")
         eventually(lambda: equal(admin.describe_dir_moves(BROKER), {}), 300)

@@ -18,8 +18,8 @@ from kafka.structs import TopicPartition
 
 from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
-from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, cancelled_in_status, fill,
-                                    guard_fleet)
+from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, SMALL, VOLUME, FreeSpace,
+                                    cancelled_in_status, fill, guard_fleet)
 from harness.replication_checks import broker_configs, create_topic, equal, eventually, lists
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cordons import KEY as CORDONED_LOG_DIRS
@@ -109,11 +109,11 @@ def test_a_move_larger_than_the_free_space_is_held_by_the_guard_before_the_volum
 
 
 def test_a_move_the_guard_cannot_hold_is_cancelled_once_and_can_run_again(lab):
-    """A guard rate an operator chose so that moves slow down rather than stop (5 MB/s): the free space keeps
+    """A guard rate an operator chose so that moves slow down rather than stop (20 MB/s): the free space keeps
     falling under it, and the move is cancelled before the volume fills: once, recorded, shown."""
     lab = lab("kraft-4.4")
     admin, topic, small_dir = lab.admin, lab.topic, lab.small_dir
-    fleet = lab.fleet(**{"replication.disk.guard.rate.bytes.per.second": "5000000"})
+    fleet = lab.fleet(**{"replication.disk.guard.rate.bytes.per.second": str(SLOW_GUARD)})
     with FreeSpace(small_dir) as free_space:
         lab.move("--execute")
         eventually(lambda: equal(admin.list_reassignments(), []), 300)
