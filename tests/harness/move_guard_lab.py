@@ -39,6 +39,16 @@ def guard_fleet(cluster, spark_url: str, work_dir: Path, **settings: str) -> Sid
         "log.dirs": ",".join(cluster.log_dirs(broker))})
 
 
+def start_guard_fleet(cluster, spark_url: str, work_dir: Path, report, fleets: list, **settings: str) -> SidecarFleet:
+    """guard_fleet() in a dir of its own, started, its logs in a failed test's report, kept in `fleets` for the
+    test's teardown to stop."""
+    work_dir.mkdir()
+    fleet = guard_fleet(cluster, spark_url, work_dir, **settings)
+    report.sources += list(fleet)
+    fleets.append(fleet)
+    return fleet.start()
+
+
 def fill(cluster, topic: str, total_bytes: int, log_file: Path, record_size: int = 1_000_000) -> None:
     """`total_bytes` into `topic` with Kafka's own producer at full speed, before any sidecar runs."""
     producer = producer_performance(cluster.bootstrap_servers, topic, total_bytes // record_size, record_size, -1,

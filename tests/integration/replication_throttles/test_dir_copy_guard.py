@@ -21,7 +21,7 @@ from kafka.structs import TopicPartition
 from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
 from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, VOLUME, FreeSpace, cancelled_in_status,
-                                    fill, guard_fleet)
+                                    fill, start_guard_fleet)
 from harness.replication_checks import broker_configs, create_topic, equal, eventually
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cordons import KEY as CORDONED_LOG_DIRS
@@ -63,11 +63,7 @@ def lab(make_kafka_cluster, spark_url, work_dir, report, unique_name):
             fill(self.cluster, self.topic, RECORDS * RECORD, work_dir / f"{self.topic}.log", RECORD)
 
         def fleet(self, **settings: str):
-            (work_dir / unique_name).mkdir()
-            fleet = guard_fleet(self.cluster, spark_url, work_dir / unique_name, **settings)
-            report.sources += list(fleet)
-            fleets.append(fleet)
-            return fleet.start()
+            return start_guard_fleet(self.cluster, spark_url, work_dir / unique_name, report, fleets, **settings)
 
         def move(self, log_dir: str, *arguments: str) -> None:
             done = reassign_partitions(self.cluster.bootstrap_servers, {(self.topic, 0): [BROKER]}, *arguments,

@@ -19,7 +19,7 @@ from kafka.structs import TopicPartition
 from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
 from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, SMALL, VOLUME, FreeSpace,
-                                    cancelled_in_status, fill, guard_fleet)
+                                    cancelled_in_status, fill, start_guard_fleet)
 from harness.replication_checks import broker_configs, create_topic, equal, eventually, lists
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cordons import KEY as CORDONED_LOG_DIRS
@@ -57,11 +57,7 @@ def lab(make_kafka_cluster, spark_url, work_dir, report, unique_name):
             (self.small_dir,) = self.cluster.log_dirs(3)
 
         def fleet(self, **settings: str):
-            (work_dir / unique_name).mkdir()
-            fleet = guard_fleet(self.cluster, spark_url, work_dir / unique_name, **settings)
-            report.sources += list(fleet)
-            fleets.append(fleet)
-            return fleet.start()
+            return start_guard_fleet(self.cluster, spark_url, work_dir / unique_name, report, fleets, **settings)
 
         def move(self, *arguments: str) -> None:
             done = reassign_partitions(self.cluster.bootstrap_servers, {(self.topic, 0): [3]}, *arguments)
