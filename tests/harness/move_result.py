@@ -117,32 +117,24 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
     seconds = sum(b.at - a.at for a, b in throttled)
     first = next(s for s in samples if s.throttle is not None)
     rates = [a.throttle for a, _ in throttled]
-
-    def averages(pairs) -> tuple[float | None, float | None]:
-        time_ = sum(b.at - a.at for a, b in pairs)
-        if not time_:
-            return None, None
-        return (round(sum(a.throttle * (b.at - a.at) for a, b in pairs) / time_),
-                round(sum(b.replica_bytes - a.replica_bytes for a, b in pairs) / time_))
-
-    in_peaks = averages([(a, b) for a, b in throttled if a.peak])
-    in_quiet = averages([(a, b) for a, b in throttled if not a.peak])
+    peaks = [(a, b) for a, b in throttled if a.peak]
+    quiet = [(a, b) for a, b in throttled if not a.peak]
+    late = [(a, b) for a, b in throttled if a.late_in_peak]
     return MoveResult(
         mode=mode, topic=topic, moved_bytes=size, move_seconds=round(samples[-1].at, 2),
         throttled_seconds=round(seconds, 2),
-        throttle_average=round(sum(a.throttle * (b.at - a.at) for a, b in throttled) / seconds),
+        throttle_average=_time_average(throttled, "throttle"),
         throttle_min=min(rates), throttle_max=max(rates),
-        replication_average=round(sum(b.replica_bytes - a.replica_bytes for a, b in throttled) / seconds),
-        throttle_in_peaks=in_peaks[0], replication_in_peaks=in_peaks[1],
-        throttle_in_quiet=in_quiet[0], replication_in_quiet=in_quiet[1],
-        leader_late_in_peaks=_time_average([(a, b) for a, b in throttled if a.late_in_peak], "leader_rate"),
-        leader_in_quiet=_time_average([(a, b) for a, b in throttled if not a.peak], "leader_rate"),
+        replication_average=_rate(throttled, "replica_bytes"),
+        throttle_in_peaks=_time_average(peaks, "throttle"), replication_in_peaks=_rate(peaks, "replica_bytes"),
+        throttle_in_quiet=_time_average(quiet, "throttle"), replication_in_quiet=_rate(quiet, "replica_bytes"),
+        leader_late_in_peaks=_time_average(late, "leader_rate"),
+        leader_in_quiet=_time_average(quiet, "leader_rate"),
         unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
         client_offered_peak=load.peak, client_offered_quiet=load.produce,
         client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),
-        link_in_peaks=_rate([(a, b) for a, b in throttled if a.peak], "source_sent"),
-        clients_on_link_late_in_peaks=_difference(_rate(late := [(a, b) for a, b in throttled if a.late_in_peak],
-                                                        "source_sent"), _rate(late, "replica_bytes")),
+        link_in_peaks=_rate(peaks, "source_sent"),
+        clients_on_link_late_in_peaks=_difference(_rate(late, "source_sent"), _rate(late, "replica_bytes")),
         samples=samples,
     )
 
