@@ -117,6 +117,7 @@ class HttpServer:
         self.server = create_server(app, host=host, port=port, threads=4, _start=True)
         self.host, self.port = host, int(self.server.effective_port)
         self.stopping = threading.Event()
+        self.waking = threading.Lock()  # the loop closes the trigger only after stop() has pulled it
         self.thread = threading.Thread(target=self._serve, name="http", daemon=True)
 
     def start(self) -> "HttpServer":
@@ -125,17 +126,20 @@ class HttpServer:
         return self
 
     def stop(self) -> None:
-        self.stopping.set()
-        self.server.pull_trigger()  # wakes the loop from its poll
+        with self.waking:  # a loop that wakes by itself in between must not close the pipe under this write
+            self.stopping.set()
+            self.server.pull_trigger()  # wakes the loop from its poll
         self.thread.join(timeout=10)
 
     def _serve(self) -> None:
         """waitress's loop one poll at a time until stop(); then, in this thread, the requests in flight finish
         and the sockets close. (Closed from another thread while it polls, waitress failed with EBADF
-        tracebacks, and a request in flight with an ERROR.)"""
+        tracebacks, and a request in flight with an ERROR; a stop() whose wake-up came after the loop had seen
+        `stopping` on its own wrote to a closed pipe: EBADF, seen once in CI.)"""
         adj = self.server.adj
         while not self.stopping.is_set():
             wasyncore.loop(timeout=adj.asyncore_loop_timeout, map=self.server._map, use_poll=adj.asyncore_use_poll,
                            count=1)
         self.server.task_dispatcher.shutdown()
-        wasyncore.close_all(self.server._map)
+        with self.waking:
+            wasyncore.close_all(self.server._map)
