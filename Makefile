@@ -20,13 +20,18 @@ $(VENV)/.installed: setup.cfg setup.py
 
 # The Kafka broker's classpath, resolved by Maven from pom.xml, and its command-line tools' from
 # pom-tools.xml (a version behind, see there); the jars stay in ~/.m2.
-kafka: build/kafka.classpath build/kafka-tools.classpath build/kafka-zookeeper.classpath build/kafka-3.2.classpath
+kafka: build/kafka.classpath build/kafka-tools.classpath build/kafka-zookeeper.classpath build/kafka-3.2.classpath \
+       build/spark-kafka.classpath
 build/kafka.classpath: pom.xml
 	mkdir -p build
 	mvn -q -B dependency:build-classpath -Dmdep.outputFile=$@
 build/kafka-tools.classpath: pom-tools.xml
 	mkdir -p build
 	mvn -q -B -f pom-tools.xml dependency:build-classpath -Dmdep.outputFile=$@
+# Spark's Kafka connector for the aggregator (pom-spark-kafka.xml): handed to its session as spark.jars.
+build/spark-kafka.classpath: pom-spark-kafka.xml
+	mkdir -p build
+	mvn -q -B -f pom-spark-kafka.xml dependency:build-classpath -Dmdep.outputFile=$@
 # ZooKeeper-era brokers (pom-zookeeper.xml): Kafka 3.9 with its ZooKeeper server, and 3.2 (before KIP-827).
 build/kafka-zookeeper.classpath: pom-zookeeper.xml
 	mkdir -p build

@@ -1,11 +1,9 @@
 """The cluster admin: live brokers, log-dir sizes, client quotas, configs, topics, reassignments.
 
-With cluster_store.py (the sidecars' records, through a producer and a consumer) and kafka_client.py (how
-clients are opened and their errors typed), the sidecar's only Kafka I/O. Every failure leaves as a typed
-AdminError (kafka_client.admin_error): retryable or permanent.
-
-Built on kafka-python's admin client, but most calls send the protocol requests themselves through its
-connection manager (admin_requests.py builds them).
+With cluster_store.py and pipeline.py (records, observations and decisions, through producers and consumers)
+and kafka_client.py (how clients are opened and their errors typed), the agent's only Kafka I/O. Every failure
+leaves as a typed AdminError (kafka_client.admin_error): retryable or permanent. Built on kafka-python's admin
+client; most calls send the protocol requests (admin_requests.py) through its connection manager.
 """
 
 from __future__ import annotations
@@ -20,12 +18,7 @@ import kafka.errors as Errors
 import tenacity
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigSourceType
-from kafka.protocol.admin import (
-    CreateTopicsRequest,
-    DescribeClusterRequest,
-    DescribeLogDirsRequest,
-    ListPartitionReassignmentsRequest,
-)
+from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest, ListPartitionReassignmentsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from . import admin_requests as requests
@@ -58,6 +51,7 @@ class ClusterAdmin:
         self._connecting = threading.Lock()  # the loop and the HTTP thread may both make the first call
         self._controller_moved = False  # a broker answered NOT_CONTROLLER: ask the metadata again
         self._said_without_sizes: set[int] = set()  # brokers whose DescribeLogDirs has no sizes, logged once
+        self._cluster_id: str | None = None
         self._retrying = tenacity.Retrying(
             stop=tenacity.stop_after_delay(retry_deadline) | (lambda _: deadline.expired()),
             wait=tenacity.wait_random_exponential(multiplier=0.1, max=1.0),  # backoff with full jitter
@@ -87,9 +81,16 @@ class ClusterAdmin:
         """The brokers registered and not fenced, sorted."""
         return self._call("DescribeCluster", self._live_broker_ids)
 
+    def cluster_id(self) -> str:
+        """The cluster's id (KIP-78), as DescribeCluster names it; asked once."""
+        if self._cluster_id is None:
+            self.live_broker_ids()
+        return self._cluster_id
+
     async def _live_broker_ids(self) -> list[int]:
         response = await self._send(DescribeClusterRequest(include_fenced_brokers=False), "DescribeCluster")
         raise_any([error_for_code(response.error_code, response.error_message, "DescribeCluster")])
+        self._cluster_id = response.cluster_id
         return sorted(broker.broker_id for broker in response.brokers if not broker.is_fenced)
 
     def describe_volumes(self, broker_ids: Iterable[int], now: datetime) -> list[Volume]:
@@ -296,10 +297,7 @@ class ClusterAdmin:
                           dict(configs or {}))
 
     async def _create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict) -> bool:
-        topic = CreateTopicsRequest.CreatableTopic
-        request = CreateTopicsRequest(timeout_ms=self._timeout_ms, validate_only=False, topics=[topic(
-            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
-            configs=[topic.CreatableTopicConfig(name=key, value=value) for key, value in configs.items()])])
+        request = requests.create_topic_request(name, partitions, replication_factor, configs, self._timeout_ms)
         result = (await self._send(request, f"CreateTopics of {name!r}", node_id=_CONTROLLER)).topics[0]
         if Errors.for_code(result.error_code) is Errors.TopicAlreadyExistsError:
             return False

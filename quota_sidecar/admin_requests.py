@@ -10,6 +10,7 @@ from __future__ import annotations
 import kafka.errors as Errors
 from kafka.admin import AlterConfigOp, ConfigResourceType, ConfigSourceType
 from kafka.protocol.admin import (
+    CreateTopicsRequest,
     AlterClientQuotasRequest,
     AlterPartitionReassignmentsRequest,
     AlterReplicaLogDirsRequest,
@@ -136,7 +137,15 @@ def alter_replica_log_dirs_request(dirs: dict[tuple[str, int], str]) -> AlterRep
                                  for name, indexes in topics.items()]) for path, topics in by_dir.items()])
 
 
-# -------------------------------------------------------------- reassignments
+# -------------------------------------------------------------- topics and reassignments
+
+def create_topic_request(name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                         timeout_ms: int) -> CreateTopicsRequest:
+    topic = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=False, topics=[topic(
+        name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+        configs=[topic.CreatableTopicConfig(name=key, value=value) for key, value in configs.items()])])
+
 
 def alter_reassignments_request(targets: dict[tuple[str, int], list[int] | None],
                                 timeout_ms: int) -> AlterPartitionReassignmentsRequest:

@@ -27,9 +27,10 @@ def fail(message: str, code: int = BAD_CONFIGURATION) -> NoReturn:
     sys.exit(code)
 
 
-def load_config(paths: tuple[str, ...], overrides: tuple[str, ...]) -> configuration.SidecarConfig:
+def load_config(paths: tuple[str, ...], overrides: tuple[str, ...],
+                aggregator: bool = False) -> configuration.SidecarConfig:
     try:
-        return configuration.load(paths, overrides)
+        return configuration.load(paths, overrides, aggregator)
     except ConfigError as error:
         fail(str(error))
 
@@ -108,92 +109,82 @@ def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: s
 @click.option("--snapshots", "snapshots_path", required=True, type=click.Path(dir_okay=False),
               help="A JSON list of recorded observations in time order.")
 def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str) -> None:
-    """Replay recorded observations through the decision path (Spark included), without a cluster."""
-    from spark_jobs import replication_rates, volume_violations
+    """Replay recorded observations through the decision path, without a cluster: in this process's Spark,
+    or by a running aggregator when pipeline.bootstrap.servers is set (as cluster evaluate-<random>)."""
+    import uuid
 
     from .evaluate import SnapshotError, evaluate as replay, load_snapshots
-    from .judges import on_spark
+    from .wiring import build_pipeline, rate_judge, volume_judge
 
     config = load_config(config_paths, overrides)
+    replaying = f"evaluate-{uuid.uuid4().hex[:12]}"
+    pipeline = build_pipeline(config, lambda: replaying)
     try:
         items = load_snapshots(snapshots_path)
-        rates = on_spark(config.spark_url, replication_rates.decide) if config.replication.enabled else None
-        decisions = replay(config, items, on_spark(config.spark_url, volume_violations.decide), rates)
+        rates = rate_judge(config, pipeline) if config.replication.enabled else None
+        decisions = replay(config, items, volume_judge(config, pipeline), rates)
     except (SnapshotError, SparkUnavailable) as error:
         fail(str(error))
+    finally:
+        if pipeline is not None:
+            pipeline.close()
     click.echo(json.dumps(decisions, indent=2))
 
 
-def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, start_spark: bool = True):
-    """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong,
-    SparkUnavailable when `start_spark` and an embedded Spark cannot start (else it starts at first use).
-    With `start_spark` its queries are warmed up too, so that the first poll fits in its deadline.
-
-    The throttle factor is decided in spark_jobs/volume_violations.py, the replication rates in
-    spark_jobs/replication_rates.py and throttles.py; the deciders carry their state between polls.
-    """
-    from spark_jobs import volume_violations
+@main.command()
+@config_options
+def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None:
+    """Decide for every agent that publishes to the pipeline (pipeline.bootstrap.servers), until SIGTERM or
+    Ctrl-C: one Spark Structured Streaming query. Needs pip install 'quota-sidecar[spark]'."""
+    import socket
+    import tempfile
 
     from .admin import ClusterAdmin
-    from .cluster_store import ClusterStore
-    from .cordoning import Cordoner
-    from .decider import Decider
-    from .judges import on_spark
-    from .loop import Sidecar
+    from .pipeline import ensure_topics
+    from .shutdown import GracefulShutdown
 
-    session = None
-    if config.zookeeper_connect:
-        from .zookeeper_session import ZooKeeperSession
-
-        session = ZooKeeperSession(config.zookeeper_connect, config.zookeeper_session_timeout.total_seconds())
-    admin = ClusterAdmin(config.admin_client)
-    if config.state_store == "zookeeper":
-        from .zookeeper_store import ZooKeeperStore
-
-        store = ZooKeeperStore(session)
-    else:
-        store = ClusterStore(config.admin_client)
-    runner = (build_replication(config, admin, store, measure_network, start_spark)
-              if config.replication.enabled else None)
+    config = load_config(config_paths, overrides, aggregator=True)
+    pipeline = config.pipeline
     try:
-        judge = on_spark(config.spark_url, volume_violations.decide, start_spark)
-    except SparkUnavailable:
-        if runner is not None:
-            runner.close()
-        raise
-    # Built with the opt-out too: what an earlier run cordoned is handed back.
-    cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
-    znodes = None
-    if session is not None:
-        from .znode_volumes import ZnodeVolumes
+        from spark_jobs import aggregation, session
+    except ImportError as error:
+        fail(f"aggregate needs pyspark ({error}): pip install 'quota-sidecar[spark]'")
+    jars = pipeline.kafka_jars or _connector_jars()
+    checkpoint = pipeline.checkpoint or os.path.join(tempfile.gettempdir(), "quota-sidecar-aggregator")
+    log = logging.getLogger("quota_sidecar")
+    try:
+        with ClusterAdmin(pipeline.client) as admin:
+            ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
+        spark = session.get_session(config.spark_url, "quota-sidecar-aggregator",
+                                    {"spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
+        query = aggregation.start(spark, pipeline.java_properties, pipeline.observations_topic,
+                                  pipeline.decisions_topic, checkpoint, f"{socket.gethostname()}/{os.getpid()}")
+    except AdminError as error:
+        fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
+    except Exception as error:  # Spark's errors come as many types; one line says which
+        fail(f"cannot start the aggregation: {session.reason(error)}")
+    shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
+    log.info("deciding for the agents of %s: %s -> %s (checkpoint %s)", pipeline.bootstrap_servers,
+             pipeline.observations_topic, pipeline.decisions_topic, checkpoint)
+    try:
+        while not shutdown.event.wait(1.0):
+            if not query.isActive:
+                fail(f"the aggregation stopped: {session.reason(query.exception())}", UNREACHABLE)
+    finally:
+        if query.isActive:
+            query.stop()
+        session.stop_sessions()
 
-        znodes = ZnodeVolumes(session, config.broker_id)
-    sidecar = Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None),
-                      replication=runner, cordoner=cordoner, znodes=znodes)
-    if start_spark:
-        sidecar.warm_up()
-    return sidecar
 
-
-def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool,
-                      start_spark: bool = True):
-    from spark_jobs import replication_rates
-
-    from .judges import on_spark
-    from .netstats import NetworkSampler
-    from .replication import ReplicationRunner
-    from .throttles import ReplicationDecider
-
-    if config.broker_id is None:
-        raise ConfigError(f"replication throttles ({configuration.CAPACITY_KEY}) need this sidecar's broker: "
-                          f"set node.id in the file or {configuration.PREFIX}broker.id")
-    sampler = None
-    if measure_network:
-        window = config.replication.network_window.total_seconds()
-        sampler = NetworkSampler(config.replication.network_interface, window).start()
-    decider = ReplicationDecider(config.replication, on_spark(config.spark_url, replication_rates.decide, start_spark),
-                                 own_broker=config.broker_id)
-    return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
+def _connector_jars() -> list[str]:
+    """The jars of Spark's Kafka connector that `make setup` resolved (build/spark-kafka.classpath)."""
+    listed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "spark-kafka.classpath")
+    try:
+        with open(listed, encoding="utf-8") as file:
+            return [jar for jar in file.read().strip().split(":") if jar]
+    except OSError:
+        fail(f"no jars of Spark's Kafka connector: set {configuration.PREFIX}aggregator.kafka.jars, or run "
+             f"`make setup` in the checkout ({listed})")
 
 
 @main.command()
@@ -211,6 +202,7 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
     from . import metrics
     from .http_api import HttpServer, create_app
     from .shutdown import GracefulShutdown
+    from .wiring import build_sidecar
 
     log = logging.getLogger("quota_sidecar")
     log.info("starting with %s", config.redacted())
@@ -292,6 +284,7 @@ def _status_from_cluster(config: configuration.SidecarConfig, timeout: float) ->
     Spark starts only once the cluster has been read: an unreachable cluster is told at once."""
     from . import status as view
     from .snapshot import utcnow
+    from .wiring import build_sidecar
 
     sidecar = build_sidecar(config, measure_network=False, start_spark=False)
     try:

@@ -17,6 +17,7 @@ import isodate
 from .errors import ConfigError
 from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS, KEYS, KEYS_BY_NAME, LOG_DIR_KEYS,
                    PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN, SOFT_KEYS)
+from .pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, client_kwargs, is_secret, non_negative_int,
                          parse_value, path_list, positive_int, read_properties)
 
@@ -103,6 +104,22 @@ class ReplicationConfig:
 
 
 @dataclass(frozen=True)
+class PipelineConfig:
+    """The pipeline cluster between the agents and the aggregator, and the aggregator's own settings."""
+    bootstrap_servers: str = ""  # empty: no pipeline, this process decides
+    observations_topic: str = OBSERVATIONS_TOPIC
+    decisions_topic: str = DECISIONS_TOPIC
+    checkpoint: str = ""
+    kafka_jars: tuple[str, ...] = ()
+    client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
+    java_properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # for Spark's connector
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bootstrap_servers)
+
+
+@dataclass(frozen=True)
 class SidecarConfig:
     admin_properties: Mapping[str, str]
     storage_limit: StorageLimit | None
@@ -124,6 +141,7 @@ class SidecarConfig:
     zookeeper_session_timeout: timedelta = timedelta(seconds=10)
     state_store: str = "topic"  # or "zookeeper"
     replication: ReplicationConfig = ReplicationConfig()
+    pipeline: PipelineConfig = PipelineConfig()
     admin_client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
 
     @property
@@ -142,6 +160,7 @@ class SidecarConfig:
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
                 "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id,
+                "pipeline": self.pipeline.bootstrap_servers or None,
                 "zookeeper_connect": self.zookeeper_connect or None, "state_store": self.state_store}
 
 
@@ -159,27 +178,35 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return result
 
 
-def load(paths: str | Sequence[str] | None, overrides: list[str] | tuple[str, ...] = ()) -> SidecarConfig:
+def load(paths: str | Sequence[str] | None, overrides: list[str] | tuple[str, ...] = (),
+         aggregator: bool = False) -> SidecarConfig:
     """The files in order (a later one's key wins: the broker's server.properties, then the sidecar's own,
-    then a file of secrets), then the overrides."""
+    then a file of secrets), then the overrides. The aggregator's watches no cluster: it needs no
+    kafka.admin.bootstrap.servers and no storage limit (the agents send theirs)."""
     properties = {}
     for path in [paths] if isinstance(paths, str) else paths or ():
         properties.update(read_properties(path))
     properties.update(parse_overrides(overrides))
-    return from_properties(properties)
+    return from_properties(properties, aggregator)
 
 
-def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
+def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> SidecarConfig:
     ours = {key[len(PREFIX):]: str(value) for key, value in properties.items() if key.startswith(PREFIX)}
     admin = {key[len(ADMIN_PREFIX):]: value for key, value in ours.items() if key.startswith(ADMIN_PREFIX)}
     capacities = _per_broker_capacities(ours)
     values = _parse_known(ours, set(admin_key(k) for k in admin) | set(capacities.keys_seen))
 
+    if aggregator:  # it reaches the pipeline cluster with the kafka.admin.* settings
+        if not values["pipeline.bootstrap.servers"]:
+            raise ConfigError(f"{PREFIX}pipeline.bootstrap.servers is required: the host:port list of the cluster "
+                              "the agents publish their observations to")
+        admin = {**admin, "bootstrap.servers": values["pipeline.bootstrap.servers"]}
     if not admin.get("bootstrap.servers", "").strip():
         raise ConfigError(f"{PREFIX}{ADMIN_PREFIX}bootstrap.servers is required: "
                           "the host:port list of the cluster the sidecar watches")
     check_interval = values["storage.check.interval"]
-    storage_limit = _soft_limit(values, _storage_limit(values, required=check_interval > timedelta(0)))
+    required = check_interval > timedelta(0) and not aggregator
+    storage_limit = _soft_limit(values, _storage_limit(values, required=required))
     broker_id = values["broker.id"]
     if broker_id is None:
         broker_id = _broker_id_from_file(properties)
@@ -212,6 +239,7 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
         zookeeper_connect=values["zookeeper.connect"],
         zookeeper_session_timeout=values["zookeeper.session.timeout"],
         state_store=values["state.store"],
+        pipeline=_pipeline(values, admin),
         replication=ReplicationConfig(
             capacity_default=values[CAPACITY_KEY],
             capacity_per_broker=capacities.values,
@@ -234,6 +262,15 @@ def from_properties(properties: Mapping[str, str]) -> SidecarConfig:
         ),
     )
     return config
+
+
+def _pipeline(values: Mapping[str, object], admin: Mapping[str, str]) -> PipelineConfig:
+    """The pipeline cluster is reached as the watched one is (kafka.admin.*), at its own bootstrap servers."""
+    servers = values["pipeline.bootstrap.servers"]
+    java = {**admin, "bootstrap.servers": servers}
+    return PipelineConfig(servers, values["pipeline.observations.topic"], values["pipeline.decisions.topic"],
+                          values["aggregator.checkpoint.location"], values["aggregator.kafka.jars"],
+                          client_kwargs(java) if servers else {}, java if servers else {})
 
 
 def _default_poll_timeout(admin_client: Mapping[str, object]) -> timedelta:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import isodate
 
+from .pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent, path_list,
                          percent, port, positive_duration, positive_int, positive_number, principal_list, ratio,
                          spark_url, state_store, text, token, zookeeper_connect)
@@ -26,6 +27,42 @@ POLL_TIMEOUT_MARGIN = timedelta(seconds=5)
 # Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
 BROKER_ID_KEYS = ("node.id", "broker.id")
 LOG_DIR_KEYS = ("log.dirs", "log.dir")  # Kafka reads log.dirs first
+
+
+# ---------------------------------------------------------------- the pipeline's values
+
+def servers(raw: str) -> str:
+    """host:port[,host:port...], as bootstrap.servers; empty for none."""
+    value = raw.strip()
+    if value and not all(re.fullmatch(r"[A-Za-z0-9._-]+:\d{1,5}|\[[0-9A-Fa-f:.]+\]:\d{1,5}", part.strip())
+                         for part in value.split(",")):
+        raise ValueError
+    return ",".join(part.strip() for part in value.split(",")) if value else ""
+
+
+servers.allowed = "empty, or host:port[,host:port...] as in bootstrap.servers"
+
+
+def topic_name(raw: str) -> str:
+    """A topic name Kafka accepts: letters, digits, '.', '_' and '-', at most 249 characters."""
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", value) or value in (".", ".."):
+        raise ValueError
+    return value
+
+
+topic_name.allowed = "a topic name: letters, digits, '.', '_', '-' (at most 249)"
+
+
+def location(raw: str) -> str:
+    """An absolute path, or a URL Spark's Hadoop layer opens (s3a://bucket/path, hdfs://...); empty for the default."""
+    value = raw.strip()
+    if value and not (value.startswith("/") or re.fullmatch(r"[a-z][a-z0-9+.-]*://\S+", value)):
+        raise ValueError
+    return value
+
+
+location.allowed = "empty, an absolute path, or a URL such as s3a://bucket/path"
 
 
 # ---------------------------------------------------------------- the keys
@@ -108,6 +145,16 @@ KEYS: tuple[Key, ...] = (
     Key("excluded.principal.name.list", principal_list, (), "principals never throttled"),
     Key("spark.url", spark_url, "", "where decisions run: empty for an embedded local Spark, sc:// for a shared "
         "Spark Connect server, else a Spark master URL"),
+    Key("pipeline.bootstrap.servers", servers, "", "the cluster of the pipeline between the agents and the aggregator "
+        "(its observations and decisions topics): the watched cluster's bootstrap servers, or a separate cluster's, "
+        "whose trouble then cannot hide the decisions; empty: this process decides with its own Spark (spark.url)",
+        "empty (decide in this process)"),
+    Key("pipeline.observations.topic", topic_name, OBSERVATIONS_TOPIC, "the agents' observations (kept 7 days)"),
+    Key("pipeline.decisions.topic", topic_name, DECISIONS_TOPIC, "the aggregator's decisions (compacted)"),
+    Key("aggregator.checkpoint.location", location, "", "the aggregator's Spark checkpoint (offsets read): a restart "
+        "resumes after the last micro-batch it decided; put it on a volume", "<temp dir>/quota-sidecar-aggregator"),
+    Key("aggregator.kafka.jars", path_list, (), "the jars of Spark's Kafka connector the aggregator loads (never "
+        "downloaded at run time)", "those of build/spark-kafka.classpath (make setup)"),
     Key("http.host", host, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
     Key("http.port", port, 8080, "its port (0 picks a free one, logged)"),
     Key("api.token", token, "", "bearer token for override changes; empty refuses changes"),

@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 class Sidecar:
     def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
                  clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None,
-                 cordoner: Cordoner | None = None, znodes: ZnodeVolumes | None = None):
+                 cordoner: Cordoner | None = None, znodes: ZnodeVolumes | None = None, pipeline=None):
         self.config = config
+        self.pipeline = pipeline  # asks the aggregator, when pipeline.bootstrap.servers is set
         self.znodes = znodes  # the sidecars' volumes in ZooKeeper, when zookeeper.connect is set
         self.replication = replication  # when replication throttles are on
         self.cordoner = cordoner  # when this sidecar's broker is known
@@ -265,12 +266,15 @@ class Sidecar:
         except AdminError as failure:  # the first write connects, and says so when it cannot
             log.debug("connecting the records' writer failed: %s", failure)
         try:
+            if self.pipeline is not None:  # the aggregator's queries are warm; the topics must exist
+                self.pipeline.connect()
+                return
             if self.config.storage_limit is not None:
                 self.decider.judge_volumes([], self.config.storage_limit.as_params())
             if self.replication is not None:
                 self.replication.decider.judge_rates([])
         except Exception as failure:  # the first pass will try again, and count a failure then
-            log.warning("warming up the Spark queries failed: %s", failure)
+            log.warning("warming up the decisions failed: %s", failure)
 
     def close(self) -> None:
         if self.watch is not None:
@@ -279,6 +283,8 @@ class Sidecar:
             self.replication.close()
         self.admin.close()
         self.store.close()
+        if self.pipeline is not None:
+            self.pipeline.close()
         if self.znodes is not None:
             self.znodes.close()
 

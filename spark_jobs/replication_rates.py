@@ -80,7 +80,12 @@ def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) ->
     """
     rows = [{**(params or {}), **row} for row in rows]
     df = transform(move_progress.transform(frame_from_rows(spark, rows, REPLICATION_PASS_SCHEMA)))
-    # One job brings everything back; a struct array sorts by its first fields, broker_id then role.
-    result = df.selectExpr(f"sort_array(collect_list(struct({', '.join(RATE_COLUMNS)}))) AS rates",
-                           "any_value(moves) AS moves", "any_value(destinations) AS destinations").first()
+    # One job brings everything back.
+    result = df.selectExpr(*DECISION).first()
     return {name: [row.asDict() for row in result[name] or ()] for name in ("rates", "moves", "destinations")}
+
+
+# One decision's parts: over every row of a pass, or per observation in the aggregator. A struct array sorts
+# by its first fields, broker_id then role; the moves and destinations are the same on every row of a pass.
+DECISION = (f"sort_array(collect_list(struct({', '.join(RATE_COLUMNS)}))) AS rates",
+            "any_value(moves) AS moves", "any_value(destinations) AS destinations")

@@ -106,3 +106,30 @@ def frame_from_rows(spark: SparkSession, rows: list[dict], schema: StructType) -
     # One partition: a window or an aggregation over it then needs no shuffle, and the job is one stage
     # of one task (a third less of the driver's CPU per decision).
     return spark.createDataFrame(pa.Table.from_pylist(rows, schema=to_arrow_schema(schema))).coalesce(1)
+
+
+# The limits of the volume rule, as columns of each volume row (volume_violations.LIMIT_COLUMNS).
+LIMITS_SCHEMA = StructType(
+    [
+        StructField("min_available_bytes", LongType(), nullable=True),
+        StructField("min_available_ratio", DoubleType(), nullable=True),
+        StructField("soft_min_available_bytes", LongType(), nullable=True),
+        StructField("soft_min_available_ratio", DoubleType(), nullable=True),
+        StructField("lead_time_seconds", DoubleType(), nullable=True),
+    ]
+)
+
+# An agent's observation on the pipeline (quota_sidecar.pipeline_messages.observation): the rows of a rule,
+# as a batch run would judge them, under the id its decision answers.
+OBSERVATION_SCHEMA = StructType(
+    [
+        StructField("version", IntegerType()),
+        StructField("id", StringType()),
+        StructField("cluster", StringType()),
+        StructField("agent", IntegerType()),
+        StructField("observed_at", StringType()),
+        StructField("volumes", StructType([StructField("rows", ArrayType(VOLUME_SCHEMA)),
+                                           StructField("limits", LIMITS_SCHEMA)])),
+        StructField("replication", StructType([StructField("rows", ArrayType(REPLICATION_PASS_SCHEMA))])),
+    ]
+)

@@ -56,15 +56,17 @@ class SparkStartError(RuntimeError):
     """No Spark session could be started or connected for the configured URL."""
 
 
-def get_session(spark_url: str | None = None, app_name: str = "quota-sidecar") -> SparkSession:
+def get_session(spark_url: str | None = None, app_name: str = "quota-sidecar",
+                settings: dict[str, str] | None = None) -> SparkSession:
     """The session for ``spark_url``, built on the first call and cached for the life of the process.
 
     ``app_name`` names the Spark application this process starts; a Connect session joins the server's.
+    ``settings`` go to a driver this process starts (e.g. spark.jars), not to a Connect server's.
     """
     url = spark_url or ""
     with _lock:
         if url not in _sessions:
-            _sessions[url] = _start(url, app_name)
+            _sessions[url] = _start(url, app_name, settings or {})
         return _sessions[url]
 
 
@@ -123,28 +125,29 @@ def connect_session(url: str) -> SparkSession:
     return session
 
 
-def _start(url: str, app_name: str) -> SparkSession:
+def _start(url: str, app_name: str, settings: dict[str, str]) -> SparkSession:
     try:
         if url.startswith("sc://"):
             return connect_session(url)
         _refuse_second_driver(url)
         if not url:
-            return _embedded_session(app_name)
-        return _master_session(url, app_name)
+            return _embedded_session(app_name, settings)
+        return _master_session(url, app_name, settings)
     except Exception as exc:
         raise SparkStartError(f"cannot start a Spark session for {url or EMBEDDED}: {reason(exc)}") from exc
 
 
-def _embedded_session(app_name: str) -> SparkSession:
+def _embedded_session(app_name: str, settings: dict[str, str]) -> SparkSession:
     # Spark creates the warehouse directory only when a table is written; keep it out of the cwd anyway.
     warehouse = os.path.join(tempfile.gettempdir(), f"quota-sidecar-warehouse-{os.getpid()}")
-    session = _driver_session("local[1]", app_name, {**_EMBEDDED_CONF, "spark.sql.warehouse.dir": warehouse})
+    session = _driver_session("local[1]", app_name, {**_EMBEDDED_CONF, "spark.sql.warehouse.dir": warehouse,
+                                                                **settings})
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
-def _master_session(url: str, app_name: str) -> SparkSession:
-    return _driver_session(url, app_name, {**_SMALL_DATA_CONF, **_DRIVER_CONF})
+def _master_session(url: str, app_name: str, settings: dict[str, str]) -> SparkSession:
+    return _driver_session(url, app_name, {**_SMALL_DATA_CONF, **_DRIVER_CONF, **settings})
 
 
 def _driver_session(master: str, app_name: str, settings: dict) -> SparkSession:

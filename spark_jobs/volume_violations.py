@@ -7,8 +7,10 @@ fill rate it gets there within the lead time (a predicted violation). The factor
 violates, else the smallest soft factor: 1.0 at or above the soft limit (or without one), falling
 linearly to 0.0 at the hard limit.
 
-The expressions are Spark SQL text on DataFrame methods rather than pyspark.sql.functions: those pick
-classic or Connect columns from a process-wide switch, while these work on either kind of DataFrame.
+The limits are columns of the rows, and the rows are grouped by the observation they came with: one job
+judges one poll (``decide``), or the questions of many agents of many clusters at once (the aggregator,
+``aggregation``). The expressions are Spark SQL text on DataFrame methods rather than pyspark.sql.functions:
+those pick classic or Connect columns from a process-wide switch, while these work on either kind of DataFrame.
 """
 import argparse
 import json
@@ -19,7 +21,8 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_jobs.schemas import VOLUME_SCHEMA, frame_from_rows
 from spark_jobs.session import get_session, stop_sessions
 
-_BY_VOLUME = "PARTITION BY broker_id, log_dir"
+# A volume's rows: those of one observation (an agent's question to the aggregator; '' in a batch run).
+_BY_VOLUME = "PARTITION BY observation, broker_id, log_dir"
 _NEWEST = f"row_number() OVER ({_BY_VOLUME} ORDER BY at_seconds DESC) = 1"
 # The least-squares slope (nΣxy − ΣxΣy) / (nΣx² − (Σx)²) of available bytes over seconds, negated: the bytes
 # filled per second. regr_slope computes it from central moments (no cancellation on terabyte-sized
@@ -27,20 +30,50 @@ _NEWEST = f"row_number() OVER ({_BY_VOLUME} ORDER BY at_seconds DESC) = 1"
 # steady volume fills 0.0 B/s, not -0.0.
 _FILL = f"0.0D - regr_slope(available_bytes, at_seconds) OVER ({_BY_VOLUME})"
 _AVAILABLE_RATIO = "CASE WHEN total_bytes > 0 THEN available_bytes / total_bytes ELSE 0.0D END"
+
+# The limits are columns of each row (LIMIT_COLUMNS), so that one job judges volumes of clusters with
+# different limits. The hard limit is in bytes when min_available_bytes is set, else a ratio; the soft limit
+# is of the same kind.
+_IN_BYTES = "min_available_bytes IS NOT NULL"
+_VALUE = f"CASE WHEN {_IN_BYTES} THEN CAST(available_bytes AS DOUBLE) ELSE available_ratio END"
+_HARD = f"CASE WHEN {_IN_BYTES} THEN CAST(min_available_bytes AS DOUBLE) ELSE min_available_ratio END"
+_SOFT = f"CASE WHEN {_IN_BYTES} THEN CAST(soft_min_available_bytes AS DOUBLE) ELSE soft_min_available_ratio END"
+_LIMIT_BYTES = f"CASE WHEN {_IN_BYTES} THEN CAST(min_available_bytes AS DOUBLE) ELSE min_available_ratio * total_bytes END"
 # 0 at the limit; null when the volume is not filling (a refilling or steady volume never gets there).
 _SECONDS_TO_LIMIT = """CASE WHEN at_limit THEN 0.0D
     WHEN fill_bytes_per_sec > 0 THEN (available_bytes - limit_bytes) / fill_bytes_per_sec END"""
+# 1.0 at or above the soft limit (or without one), falling linearly to 0.0 at the hard limit.
+_FACTOR_OF_VOLUME = """CASE WHEN violated THEN 0.0D WHEN soft_value IS NULL OR value >= soft_value THEN 1.0D
+    ELSE (value - hard_value) / (soft_value - hard_value) END"""
 _COLUMNS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
             "seconds_to_limit", "violated", "predicted", "throttle_factor")
+LIMIT_COLUMNS = ("min_available_bytes", "min_available_ratio", "soft_min_available_bytes",
+                 "soft_min_available_ratio", "lead_time_seconds")
 
 # The minimum over no rows is null: no volume, nothing to protect, no throttle.
-_FACTOR = "coalesce(min(throttle_factor), 1.0D)"
+FACTOR = "coalesce(min(throttle_factor), 1.0D)"
+# One struct per volume; an array of them sorts by its first fields, broker_id then log_dir.
+JUDGED_ROWS = f"sort_array(collect_list(struct({', '.join(_COLUMNS)})))"
 
 
 def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
     """Every usable volume, as its newest row, with ``available_ratio``, ``fill_bytes_per_sec``,
-    ``seconds_to_limit``, ``violated``, ``predicted`` and its ``throttle_factor``."""
-    limit = _Limit(params)
+    ``seconds_to_limit``, ``violated``, ``predicted`` and its ``throttle_factor``, all under the limits of
+    ``params``."""
+    return judge(with_limits(volumes_df, params)).selectExpr(*_COLUMNS)
+
+
+def with_limits(volumes_df: DataFrame, params: dict) -> DataFrame:
+    """The rows with the limits of ``params`` as their columns, all of one observation."""
+    limits = checked_limits(params)
+    literals = [f"CAST({'NULL' if limits[name] is None else repr(limits[name])} AS {_TYPES[name]}) AS {name}"
+                for name in LIMIT_COLUMNS]
+    return volumes_df.selectExpr("*", "'' AS observation", *literals)
+
+
+def judge(volumes_df: DataFrame) -> DataFrame:
+    """Rows (``schemas.VOLUME_SCHEMA``) that carry their limits (LIMIT_COLUMNS) and an ``observation`` key:
+    every usable volume of each observation as its newest row, judged; with ``observation``."""
     # One projection after the windows: each column may use those before it (lateral column aliases), and
     # the driver analyses three plans per decision instead of eight.
     return (
@@ -48,58 +81,46 @@ def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
         .selectExpr("*", f"{_NEWEST} AS newest", f"{_FILL} AS fill_bytes_per_sec")
         .where("newest")
         .selectExpr(
-            "broker_id", "log_dir", "total_bytes", "available_bytes",
+            "observation", "broker_id", "log_dir", "total_bytes", "available_bytes",
             f"{_AVAILABLE_RATIO} AS available_ratio",
             "fill_bytes_per_sec",
-            f"{limit.reached} AS at_limit",
-            f"{limit.in_bytes} AS limit_bytes",
+            f"{_VALUE} AS value", f"{_HARD} AS hard_value", f"{_SOFT} AS soft_value",
+            "value <= hard_value AS at_limit",
+            f"{_LIMIT_BYTES} AS limit_bytes",
             f"{_SECONDS_TO_LIMIT} AS seconds_to_limit",
-            f"at_limit OR coalesce(seconds_to_limit <= {limit.lead_seconds!r}D, false) AS violated",
+            "at_limit OR coalesce(seconds_to_limit <= coalesce(lead_time_seconds, 0.0D), false) AS violated",
             "violated AND NOT at_limit AS predicted",
-            f"{limit.factor} AS throttle_factor",
+            f"{_FACTOR_OF_VOLUME} AS throttle_factor",
         )
-        .selectExpr(*_COLUMNS)
+        .selectExpr("observation", *_COLUMNS)
     )
 
 
 def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[float, list[dict]]:
     """The throttle factor and every usable volume with its forecast and verdict, by broker and log dir."""
     df = transform(frame_from_rows(spark, volumes, VOLUME_SCHEMA), params)
-    # One Spark job per poll: the factor and the rows come back from the same aggregation; a struct
-    # array sorts by its first fields, broker_id then log_dir.
-    result = df.selectExpr(f"{_FACTOR} AS factor", "sort_array(collect_list(struct(*))) AS rows").first()
+    # One Spark job per poll: the factor and the rows come back from the same aggregation.
+    result = df.selectExpr(f"{FACTOR} AS factor", f"{JUDGED_ROWS} AS rows").first()
     return result["factor"], [row.asDict() for row in result["rows"]]
 
 
-class _Limit:
-    """The limits of ``params`` as SQL: the hard limit (exactly one of bytes and ratio), the soft limit of
-    the same kind if any, and the lead time. They enter the SQL as int and float literals only, never as
-    text from outside."""
+_TYPES = {"min_available_bytes": "BIGINT", "min_available_ratio": "DOUBLE", "soft_min_available_bytes": "BIGINT",
+          "soft_min_available_ratio": "DOUBLE", "lead_time_seconds": "DOUBLE"}
 
-    def __init__(self, params: dict):
-        hard = [(kind, params.get(f"min_available_{kind}")) for kind in ("bytes", "ratio")]
-        hard = [(kind, value) for kind, value in hard if value is not None]
-        if len(hard) != 1:
-            raise ValueError(f"set exactly one of min_available_bytes and min_available_ratio, got {params!r}")
-        (kind, value), = hard
-        other = "ratio" if kind == "bytes" else "bytes"
-        if params.get(f"soft_min_available_{other}") is not None:
-            raise ValueError(f"the soft limit must be of the hard limit's kind ({kind}), got {params!r}")
-        soft = params.get(f"soft_min_available_{kind}")
-        if kind == "bytes":
-            self.value, self.hard = "available_bytes", f"{int(value)}"
-            self.in_bytes = f"CAST({int(value)} AS DOUBLE)"
-        else:
-            self.value, self.hard = "available_ratio", f"{float(value)!r}D"
-            self.in_bytes = f"{float(value)!r}D * total_bytes"
-        self.reached = f"{self.value} <= {self.hard}"
-        self.lead_seconds = float(params.get("lead_time_seconds") or 0.0)
-        if soft is None:
-            self.factor = "CASE WHEN violated THEN 0.0D ELSE 1.0D END"
-        else:
-            soft = f"{int(soft)}" if kind == "bytes" else f"{float(soft)!r}D"
-            self.factor = f"""CASE WHEN violated THEN 0.0D WHEN {self.value} >= {soft} THEN 1.0D
-                ELSE CAST({self.value} - {self.hard} AS DOUBLE) / ({soft} - {self.hard}) END"""
+
+def checked_limits(params: dict) -> dict:
+    """The limits of ``params`` (LIMIT_COLUMNS, None when unset), as int and float values only: exactly one
+    hard limit, a soft limit of its kind. ValueError otherwise."""
+    hard = [kind for kind in ("bytes", "ratio") if params.get(f"min_available_{kind}") is not None]
+    if len(hard) != 1:
+        raise ValueError(f"set exactly one of min_available_bytes and min_available_ratio, got {params!r}")
+    kind, = hard
+    other = "ratio" if kind == "bytes" else "bytes"
+    if params.get(f"soft_min_available_{other}") is not None:
+        raise ValueError(f"the soft limit must be of the hard limit's kind ({kind}), got {params!r}")
+    limits = {name: params.get(name) for name in LIMIT_COLUMNS}
+    return {name: None if value is None else (int(value) if _TYPES[name] == "BIGINT" else float(value))
+            for name, value in {**limits, "lead_time_seconds": limits["lead_time_seconds"] or 0.0}.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -93,7 +93,7 @@ def make_kafka_cluster():
 
 @pytest.fixture
 def sidecars():
-    """In-process sidecars (cli.build_sidecar) a test builds; each puts back what it set and closes, whatever the test did."""
+    """In-process sidecars (wiring.build_sidecar) a test builds; each puts back what it set and closes, whatever the test did."""
     built = []
     yield built
     for sidecar in built:

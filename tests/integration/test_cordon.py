@@ -10,7 +10,7 @@ from kafka.admin import NewTopic
 from harness.waiting import equal, eventually
 from quota_sidecar import config as cfg, records
 from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cli import build_sidecar
+from quota_sidecar.wiring import build_sidecar
 from quota_sidecar.cordons import KEY
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from harness.local_cluster import GENERATIONS
 from harness.waiting import eventually
 from quota_sidecar import config as cfg
 from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cli import build_sidecar
+from quota_sidecar.wiring import build_sidecar
 from quota_sidecar.errors import RetryableAdminError
 from quota_sidecar.quotas import PRODUCE, UNLIMITED
 from harness.connect_server import ConnectServer

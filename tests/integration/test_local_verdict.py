@@ -11,7 +11,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.waiting import WaitTimeout, eventually
 from quota_sidecar import config as cfg
-from quota_sidecar.cli import build_sidecar
+from quota_sidecar.wiring import build_sidecar
 from quota_sidecar.quotas import PRODUCE
 
 pytestmark = pytest.mark.integration

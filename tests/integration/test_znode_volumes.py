@@ -18,7 +18,7 @@ from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from harness.zookeeper_server import children
 from quota_sidecar import config as cfg
-from quota_sidecar.cli import build_sidecar
+from quota_sidecar.wiring import build_sidecar
 from quota_sidecar.znode_volumes import VOLUMES_PATH
 
 pytestmark = pytest.mark.integration

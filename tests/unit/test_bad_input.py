@@ -11,7 +11,7 @@ import socket
 import pytest
 from click.testing import CliRunner
 
-from quota_sidecar import cli, config as cfg
+from quota_sidecar import cli, wiring, config as cfg
 from quota_sidecar.keys import KEYS
 
 P = cfg.PREFIX
@@ -51,6 +51,11 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("request", "inf", {}),
     ("excluded.principal.name.list", "Group:admins", {}),
     ("spark.url", "sc//x", {}),
+    ("pipeline.bootstrap.servers", "pipeline-kafka", {}),  # no port
+    ("pipeline.observations.topic", "observations of the fleet", {}),
+    ("pipeline.decisions.topic", "", {}),
+    ("aggregator.checkpoint.location", "checkpoints/aggregator", {}),  # relative to what?
+    ("aggregator.kafka.jars", "build/kafka.jar", {}),
     ("zookeeper.connect", "zk1:2181/kafka/", {}),
     ("zookeeper.session.timeout", "10", {}),
     ("state.store", "etcd", {}),
@@ -95,7 +100,7 @@ def nothing_starts(monkeypatch):
     the cluster): this makes that fail the test at once instead. The command's logging set-up is undone after."""
     def started(*args, **kwargs):
         raise AssertionError("the sidecar was built: a bad value got through")
-    monkeypatch.setattr(cli, "build_sidecar", started)
+    monkeypatch.setattr(wiring, "build_sidecar", started)
     levels = {name: logging.getLogger(name).level for name in cli.LIBRARY_LOGGERS}
     yield
     logging.captureWarnings(False)

@@ -1,0 +1,55 @@
+"""The two messages between the agents and the aggregator, in JSON on two topics of the pipeline cluster.
+
+An observation is what one agent asks in one pass: the rows of a rule as a batch run would judge them (its
+volumes with their measurements in the fill window and the limits; or its broker's replication rows). A
+decision is the aggregator's answer: under the same key (``<cluster id>/<agent's broker>``, so that one
+agent's messages keep their order in one partition and compaction keeps each agent's latest), naming the
+observation it answers. spark_jobs/aggregation.py reads and writes the same fields.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Mapping
+
+VERSION = 1
+OBSERVATIONS_TOPIC = "__quota_sidecar_observations"
+DECISIONS_TOPIC = "__quota_sidecar_decisions"
+# The observations are kept this long (retention.ms), for a restarted aggregator and for history; the
+# decisions topic is compacted: each agent's latest decision.
+OBSERVATIONS_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+def key(cluster: str, agent: int | None) -> str:
+    return f"{cluster}/{'' if agent is None else agent}"
+
+
+def observation(cluster: str, agent: int | None, at: datetime, volumes: list[dict] | None = None,
+                limits: Mapping | None = None, replication: list[dict] | None = None) -> dict:
+    """A new observation (its own id) with the volume rows and their limits, or the replication rows."""
+    return {
+        "version": VERSION,
+        "id": uuid.uuid4().hex,
+        "cluster": cluster,
+        "agent": agent,
+        "observed_at": at.isoformat(),
+        "volumes": None if volumes is None else {"rows": volumes, "limits": dict(limits or {})},
+        "replication": None if replication is None else {"rows": replication},
+    }
+
+
+def encode(message: Mapping) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def decode(value: bytes | None) -> dict | None:
+    """A decision, or None for one this agent cannot read (another version, a tombstone, not JSON)."""
+    if value is None:
+        return None
+    try:
+        message = json.loads(value)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) and message.get("version") == VERSION else None

@@ -1,0 +1,72 @@
+"""The aggregator's micro-batch (spark_jobs/aggregation.decisions) on inline Kafka rows: many agents of
+clusters with different limits judged in one batch, each decision equal to what a batch run decides for its
+observation alone, under its agent's key."""
+import json
+from datetime import datetime, timezone
+
+from quota_sidecar import pipeline_messages
+from spark_jobs import aggregation, replication_rates, volume_violations
+from test_move_progress_rule import broker_role, replica
+
+AT = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
+GIB = 1 << 30
+
+
+def volume(broker_id, available, at_seconds=0.0, log_dir="/data", total=10 * GIB):
+    return {"broker_id": broker_id, "log_dir": log_dir, "total_bytes": total, "available_bytes": available,
+            "usable": True, "at_seconds": at_seconds}
+
+
+def decided(spark, *observations) -> dict[str, tuple[str, dict]]:
+    """observation id -> (key, decision), from one micro-batch of these observations."""
+    batch = spark.createDataFrame([(pipeline_messages.encode(o),) for o in observations], "value binary")
+    rows = aggregation.decisions(batch, "aggregator-1").collect()
+    answers = [(row["key"], json.loads(row["value"])) for row in rows]
+    return {decision["answers"]: (key, decision) for key, decision in answers}
+
+
+def test_each_observation_of_a_batch_is_decided_as_a_batch_run_decides_it_alone(spark):
+    bytes_limit = {"min_available_bytes": 2 * GIB, "soft_min_available_bytes": 4 * GIB, "lead_time_seconds": 30.0}
+    ratio_limit = {"min_available_ratio": 0.1}
+    filling = [volume(1, 5 * GIB, -20.0), volume(1, 3 * GIB, 0.0), volume(2, 8 * GIB)]
+    steady = [volume(1, GIB // 2), volume(2, 9 * GIB, log_dir="/data-1")]
+    first = pipeline_messages.observation("cluster-a", 1, AT, volumes=filling, limits=bytes_limit)
+    second = pipeline_messages.observation("cluster-b", 7, AT, volumes=steady, limits=ratio_limit)
+
+    answers = decided(spark, first, second)
+
+    for sent, rows, limits, key in ((first, filling, bytes_limit, "cluster-a/1"),
+                                    (second, steady, ratio_limit, "cluster-b/7")):
+        factor, judged = volume_violations.decide(spark, rows, limits)
+        answer_key, decision = answers[sent["id"]]
+        assert answer_key == key
+        assert (decision["cluster"], decision["agent"], decision["aggregator"]) == (
+            sent["cluster"], sent["agent"], "aggregator-1")
+        assert decision["volumes"] == {"factor": factor, "rows": judged}
+        assert decision["replication"] is None
+        assert datetime.fromisoformat(decision["decided_at"]).tzinfo is not None
+    assert answers[first["id"]][1]["volumes"]["factor"] < 1.0  # the soft zone
+    assert answers[second["id"]][1]["volumes"]["factor"] == 0.0  # below the ratio
+
+
+def test_replication_rows_get_the_rates_moves_and_destinations_of_a_batch_run(spark):
+    rows = [broker_role(1, "leader", [replica()]), broker_role(3, "follower", [replica()])]
+    sent = pipeline_messages.observation("cluster-a", 3, AT, replication=rows)
+
+    (_, decision), = decided(spark, sent).values()
+
+    assert decision["volumes"] is None
+    assert decision["replication"] == replication_rates.decide(spark, rows)
+
+
+def test_volumes_all_offline_decide_factor_one_and_an_unreadable_message_gets_no_decision(spark):
+    offline = pipeline_messages.observation("cluster-a", 1, AT, volumes=[{**volume(1, 0), "usable": False}],
+                                            limits={"min_available_bytes": 1})
+    batch = spark.createDataFrame([(pipeline_messages.encode(offline),), (b"not json",),
+                                   (pipeline_messages.encode({**offline, "version": 99, "id": "x"}),)],
+                                  "value binary")
+
+    rows = aggregation.decisions(batch, "aggregator-1").collect()
+
+    (row,) = rows
+    assert json.loads(row["value"])["volumes"] == {"factor": 1.0, "rows": []}
