@@ -76,7 +76,8 @@ class Sidecar:
         snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
                             {entity: dict(keys) for entity, keys in self.quota_writer.in_force.items()}, view,
                             watch, self.cordoner.view if self.cordoner else None, self.quota_writer.tenants,
-                            tuple(self.guard.moves) if self.guard else ())
+                            tuple(self.guard.moves) if self.guard else (),
+                            self.pipeline.last_decision if self.pipeline else None)
         with self._lock:
             self._published = snapshot
 

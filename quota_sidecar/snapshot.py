@@ -66,3 +66,4 @@ class Snapshot:
     cordons: CordonView | None = None  # with this sidecar's broker known
     tenants: TenantCount = TenantCount(0, 0)  # entities with a producer rate of their own, throttled
     cancelled_moves: tuple[Mapping, ...] = ()  # the moves onto this broker its sidecar cancelled (records.py)
+    last_aggregation: Mapping | None = None  # the aggregator's last decision for this agent (pipeline_messages)

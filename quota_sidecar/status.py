@@ -22,7 +22,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
     judged = {(row["broker_id"], row["log_dir"]): row for row in decision.judged} if decision else {}
     status = {
         "sidecar": {"version": __version__, "mode": mode, "broker_id": config.broker_id,
-                    "spark": config.spark_url or "embedded"},
+                    "decided_by": _decided_by(snapshot, now)},
         "throttle": {
             "factor": factor.factor,
             "source": factor.source,
@@ -134,7 +134,7 @@ def render(status: dict) -> str:
     throttle = status["throttle"]
     lines = [
         f"quota-sidecar {status['sidecar']['version']} ({status['sidecar']['mode']}, "
-        f"broker {status['sidecar']['broker_id']}, spark {status['sidecar']['spark']})",
+        f"broker {status['sidecar']['broker_id']}, {_decider_line(status['sidecar']['decided_by'])})",
         f"throttle factor {throttle['factor']:.3f}  source {throttle['source']}  "
         f"age {_human_seconds(throttle['age_seconds'])}  last success {throttle['last_success'] or 'never'}",
         f"limit: {status['limit']}  fallback {throttle['fallback_factor']} after "
@@ -297,6 +297,35 @@ def _human_seconds(value) -> str:
 
 def _rounded(value: float | None) -> int | None:
     return None if value is None else round(value)
+
+
+def _decided_by(snapshot: Snapshot, now: datetime) -> dict:
+    """Where the decisions are made: this process's Spark, or the aggregator of the pipeline with the age of
+    its last decision and the pipeline's lag (observed -> decided)."""
+    config = snapshot.config
+    if not config.pipeline.enabled:
+        return {"spark": config.spark_url or "embedded"}
+    last = snapshot.last_aggregation or {}
+    decided = _moment(last.get("decided_at"))
+    observed = _moment(last.get("observed_at"))
+    return {"pipeline": config.pipeline.bootstrap_servers, "aggregator": last.get("aggregator"),
+            "decided_at": last.get("decided_at"),
+            "decision_age_seconds": _seconds(now - decided) if decided else None,
+            "lag_seconds": _seconds(decided - observed) if decided and observed else None}
+
+
+def _decider_line(decided_by: dict) -> str:
+    if "spark" in decided_by:
+        return f"spark {decided_by['spark']}"
+    if decided_by["aggregator"] is None:
+        return f"aggregator on {decided_by['pipeline']}: no decision yet"
+    lag = decided_by["lag_seconds"]
+    return (f"aggregator {decided_by['aggregator']}: last decision {_human_seconds(decided_by['decision_age_seconds'])} "
+            f"ago{'' if lag is None else f', {lag:.2f}s after its observation'}")
+
+
+def _moment(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
 
 
 def _seconds(delta):

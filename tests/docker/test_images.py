@@ -86,7 +86,7 @@ def test_the_full_image_throttles_as_non_root_on_a_read_only_root(cluster, start
 
     status = wait_ready(sidecar, port)
 
-    assert status["throttle"]["factor"] == 0.0 and status["sidecar"]["spark"] == "embedded"
+    assert status["throttle"]["factor"] == 0.0 and status["sidecar"]["decided_by"] == {"spark": "embedded"}
     assert status["local_watch"]["watched"] == [cluster.log_dirs(1)[0]]
     assert sidecar.inspect("{{.Config.User}} {{.HostConfig.ReadonlyRootfs}}") == "10001:10001 true"
     assert sidecar.exec("id", "-u").strip() == "10001"
@@ -119,6 +119,6 @@ def test_the_thin_image_decides_on_a_shared_spark_connect_server(cluster, starte
 
     status = wait_ready(sidecar, port)
 
-    assert status["throttle"]["factor"] == 0.0 and status["sidecar"]["spark"] == f"sc://127.0.0.1:{spark_port}"
+    assert status["throttle"]["factor"] == 0.0 and status["sidecar"]["decided_by"] == {"spark": f"sc://127.0.0.1:{spark_port}"}
     assert "java" not in sidecar.exec("sh", "-c", "ls /usr/bin /opt/quota-sidecar/bin")  # no JVM in it
     assert sidecar.inspect("{{.HostConfig.ReadonlyRootfs}}") == "true" and server.running()

@@ -41,11 +41,12 @@ class LogLine:
 
 
 class SidecarProcess:
-    """One `quota-sidecar run --config FILE` process; `command_prefix` runs it elsewhere (`ip netns exec ns`)."""
+    """One `quota-sidecar run --config FILE` process (an agent; `command="aggregate"`: the aggregator);
+    `command_prefix` runs it elsewhere (`ip netns exec ns`)."""
 
     def __init__(self, name: str, work_dir: Path, properties: Mapping[str, object], host: str = "127.0.0.1",
-                 port: int | None = None, command_prefix: Iterable[str] = ()):
-        self.name, self.host = name, host
+                 port: int | None = None, command_prefix: Iterable[str] = (), command: str = "run"):
+        self.name, self.host, self.command = name, host, command
         self.port = port or free_loopback_ports(1)[0]
         self.config_path = Path(work_dir) / f"{name}.properties"
         self.log_path = Path(work_dir) / f"{name}.log"
@@ -59,7 +60,7 @@ class SidecarProcess:
         return f"http://{self.host}:{self.port}"
 
     def start(self, cleanup: bool = False) -> SidecarProcess:
-        command = [*self.command_prefix, str(EXECUTABLE), "run", "--config", str(self.config_path),
+        command = [*self.command_prefix, str(EXECUTABLE), self.command, "--config", str(self.config_path),
                    *(["--cleanup"] if cleanup else [])]
         with open(self.log_path, "a") as log:
             log.write(f"---- {' '.join(command)}\n")
