@@ -9,7 +9,6 @@ Every read and write ends within the pass's deadline (deadline.py), and within t
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from contextlib import contextmanager
 from typing import Mapping
@@ -20,9 +19,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from . import deadline, text
 from .admin import ClusterAdmin
 from .errors import AdminError, RetryableAdminError
-from .kafka_client import admin_error, open_client, with_cause
-
-log = logging.getLogger(__name__)
+from .kafka_client import admin_error, close_clients, open_client, with_cause
 
 DEFAULT_TOPIC = "__quota_sidecar_state"
 DEFAULT_TIMEOUT_MS = 30_000
@@ -102,14 +99,7 @@ class ClusterStore:
     def close(self, timeout: float = 10.0) -> None:
         """Bounded: a write stuck behind a throttle must not keep a stopping sidecar alive."""
         with self._lock:
-            if self._consumer is not None:
-                self._consumer.close(autocommit=False)
-            if self._producer is not None:
-                try:
-                    self._producer.close(timeout=timeout)
-                except Errors.KafkaTimeoutError:  # kafka-python raises when records are still pending
-                    log.warning("closing the producer of %s timed out after %.0fs; pending writes dropped",
-                                self.topic, timeout)
+            close_clients(self._consumer, self._producer, self.topic, timeout)
             self._producer = self._consumer = None
         self._admin.close()
 

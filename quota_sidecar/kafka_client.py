@@ -19,6 +19,7 @@ from kafka.net.compat import KafkaNetClient
 from . import deadline
 from .errors import AdminError, PassTimeout, PermanentAdminError, RetryableAdminError, UnknownTopicError
 
+log = logging.getLogger(__name__)
 # kafka-python's DEBUG records dump client configurations and whole requests, SASL passwords included
 # (SaslAuthenticateRequest). Unless someone chose a level for them, its loggers stay at INFO.
 if logging.getLogger("kafka").level == logging.NOTSET:
@@ -125,6 +126,18 @@ def open_client(client_class, client_config: Mapping[str, object], timeout: floa
         if isinstance(error, (Errors.KafkaError, OSError)):
             raise admin_error(error, f"connecting to {', '.join(servers)}") from error
         raise
+
+
+def close_clients(consumer, producer, topic: str, timeout: float) -> None:
+    """Close a consumer and a producer (either may be None), the producer within `timeout`: a write stuck
+    behind a throttle must not keep a stopping sidecar alive."""
+    if consumer is not None:
+        consumer.close(autocommit=False)
+    if producer is not None:
+        try:
+            producer.close(timeout=timeout)
+        except Errors.KafkaTimeoutError:  # kafka-python raises when records are still pending
+            log.warning("closing the producer of %s timed out after %.0fs; pending writes dropped", topic, timeout)
 
 
 def with_cause(error: AdminError, client_config: Mapping[str, object]) -> AdminError:

@@ -7,6 +7,7 @@ and its time to the limit.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Callable
 
 from prometheus_client import CollectorRegistry
@@ -56,6 +57,7 @@ class SidecarCollector:
         if factor.last_success_at is not None:
             yield _gauge("last_success_timestamp_seconds", "When the last poll succeeded.",
                          factor.last_success_at.timestamp())
+        yield from _aggregation(snapshot.last_aggregation)
         if decision is None:
             return
         yield _gauge("active_brokers", "Brokers whose volumes the last decision considered.", decision.active_brokers)
@@ -178,6 +180,17 @@ def registry_for(snapshot: Callable[[], Snapshot]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SidecarCollector(snapshot))
     return registry
+
+
+def _aggregation(last: dict | None):
+    """With an aggregator: when it made the last decision for this agent, and how long after the observation."""
+    if not last:
+        return
+    decided, observed = (datetime.fromisoformat(last[key]) for key in ("decided_at", "observed_at"))
+    yield _gauge("aggregator_decision_timestamp_seconds", "When the aggregator made its last decision for this "
+                 "agent (its age: time() minus this).", decided.timestamp())
+    yield _gauge("pipeline_lag_seconds", "Of the last decision: from the observation to the aggregator's decision.",
+                 (decided - observed).total_seconds())
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -10,7 +10,6 @@ time is a failed decision, and the factor's timeline goes on (decider.py).
 
 from __future__ import annotations
 
-import logging
 import threading
 from datetime import datetime, timezone
 from typing import Callable, Mapping
@@ -22,9 +21,7 @@ from kafka.partitioner.default import murmur2
 from . import deadline, pipeline_messages as messages
 from .admin import ClusterAdmin
 from .errors import AdminError, DecisionFailed, RetryableAdminError
-from .kafka_client import admin_error, open_client, with_cause
-
-log = logging.getLogger(__name__)
+from .kafka_client import admin_error, close_clients, open_client, with_cause
 
 PARTITIONS = 6
 
@@ -81,13 +78,7 @@ class Pipeline:
 
     def close(self, timeout: float = 5.0) -> None:
         with self._lock:
-            if self._consumer is not None:
-                self._consumer.close(autocommit=False)
-            if self._producer is not None:
-                try:
-                    self._producer.close(timeout=timeout)
-                except Errors.KafkaTimeoutError:
-                    log.warning("closing the producer of %s timed out after %.0fs", self.observations_topic, timeout)
+            close_clients(self._consumer, self._producer, self.observations_topic, timeout)
             self._producer = self._consumer = None
         self._admin.close()
 

@@ -95,3 +95,14 @@ def test_the_factors_source_and_the_quotas_in_force(a_snapshot):
 
 def test_moves_in_progress_with_replication_on(a_snapshot):
     assert scrape(a_snapshot(replication=True))[("quota_sidecar_moves_in_progress", ())] == 1
+
+
+def test_with_an_aggregator_its_last_decisions_time_and_the_pipelines_lag(a_snapshot):
+    decision = {"aggregator": "kafka-ops-0/41", "observed_at": "2026-11-25T12:00:00+00:00",
+                "decided_at": "2026-11-25T12:00:00.412Z"}
+
+    samples = scrape(replace(a_snapshot(), last_aggregation=decision))
+
+    assert samples[("quota_sidecar_pipeline_lag_seconds", ())] == 0.412
+    assert samples[("quota_sidecar_aggregator_decision_timestamp_seconds", ())] == 1795608000.412
+    assert ("quota_sidecar_pipeline_lag_seconds", ()) not in scrape(a_snapshot())

@@ -2,6 +2,7 @@
 
 import dataclasses
 import re
+from datetime import timedelta as timedelta
 from dataclasses import replace
 
 import pytest
@@ -194,3 +195,21 @@ def test_without_zookeeper_there_is_no_published_column(a_snapshot, later):
 
     assert all("published_available_bytes" not in v for v in built["volumes"])
     assert "znode avail." not in status.render(built)
+
+
+def test_with_an_aggregator_status_names_it_with_its_last_decisions_age_and_the_pipelines_lag(a_snapshot, later):
+    snapshot = a_snapshot()
+    config = replace(snapshot.config, pipeline=replace(snapshot.config.pipeline, bootstrap_servers="pipeline:9092"))
+    decided = later - timedelta(seconds=2)
+    last = {"aggregator": "kafka-ops-0/41", "observed_at": (decided - timedelta(seconds=0.41)).isoformat(),
+            "decided_at": decided.isoformat()}
+
+    built = status.build(replace(snapshot, config=config, last_aggregation=last), later, mode="running")
+    waiting = status.build(replace(snapshot, config=config), later, mode="running")
+
+    assert built["sidecar"]["decided_by"] == {"pipeline": "pipeline:9092", "aggregator": "kafka-ops-0/41",
+                                              "decided_at": last["decided_at"], "decision_age_seconds": 2.0,
+                                              "lag_seconds": pytest.approx(0.41)}
+    assert "aggregator kafka-ops-0/41: last decision 2s ago, 0.41s after its observation" in status.render(built)
+    assert "aggregator on pipeline:9092: no decision yet" in status.render(waiting)
+    assert status.build(snapshot, later, mode="running")["sidecar"]["decided_by"] == {"spark": "embedded"}

@@ -1,0 +1,105 @@
+"""Observation published → decision back at the agent, through a warm aggregator, beside today's decision in
+the agent's own embedded Spark, on the same volumes.
+
+One local broker holds the pipeline's topics; `quota-sidecar aggregate` (embedded Spark) decides. The agent's
+end is quota_sidecar.pipeline.Pipeline, as `run` uses it: each question publishes one observation (3 brokers ×
+2 log dirs, 10 measurements each in the fill window: 60 rows) and waits for the decision naming it. After
+WARM_UP unmeasured questions, `--questions` measured ones, one every `--every` seconds (an agent asks once
+per pass). Then the same rows through spark_jobs.volume_violations.decide on an embedded session in this
+process: what every sidecar does today.
+
+    .venv/bin/python benchmarks/aggregation_latency.py [--questions 60] [--every 0.25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from common import MiB, LoadWatch, Result, print_result, provenance, table, this_command
+
+from harness.local_cluster import LocalKafkaCluster
+from harness.sidecar_process import SidecarProcess
+from quota_sidecar.pipeline import Pipeline
+from quota_sidecar.properties import PREFIX
+
+TITLE = "Aggregator latency"
+WARM_UP = 5
+LIMITS = {"min_available_bytes": 24 * MiB}
+
+
+def rows() -> list[dict]:
+    """3 brokers × 2 dirs, each with 10 measurements one second apart, filling at 1 MiB/s."""
+    return [{"broker_id": broker, "log_dir": f"/var/lib/kafka/data-{d}", "total_bytes": 500 << 30,
+             "available_bytes": ((100 + broker) << 30) + seconds * MiB, "usable": True, "at_seconds": float(seconds)}
+            for broker in (1, 2, 3) for d in (0, 1) for seconds in range(-9, 1)]
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1]
+
+
+def through_the_aggregator(questions: int, every: float) -> list[float]:
+    work = Path(tempfile.mkdtemp(prefix="aggregation-latency-"))
+    cluster = LocalKafkaCluster(brokers=1).start()
+    aggregator = SidecarProcess("aggregator", work, {
+        PREFIX + "pipeline.bootstrap.servers": cluster.bootstrap_servers,
+        PREFIX + "aggregator.checkpoint.location": work / "checkpoint"}, command="aggregate").start()
+    pipeline = Pipeline({"bootstrap_servers": cluster.bootstrap_servers}, lambda: "benchmark", 1, timeout=30.0)
+    try:
+        aggregator.wait_for_line("deciding for the agents of", 240)
+        measured = []
+        for index in range(WARM_UP + questions):
+            asked = time.perf_counter()
+            pipeline.judge_volumes(rows(), LIMITS)
+            if index >= WARM_UP:
+                measured.append(time.perf_counter() - asked)
+            time.sleep(every)
+        return measured
+    finally:
+        pipeline.close()
+        aggregator.stop()
+        cluster.stop()
+
+
+def in_this_process(questions: int, every: float) -> list[float]:
+    from spark_jobs import session, volume_violations
+
+    spark = session.get_session(None, "quota-sidecar-benchmark")
+    measured = []
+    for index in range(WARM_UP + questions):
+        asked = time.perf_counter()
+        volume_violations.decide(spark, rows(), LIMITS)
+        if index >= WARM_UP:
+            measured.append(time.perf_counter() - asked)
+        time.sleep(every)
+    session.stop_sessions()
+    return measured
+
+
+def run(questions: int, every: float) -> Result:
+    with LoadWatch() as load:
+        aggregated = through_the_aggregator(questions, every)
+        local = in_this_process(questions, every)
+    lines = [table(["decided", "median", "p95", "max", "n"], [
+        [name, f"{statistics.median(values):.3f} s", f"{p95(values):.3f} s", f"{max(values):.3f} s", len(values)]
+        for name, values in (("by the aggregator (published → decision read)", aggregated),
+                             ("in the agent's own embedded Spark (today)", local))])]
+    lines += ["", f"{len(rows())} rows an observation, one every {every} s.", "",
+              provenance(this_command(), load)]
+    return Result(TITLE, "\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=60)
+    parser.add_argument("--every", type=float, default=0.25, help="seconds between two questions")
+    args = parser.parse_args()
+    print_result(run(args.questions, args.every))
+
+
+if __name__ == "__main__":
+    main()
