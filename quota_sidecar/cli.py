@@ -164,6 +164,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     except Exception as error:  # Spark's errors come as many types; one line says which
         fail(f"cannot start the aggregation: {session.reason(error)}")
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
+    aggregation.reading(query)
     log.info("deciding for the agents of %s: %s -> %s (checkpoint %s)", pipeline.bootstrap_servers,
              pipeline.observations_topic, pipeline.decisions_topic, checkpoint)
     try:

@@ -11,6 +11,8 @@ fill window), and a restarted query resumes after the last micro-batch it wrote.
 """
 from __future__ import annotations
 
+import time
+
 from pyspark.sql import DataFrame, SparkSession
 
 from quota_sidecar.pipeline_messages import VERSION
@@ -24,35 +26,46 @@ _JSON = "to_json(struct(*), map('ignoreNullFields', 'false'))"
 
 def decisions(observations: DataFrame, aggregator: str) -> DataFrame:
     """Kafka rows of observations (``value``: JSON) → Kafka rows of decisions (``key``, ``value``: JSON).
-    An observation that is not JSON of this version, or has no id or cluster, gets none."""
+    An observation that is not JSON of this version, or has no id or cluster, gets none; one of volumes
+    gets the factor and its volumes judged, one of replication rows their rates, moves and destinations."""
     parsed = observations.selectExpr(_PARSED).where(
         f"o.version = {VERSION} AND o.id IS NOT NULL AND o.cluster IS NOT NULL").selectExpr("o.*")
     volume_rows = parsed.where("volumes IS NOT NULL").selectExpr(
-        "id AS observation", "volumes.limits AS limits", "explode(volumes.rows) AS v"
+        f"{_OBSERVATION} AS observation", "volumes.limits AS limits", "explode(volumes.rows) AS v"
     ).selectExpr("observation", "v.*", "limits.*")
-    factors = _grouped(volume_violations.judge(volume_rows), "volumes",
-                       f"{volume_violations.FACTOR} AS factor", f"{volume_violations.JUDGED_ROWS} AS rows")
+    factors = _grouped(_with_each(volume_violations.judge(volume_rows), parsed, "volumes"), "volumes",
+                       f"named_struct('factor', {volume_violations.FACTOR}, 'rows', {volume_violations.JUDGED_ROWS})")
     replication_rows = parsed.where("replication IS NOT NULL").selectExpr(
-        "id AS observation", "explode(replication.rows) AS r").selectExpr("observation", "r.*")
-    rates = _grouped(replication_rates.transform(move_progress.transform(replication_rows)), "rates",
-                     *replication_rates.DECISION)
-    answered = (parsed.join(factors, parsed.id == factors.observation, "left")
-                .drop("observation")
-                .join(rates, parsed.id == rates.observation, "left"))
-    # An observation whose volumes are all offline has no row to judge: factor 1.0, as in a batch run.
-    return answered.selectExpr(
-        "concat(cluster, '/', coalesce(CAST(agent AS STRING), '')) AS key",
+        f"{_OBSERVATION} AS observation", "explode(replication.rows) AS r").selectExpr("observation", "r.*")
+    rates = _grouped(_with_each(replication_rates.transform(move_progress.transform(replication_rows)), parsed,
+                                "replication"), "replication",
+                     f"named_struct({', '.join(_named(replication_rates.DECISION))})")
+    # No join: each part already carries its observation, and an observation is of one kind.
+    return factors.unionByName(rates).selectExpr(
+        "concat(observation.cluster, '/', coalesce(CAST(observation.agent AS STRING), '')) AS key",
         f"""to_json(named_struct(
-            'version', {VERSION}, 'answers', id, 'cluster', cluster, 'agent', agent,
-                'observed_at', observed_at, 'decided_at', date_format(current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"),
-                'aggregator', '{_quoted(aggregator)}',
-                'volumes', CASE WHEN volumes IS NOT NULL THEN named_struct(
-                    'factor', coalesce(factor, 1.0D), 'rows', coalesce(rows, array())) END,
-                'replication', CASE WHEN replication IS NOT NULL THEN named_struct(
-                    'rates', coalesce(rates, array()), 'moves', coalesce(moves, array()),
-                    'destinations', coalesce(destinations, array())) END
+            'version', {VERSION}, 'answers', observation.id, 'cluster', observation.cluster,
+            'agent', observation.agent, 'observed_at', observation.observed_at,
+            'decided_at', date_format(current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"),
+            'aggregator', '{_quoted(aggregator)}', 'volumes', volumes, 'replication', replication
             ), map('ignoreNullFields', 'false')) AS value""",
     )
+
+
+_OBSERVATION = "named_struct('id', id, 'cluster', cluster, 'agent', agent, 'observed_at', observed_at)"
+
+
+def _with_each(rows: DataFrame, parsed: DataFrame, kind: str) -> DataFrame:
+    """The judged rows and one row without a volume for each observation of `kind`: one whose volumes are
+    all offline, which the rule leaves out, still gets its decision (factor 1.0, as in a batch run)."""
+    return rows.unionByName(parsed.where(f"{kind} IS NOT NULL").selectExpr(f"{_OBSERVATION} AS observation"),
+                            allowMissingColumns=True)
+
+
+def _named(aggregates: tuple[str, ...]) -> list[str]:
+    """"expr AS name" -> "'name', expr" for named_struct."""
+    pairs = [aggregate.rsplit(" AS ", 1) for aggregate in aggregates]
+    return [f"'{name}', {expression}" for expression, name in pairs]
 
 
 def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, decisions_topic: str,
@@ -82,12 +95,27 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
             .trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
 
 
-def _grouped(df: DataFrame, name: str, *aggregates: str) -> DataFrame:
-    """``df`` grouped by observation, with the aggregates (SQL text): through a view, so that the same text
-    serves classic and Connect DataFrames (pyspark.sql.functions picks one kind for the whole process)."""
-    view = f"quota_sidecar_{name}"
+def reading(query, timeout: float = 120.0) -> bool:
+    """Wait until the query has read the topic's offsets it starts from: an observation published before
+    that is not decided on a first start (it begins at the end of the topic). False when it stopped or the
+    time ran out."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status["message"].startswith("Initializing"):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _grouped(df: DataFrame, kind: str, decided: str) -> DataFrame:
+    """``df`` grouped by observation: the observation, the `decided` struct (SQL text) as column `kind` and
+    null as the other kind's. Through a view, so that the same text serves classic and Connect DataFrames
+    (pyspark.sql.functions picks one kind for the whole process)."""
+    view = f"quota_sidecar_{kind}"
     df.createOrReplaceTempView(view)
-    return df.sparkSession.sql(f"SELECT observation, {', '.join(aggregates)} FROM {view} GROUP BY observation")
+    other = "replication" if kind == "volumes" else "volumes"
+    return df.sparkSession.sql(f"SELECT observation, {decided} AS {kind}, NULL AS {other} FROM {view} "
+                               "GROUP BY observation")
 
 
 def _quoted(text: str) -> str:

@@ -87,5 +87,7 @@ def decide(spark: SparkSession, rows: list[dict], params: dict | None = None) ->
 
 # One decision's parts: over every row of a pass, or per observation in the aggregator. A struct array sorts
 # by its first fields, broker_id then role; the moves and destinations are the same on every row of a pass.
-DECISION = (f"sort_array(collect_list(struct({', '.join(RATE_COLUMNS)}))) AS rates",
-            "any_value(moves) AS moves", "any_value(destinations) AS destinations")
+# (A row without a role, which the aggregator adds for each observation, is left out.)
+DECISION = (f"sort_array(collect_list(CASE WHEN role IS NOT NULL THEN struct({', '.join(RATE_COLUMNS)}) END)) AS rates",
+            "coalesce(any_value(moves, true), array()) AS moves",
+            "coalesce(any_value(destinations, true), array()) AS destinations")

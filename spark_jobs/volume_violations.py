@@ -52,8 +52,9 @@ LIMIT_COLUMNS = ("min_available_bytes", "min_available_ratio", "soft_min_availab
 
 # The minimum over no rows is null: no volume, nothing to protect, no throttle.
 FACTOR = "coalesce(min(throttle_factor), 1.0D)"
-# One struct per volume; an array of them sorts by its first fields, broker_id then log_dir.
-JUDGED_ROWS = f"sort_array(collect_list(struct({', '.join(_COLUMNS)})))"
+# One struct per volume; an array of them sorts by its first fields, broker_id then log_dir. (A row without a
+# volume, which the aggregator adds for each observation, is left out: collect_list skips nulls.)
+JUDGED_ROWS = f"sort_array(collect_list(CASE WHEN log_dir IS NOT NULL THEN struct({', '.join(_COLUMNS)}) END))"
 
 
 def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
