@@ -36,4 +36,5 @@ class SparkUnavailable(Exception):
 
 
 class DecisionFailed(RuntimeError):
-    """A Spark decision failed (judges.py); the message is one line saying why. That poll fails, the next retries."""
+    """A decision failed: in this process's Spark (judges.py) or, with an aggregator, no answer in time
+    (pipeline.py); the message is one line saying why. That poll fails, the next retries."""
