@@ -140,7 +140,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     import tempfile
 
     from .admin import ClusterAdmin
-    from .pipeline import ensure_topics
+    from .pipeline import end_offsets, ensure_topics
     from .shutdown import GracefulShutdown
 
     config = load_config(config_paths, overrides, aggregator=True)
@@ -155,16 +155,17 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     try:
         with ClusterAdmin(pipeline.client) as admin:
             ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
+        starting = end_offsets(pipeline.client, pipeline.observations_topic)
         spark = session.get_session(config.spark_url, "quota-sidecar-aggregator",
                                     {"spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
         query = aggregation.start(spark, pipeline.java_properties, pipeline.observations_topic,
-                                  pipeline.decisions_topic, checkpoint, f"{socket.gethostname()}/{os.getpid()}")
+                                  pipeline.decisions_topic, checkpoint, f"{socket.gethostname()}/{os.getpid()}",
+                                  starting)
     except AdminError as error:
         fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
     except Exception as error:  # Spark's errors come as many types; one line says which
         fail(f"cannot start the aggregation: {session.reason(error)}")
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
-    aggregation.reading(query)
     log.info("deciding for the agents of %s: %s -> %s (checkpoint %s)", pipeline.bootstrap_servers,
              pipeline.observations_topic, pipeline.decisions_topic, checkpoint)
     try:

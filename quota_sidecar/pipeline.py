@@ -127,5 +127,19 @@ def ensure_topics(admin: ClusterAdmin, observations_topic: str, decisions_topic:
     admin.create_topic(decisions_topic, PARTITIONS, replication_factor, {"cleanup.policy": "compact"})
 
 
+def end_offsets(client_config: Mapping[str, object], topic: str, timeout: float = 30.0) -> dict[int, int]:
+    """{partition: its end offset now}: where a first aggregation starts, so that an observation published
+    once it has started is decided (Spark resolves "latest" only when its first micro-batch runs)."""
+    consumer = open_client(KafkaConsumer, {**client_config, "group_id": None, "enable_auto_commit": False}, timeout)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        ends = consumer.end_offsets(partitions) if partitions else {}
+    except Errors.KafkaError as error:
+        raise admin_error(error, f"reading the end offsets of {topic}") from error
+    finally:
+        consumer.close(autocommit=False)
+    return {partition.partition: offset for partition, offset in ends.items()}
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)

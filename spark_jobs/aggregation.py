@@ -11,7 +11,8 @@ fill window), and a restarted query resumes after the last micro-batch it wrote.
 """
 from __future__ import annotations
 
-import time
+import json
+from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -24,24 +25,19 @@ _PARSED = f"from_json(CAST(value AS STRING), '{OBSERVATION_SCHEMA.simpleString()
 _JSON = "to_json(struct(*), map('ignoreNullFields', 'false'))"
 
 
-def decisions(observations: DataFrame, aggregator: str) -> DataFrame:
+KINDS = ("volumes", "replication")
+
+
+def decisions(observations: DataFrame, aggregator: str, kinds: tuple[str, ...] = KINDS) -> DataFrame:
     """Kafka rows of observations (``value``: JSON) → Kafka rows of decisions (``key``, ``value``: JSON).
     An observation that is not JSON of this version, or has no id or cluster, gets none; one of volumes
-    gets the factor and its volumes judged, one of replication rows their rates, moves and destinations."""
-    parsed = observations.selectExpr(_PARSED).where(
-        f"o.version = {VERSION} AND o.id IS NOT NULL AND o.cluster IS NOT NULL").selectExpr("o.*")
-    volume_rows = parsed.where("volumes IS NOT NULL").selectExpr(
-        f"{_OBSERVATION} AS observation", "volumes.limits AS limits", "explode(volumes.rows) AS v"
-    ).selectExpr("observation", "v.*", "limits.*")
-    factors = _grouped(_with_each(volume_violations.judge(volume_rows), parsed, "volumes"), "volumes",
-                       f"named_struct('factor', {volume_violations.FACTOR}, 'rows', {volume_violations.JUDGED_ROWS})")
-    replication_rows = parsed.where("replication IS NOT NULL").selectExpr(
-        f"{_OBSERVATION} AS observation", "explode(replication.rows) AS r").selectExpr("observation", "r.*")
-    rates = _grouped(_with_each(replication_rates.transform(move_progress.transform(replication_rows)), parsed,
-                                "replication"), "replication",
-                     f"named_struct({', '.join(_named(replication_rates.DECISION))})")
+    gets the factor and its volumes judged, one of replication rows their rates, moves and destinations.
+    Only the rules of `kinds` (one at least; ``kinds_in``) are planned: planning a rule costs a micro-batch
+    more than running it."""
+    parsed = _parsed(observations)
+    parts = [rule(parsed) for kind, rule in (("volumes", _volumes), ("replication", _replication)) if kind in kinds]
     # No join: each part already carries its observation, and an observation is of one kind.
-    return factors.unionByName(rates).selectExpr(
+    return reduce(DataFrame.unionByName, parts).selectExpr(
         "concat(observation.cluster, '/', coalesce(CAST(observation.agent AS STRING), '')) AS key",
         f"""to_json(named_struct(
             'version', {VERSION}, 'answers', observation.id, 'cluster', observation.cluster,
@@ -50,6 +46,34 @@ def decisions(observations: DataFrame, aggregator: str) -> DataFrame:
             'aggregator', '{_quoted(aggregator)}', 'volumes', volumes, 'replication', replication
             ), map('ignoreNullFields', 'false')) AS value""",
     )
+
+
+def kinds_in(observations: DataFrame) -> tuple[str, ...]:
+    """The kinds of the readable observations of a micro-batch: one small job."""
+    present = _parsed(observations).selectExpr(
+        *(f"coalesce(max({kind} IS NOT NULL), false) AS {kind}" for kind in KINDS)).first()
+    return tuple(kind for kind in KINDS if present[kind])
+
+
+def _parsed(observations: DataFrame) -> DataFrame:
+    return observations.selectExpr(_PARSED).where(
+        f"o.version = {VERSION} AND o.id IS NOT NULL AND o.cluster IS NOT NULL").selectExpr("o.*")
+
+
+def _volumes(parsed: DataFrame) -> DataFrame:
+    volume_rows = parsed.where("volumes IS NOT NULL").selectExpr(
+        f"{_OBSERVATION} AS observation", "volumes.limits AS limits", "explode(volumes.rows) AS v"
+    ).selectExpr("observation", "v.*", "limits.*")
+    return _grouped(_with_each(volume_violations.judge(volume_rows), parsed, "volumes"), "volumes",
+                    f"named_struct('factor', {volume_violations.FACTOR}, 'rows', {volume_violations.JUDGED_ROWS})")
+
+
+def _replication(parsed: DataFrame) -> DataFrame:
+    replication_rows = parsed.where("replication IS NOT NULL").selectExpr(
+        f"{_OBSERVATION} AS observation", "explode(replication.rows) AS r").selectExpr("observation", "r.*")
+    return _grouped(_with_each(replication_rates.transform(move_progress.transform(replication_rows)), parsed,
+                               "replication"), "replication",
+                    f"named_struct({', '.join(_named(replication_rates.DECISION))})")
 
 
 _OBSERVATION = "named_struct('id', id, 'cluster', cluster, 'agent', agent, 'observed_at', observed_at)"
@@ -69,42 +93,35 @@ def _named(aggregates: tuple[str, ...]) -> list[str]:
 
 
 def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, decisions_topic: str,
-          checkpoint: str, aggregator: str):
+          checkpoint: str, aggregator: str, starting_offsets: dict[int, int]):
     """The streaming query, started: each micro-batch's decisions written to ``decisions_topic``.
 
     ``kafka_options`` are the pipeline cluster's client properties as the Java client names them
-    (bootstrap.servers, security.protocol...). A first start reads from the end of the topic: observations
-    published before it are too old to act on; a restart resumes from its checkpoint.
+    (bootstrap.servers, security.protocol...). A first start reads from ``starting_offsets`` ({partition:
+    offset}, the topic's end when it starts: older observations are too old to act on); a restart resumes
+    from its checkpoint.
     """
     options = {f"kafka.{name}": value for name, value in kafka_options.items()}
 
     def write(batch: DataFrame, _batch_id: int) -> None:
         batch.persist()  # read by each rule, not fetched from Kafka once per rule
         try:
-            (decisions(batch, aggregator).write.format("kafka").options(**options)
+            kinds = kinds_in(batch)
+            if not kinds:
+                return
+            (decisions(batch, aggregator, kinds).write.format("kafka").options(**options)
              .option("topic", decisions_topic).save())
         finally:
             batch.unpersist()
 
     source = (spark.readStream.format("kafka").options(**options)
               .option("subscribe", observations_topic)
-              .option("startingOffsets", "latest")
+              .option("startingOffsets", json.dumps({observations_topic: {
+                  str(partition): offset for partition, offset in starting_offsets.items()}}))
               .option("failOnDataLoss", "false")  # observations deleted by retention while it was down
               .load())
     return (source.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
             .trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
-
-
-def reading(query, timeout: float = 120.0) -> bool:
-    """Wait until the query has read the topic's offsets it starts from: an observation published before
-    that is not decided on a first start (it begins at the end of the topic). False when it stopped or the
-    time ran out."""
-    deadline = time.monotonic() + timeout
-    while query.isActive and time.monotonic() < deadline:
-        if not query.status["message"].startswith("Initializing"):
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def _grouped(df: DataFrame, kind: str, decided: str) -> DataFrame:
