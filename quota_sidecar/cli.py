@@ -19,6 +19,7 @@ OK, UNREACHABLE, BAD_CONFIGURATION = 0, 1, 2
 # line of its own what failed). kafka-python's DEBUG records hold whole requests, SASL passwords included.
 LIBRARY_LOGGERS = ("kafka", "py4j", "pyspark", "py.warnings")
 SILENT = logging.CRITICAL + 1
+AGGREGATION_RESTART_AFTER = 5.0  # s: between a failed micro-batch and the query's new start
 
 
 def fail(message: str, code: int = BAD_CONFIGURATION) -> NoReturn:
@@ -141,6 +142,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
 
     from .admin import ClusterAdmin
     from .pipeline import end_offsets, ensure_topics
+    from .properties import SIDECAR_CLIENT_ID
     from .shutdown import GracefulShutdown
 
     config = load_config(config_paths, overrides, aggregator=True)
@@ -158,9 +160,14 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
         starting = end_offsets(pipeline.client, pipeline.observations_topic)
         spark = session.get_session(config.spark_url, "quota-sidecar-aggregator",
                                     {"spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
-        query = aggregation.start(spark, pipeline.java_properties, pipeline.observations_topic,
-                                  pipeline.decisions_topic, checkpoint, f"{socket.gethostname()}/{os.getpid()}",
-                                  starting)
+        # The agents' client id: the exemption they write keeps the pipeline out of the throttle it carries.
+        kafka_options = {"client.id": SIDECAR_CLIENT_ID, **pipeline.java_properties}
+
+        def started():
+            return aggregation.start(spark, kafka_options, pipeline.observations_topic, pipeline.decisions_topic,
+                                     checkpoint, f"{socket.gethostname()}/{os.getpid()}", starting)
+
+        query = started()
     except AdminError as error:
         fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
     except Exception as error:  # Spark's errors come as many types; one line says which
@@ -170,8 +177,15 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
              pipeline.observations_topic, pipeline.decisions_topic, checkpoint)
     try:
         while not shutdown.event.wait(1.0):
-            if not query.isActive:
-                fail(f"the aggregation stopped: {session.reason(query.exception())}", UNREACHABLE)
+            if not query.isActive:  # a micro-batch failed (a write timed out...): resume from the checkpoint
+                log.warning("the aggregation stopped: %s; starting it again in %.0fs",
+                            session.reason(query.exception()), AGGREGATION_RESTART_AFTER)
+                if shutdown.event.wait(AGGREGATION_RESTART_AFTER):
+                    break
+                try:
+                    query = started()
+                except Exception as error:
+                    fail(f"cannot start the aggregation again: {session.reason(error)}", UNREACHABLE)
     finally:
         if query.isActive:
             query.stop()

@@ -83,10 +83,24 @@ def reason(error: BaseException) -> str:
     if grpc:
         return f"{grpc.group(1)}: {grpc.group(2)}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = _python_exception(lines)
+    if raised:  # a foreachBatch function's: its own exception says what went wrong, the wrapper does not
+        return raised
     first = lines[0] if lines else ""
     if first.startswith("["):  # pyspark's messages start with their error class already
         return first
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def _python_exception(lines: list[str]) -> str | None:
+    """What a Python traceback that Spark wrapped says: the root cause of a Java error in it (its last
+    "Caused by:"), else its last "Name: message" line."""
+    start = next((i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line), None)
+    if start is None:
+        return None
+    causes = [line[len("Caused by: "):] for line in lines[start + 1:] if line.startswith("Caused by: ")]
+    raised = [line for line in lines[start + 1:] if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b", line)]
+    return causes[-1] if causes else raised[-1] if raised else None
 
 
 def discard(spark_url: str | None) -> None:

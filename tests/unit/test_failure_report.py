@@ -150,6 +150,14 @@ def test_the_fallback_applies_on_the_validity_timeline_from_the_first_poll(sidec
      "[JAVA_GATEWAY_EXITED] Java gateway process exited before sending its port number."),
     (ValueError("\n  first words\nsecond line"), "ValueError: first words"),
     (TimeoutError(), "TimeoutError"),
+    # A foreachBatch function's failure, wrapped by the query: the Python exception's own line says what it was.
+    (RuntimeError("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function. Return "
+                  "Message: Traceback (most recent call last):\n  File \"aggregation.py\", line 1, in write\n"
+                  "    save()\npy4j.protocol.Py4JJavaError: An error occurred while calling o4673.save.\n"
+                  "\tat org.apache.spark.sql.kafka010.KafkaWriter\nCaused by: org.apache.kafka.common.errors."
+                  "TimeoutException: Expiring 1 record(s) for decisions-0:120008 ms has passed since batch creation"),
+     "org.apache.kafka.common.errors.TimeoutException: Expiring 1 record(s) for decisions-0:120008 ms has passed "
+     "since batch creation"),
 ])
 def test_a_spark_failure_is_told_in_one_line(error, line):
     from spark_jobs.session import reason
