@@ -95,7 +95,7 @@ class Decider:
         if error is None and self.config.storage_limit is not None:
             try:
                 volumes, judged, factor = self._judge(observation)
-            except SparkUnavailable:  # a Spark started at first use (status --direct) that cannot start
+            except SparkUnavailable:  # evaluate's Spark, started at first use, cannot start
                 raise
             except Exception as failure:  # Spark unavailable counts as a failed poll, which the loop reports
                 log.debug("volume decision failed: %s", failure, exc_info=True)

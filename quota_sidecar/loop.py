@@ -39,7 +39,7 @@ class Sidecar:
                  clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None,
                  cordoner: Cordoner | None = None, znodes: ZnodeVolumes | None = None, pipeline=None):
         self.config = config
-        self.pipeline = pipeline  # asks the aggregator, when pipeline.bootstrap.servers is set
+        self.pipeline = pipeline  # asks the aggregator (None in tests that give the decider judges of their own)
         self.znodes = znodes  # the sidecars' volumes in ZooKeeper, when zookeeper.connect is set
         self.replication = replication  # when replication throttles are on
         self.cordoner = cordoner  # when this sidecar's broker is known
@@ -260,22 +260,17 @@ class Sidecar:
             self.guard.cleanup(all_records)
 
     def warm_up(self) -> None:
-        """Run each Spark query once on no rows: its first run plans and compiles it, seconds that would
-        otherwise delay the first pass, and with it a move's first throttle. Connect the records' writer too."""
+        """Connect the records' writer and the pipeline (creating its topics when they are missing) now, not
+        in the first pass: seconds that would otherwise delay it, and with it a move's first throttle."""
         try:
             self.store.connect()
         except AdminError as failure:  # the first write connects, and says so when it cannot
             log.debug("connecting the records' writer failed: %s", failure)
         try:
-            if self.pipeline is not None:  # the aggregator's queries are warm; the topics must exist
+            if self.pipeline is not None:
                 self.pipeline.connect()
-                return
-            if self.config.storage_limit is not None:
-                self.decider.judge_volumes([], self.config.storage_limit.as_params())
-            if self.replication is not None:
-                self.replication.decider.judge_rates([])
-        except Exception as failure:  # the first pass will try again, and count a failure then
-            log.warning("warming up the decisions failed: %s", failure)
+        except Exception as failure:  # the first pass tries again, and says so as a failed poll
+            log.info("the pipeline is not connected yet: %s", failure)
 
     def close(self) -> None:
         if self.watch is not None:

@@ -83,10 +83,22 @@ def reason(error: BaseException) -> str:
     if grpc:
         return f"{grpc.group(1)}: {grpc.group(2)}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = _python_exception(lines)
+    if raised:  # a foreachBatch function's: its own exception says what went wrong, the wrapper does not
+        return raised
     first = lines[0] if lines else ""
     if first.startswith("["):  # pyspark's messages start with their error class already
         return first
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def _python_exception(lines: list[str]) -> str | None:
+    """The exception line of a Python traceback that Spark wrapped (the last "Name: message" after it)."""
+    start = next((i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line), None)
+    if start is None:
+        return None
+    raised = [line for line in lines[start + 1:] if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b", line)]
+    return raised[-1] if raised else None
 
 
 def discard(spark_url: str | None) -> None:
