@@ -117,7 +117,7 @@ KEYS: tuple[Key, ...] = (
     Key("storage.local.trigger.horizon", positive_duration, None, "start a pass at once when a local volume would reach "
         "the limit within this, at its current fill rate", "3 x the last pass's duration"),
     Key("poll.timeout", positive_duration, DEFAULT_POLL_TIMEOUT,
-        "deadline of one poll or replication pass (admin calls, their retries, the Spark decision); "
+        "deadline of one poll or replication pass (admin calls, their retries, the aggregator's decision); "
         "once it runs out the poll fails and the factor's timeline goes on",
         "PT10S (kafka.admin.request.timeout.ms + 5 s when that is shorter)"),
     Key("storage.cordon.log.dirs", boolean, True,

@@ -135,7 +135,7 @@ class Sidecar:
 
     def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> bool:
         """Quotas first when the watch's last sample shows a dir of this broker at the hard limit (one the broker
-        reports as the same filesystem): DescribeLogDirs of every broker and the Spark decision, most of a pass
+        reports as the same filesystem): DescribeLogDirs of every broker and the aggregator's decision, most of a pass
         under a flood, cannot change a factor of 0. Then the disk guard while a dir is at or near the limit
         (local_guard.py). The pass then decides as always and writes what differs. Whether anything was written."""
         at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
