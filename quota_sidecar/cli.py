@@ -130,7 +130,7 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
 @click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds to wait for the sidecar's answer, and for each read of the cluster with --direct "
-                   "(an embedded Spark's start is not counted).")
+                   "(the aggregator's decision is waited for as a pass does, within poll.timeout).")
 def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str | None, direct: bool, as_json: bool,
            timeout: float) -> None:
     """Brokers, log dirs, the throttle factor and the quotas in force, at a glance.
@@ -173,13 +173,14 @@ def _status_from_sidecar(url: str, timeout: float) -> tuple[dict | None, str | N
 
 
 def _status_from_cluster(config: configuration.SidecarConfig, timeout: float) -> dict:
-    """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster.
-    Spark starts only once the cluster has been read: an unreachable cluster is told at once."""
+    """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster
+    and no topic is created; the aggregator is asked once the cluster has been read, so that an unreachable
+    cluster is told at once."""
     from . import status as view
     from .snapshot import utcnow
     from .wiring import build_sidecar
 
-    sidecar = build_sidecar(config, measure_network=False, warm_up=False)
+    sidecar = build_sidecar(config, measure_network=False, running=False)
     try:
         return view.build(sidecar.look(timeout), utcnow(), mode="direct: no sidecar answered, one poll made now")
     finally:

@@ -1,6 +1,6 @@
 """One poll's decision: observations in, a Decision out. The same code serves `run` and `evaluate`.
 
-Nothing here does I/O; the Spark aggregations are passed in as plain callables so that the loop, the
+Nothing here does I/O; the rules (the aggregator's, or evaluate's Spark) are passed in as plain callables so that the loop, the
 replay command and the tests all drive the very same path.
 """
 
@@ -97,7 +97,7 @@ class Decider:
                 volumes, judged, factor = self._judge(observation)
             except SparkUnavailable:  # evaluate's Spark, started at first use, cannot start
                 raise
-            except Exception as failure:  # Spark unavailable counts as a failed poll, which the loop reports
+            except Exception as failure:  # no decision counts as a failed poll, which the loop reports
                 log.debug("volume decision failed: %s", failure, exc_info=True)
                 error = f"decision failed: {failure}"
             else:
@@ -123,7 +123,7 @@ class Decider:
                 replication = self.decide_replication(observation.replication)
             except SparkUnavailable:
                 raise
-            except Exception as failure:  # Spark unavailable: the throttles wait for the next pass
+            except Exception as failure:  # no decision: the throttles wait for the next pass
                 log.debug("replication decision failed: %s", failure, exc_info=True)
                 replication_error = f"decision failed: {failure}"
         decision = Decision(
@@ -163,7 +163,7 @@ class Decider:
         volumes = tuple(sorted((v for vs in considered.values() for v in vs),
                                key=lambda v: (v.broker_id, v.log_dir)))
         usable = [volume for volume in volumes if volume.usable]
-        # What was seen is history even should Spark fail to judge it now.
+        # What was seen is history even should the decision fail now.
         self.history = recorded(self.history, [*observation.local_samples, *usable], observation.at,
                                 self.config.fill_window)
         factor, judged = self.judge_volumes(with_history(self.history, usable, observation.at),

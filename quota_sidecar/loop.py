@@ -193,15 +193,15 @@ class Sidecar:
         self.replication.apply(decision, observation, all_records, violated, now)
 
     def look(self, timeout: float) -> Snapshot:
-        """One pass that reads and decides (Spark included) but writes nothing, for `status --direct`: on a
-        cluster where no sidecar ran, not even the sidecars' state topic is created. Each read of the cluster
+        """One pass that reads and decides (the aggregator asked) but writes nothing, for `status --direct`: on a
+        cluster where no sidecar ran, not even the sidecars' state topic or the pipeline's is created. Each read of the cluster
         ends within `timeout` seconds; AdminError when the cluster could not be read."""
         with deadline.within(timeout, "status --direct"):
             all_records = records.parse(self.store.read_all(create=False))
             observation = self.observe(all_records, self.clock(), publish_own=False)
         if observation.error is not None:
             raise RetryableAdminError(observation.error)
-        decision = self.decider.decide(observation)  # a Spark not started yet starts now, outside the timeout
+        decision = self.decider.decide(observation)  # the aggregator's answer: within poll.timeout, not `timeout`
         if self.replication is not None:  # what a pass would write, shown rather than written
             self.replication.last = decision.replication
         with deadline.within(timeout, "status --direct"):

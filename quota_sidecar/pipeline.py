@@ -29,8 +29,9 @@ PARTITIONS = 6
 class Pipeline:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int | None,
                  timeout: float, observations_topic: str = messages.OBSERVATIONS_TOPIC,
-                 decisions_topic: str = messages.DECISIONS_TOPIC):
+                 decisions_topic: str = messages.DECISIONS_TOPIC, create_topics: bool = True):
         self._client_config = dict(client_config)
+        self.create_topics = create_topics  # False for a look (status --direct) that must create nothing
         self.timeout = timeout  # at most this per question, within the pass's own deadline
         self._cluster_id = cluster_id
         self.agent = agent
@@ -95,7 +96,8 @@ class Pipeline:
     def _connect(self, doing: str) -> None:
         if self._consumer is not None:
             return
-        ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
+        if self.create_topics:
+            ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
         consumer = open_client(KafkaConsumer, {
             **self._client_config, "group_id": None, "enable_auto_commit": False,
             "allow_auto_create_topics": False}, deadline.left(doing=doing))

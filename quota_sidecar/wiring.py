@@ -8,9 +8,10 @@ from . import config as configuration
 from .errors import ConfigError
 
 
-def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, warm_up: bool = True):
+def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, running: bool = True):
     """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong.
-    With `warm_up` its clients connect now (the records' writer, the pipeline), not in its first pass.
+    `running` (run): its clients connect now (the records' writer, the pipeline, whose topics it creates when
+    they are missing), not in its first pass; else (status --direct) it creates nothing.
 
     The throttle factor (spark_jobs/volume_violations.py) and the replication rates
     (spark_jobs/replication_rates.py) are decided by the aggregator, which pipeline.py asks through the
@@ -34,7 +35,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         store = ZooKeeperStore(session)
     else:
         store = ClusterStore(config.admin_client)
-    pipeline = build_pipeline(config, admin.cluster_id)
+    pipeline = build_pipeline(config, admin.cluster_id, create_topics=running)
     runner = build_replication(config, admin, store, pipeline, measure_network) if config.replication.enabled else None
     # Built with the opt-out too: what an earlier run cordoned is handed back.
     cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
@@ -45,7 +46,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         znodes = ZnodeVolumes(session, config.broker_id)
     sidecar = Sidecar(config, admin, store, Decider(config, pipeline.judge_volumes, runner.decider if runner else None),
                       replication=runner, cordoner=cordoner, znodes=znodes, pipeline=pipeline)
-    if warm_up:
+    if running:
         sidecar.warm_up()
     return sidecar
 
@@ -66,9 +67,9 @@ def build_replication(config: configuration.SidecarConfig, admin, store, pipelin
     return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
 
 
-def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str]):
+def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str], create_topics: bool = True):
     """The agent's end of the pipeline (pipeline.bootstrap.servers; the watched cluster by default)."""
     from .pipeline import Pipeline
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
-                    config.pipeline.observations_topic, config.pipeline.decisions_topic)
+                    config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics)
