@@ -72,9 +72,13 @@ class Decider:
     """Carries the state between polls: the factor's timeline and the last volumes of every broker."""
 
     def __init__(self, config: SidecarConfig, judge_volumes: VolumeJudge,
-                 replication: ReplicationDecider | None = None):
+                 replication: ReplicationDecider | None = None,
+                 ask_rates_ahead: Callable[[list[dict]], None] | None = None):
         self.config = config
         self.judge_volumes = judge_volumes
+        # Asks the rate rule now what the replication decision will most likely ask it after the volumes
+        # (the aggregator answers both in one round trip); the rate judge takes that answer for the same rows.
+        self.ask_rates_ahead = ask_rates_ahead
         self.replication = replication  # when replication throttles are on
         self.factor = FactorState()
         self.remembered: dict[int, tuple[Volume, ...]] = {}
@@ -93,6 +97,7 @@ class Decider:
         judged: tuple[dict, ...] = ()
         volumes = tuple(v for vs in self.remembered.values() for v in vs)
         if error is None and self.config.storage_limit is not None:
+            self._ask_rates_ahead(observation)
             try:
                 volumes, judged, factor = self._judge(observation)
             except SparkUnavailable:  # evaluate's Spark, started at first use, cannot start
@@ -143,6 +148,15 @@ class Decider:
         )
         self.last = decision
         return decision
+
+    def _ask_rates_ahead(self, observation: Observation) -> None:
+        """The replication question with the last poll's violations: the same rows as after this poll's
+        volumes unless a broker catching up outside a move is newly guarded, when the rate judge asks again."""
+        if self.ask_rates_ahead is None or self.replication is None or observation.replication is None:
+            return
+        rows = self.replication.question(observation.replication, self.known_violations)
+        if rows:
+            self.ask_rates_ahead(rows)
 
     def judged_locally(self, at: datetime) -> quotas.ClientQuotas:
         """The quotas of a volume of this broker that its statvfs sample shows at the hard limit: the factor is

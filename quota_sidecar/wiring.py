@@ -44,8 +44,9 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         from .znode_volumes import ZnodeVolumes
 
         znodes = ZnodeVolumes(session, config.broker_id)
-    sidecar = Sidecar(config, admin, store, Decider(config, pipeline.judge_volumes, runner.decider if runner else None),
-                      replication=runner, cordoner=cordoner, znodes=znodes, pipeline=pipeline)
+    decider = Decider(config, pipeline.judge_volumes, runner.decider if runner else None, pipeline.ask_rates_ahead)
+    sidecar = Sidecar(config, admin, store, decider, replication=runner, cordoner=cordoner, znodes=znodes,
+                      pipeline=pipeline)
     if running:
         sidecar.warm_up()
     return sidecar

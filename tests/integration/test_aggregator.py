@@ -20,7 +20,11 @@ from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.pipeline_messages import DECISIONS_TOPIC
+from quota_sidecar.config import ReplicationConfig
+from quota_sidecar.observation import BrokerLoad, Reassignment, ReplicationObservation
+from quota_sidecar.pipeline import Pipeline
+from quota_sidecar.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from quota_sidecar.throttles import rate_inputs
 from quota_sidecar.properties import PREFIX as P
 from quota_sidecar.quotas import PRODUCE
 
@@ -89,9 +93,29 @@ def test_a_pipeline_that_cannot_be_reached_fails_each_pass_with_one_warning(make
     assert [line for line in warnings if line not in failed] == []
 
 
-def decisions_of(bootstrap: str, key: str) -> list[dict]:
-    """The decisions under `key` in the decisions topic, up to its end now (the agents go on asking)."""
-    topic = DECISIONS_TOPIC
+def test_a_question_asked_ahead_is_answered_with_the_next_one_and_not_published_twice(aggregator, kafka_cluster):
+    """A pass's rate question goes out with its volumes' (decider.Decider.ask_rates_ahead): one round trip."""
+    cluster = "ask-ahead"
+    move = ReplicationObservation(broker_load={1: BrokerLoad(1e6, 1e6)},
+                                  reassignments=(Reassignment("t", 0, (1, 2), adding=(2,)),))
+    rows = rate_inputs(move, ReplicationConfig(capacity_default=10_000_000), {1}, {})
+    volume = {"broker_id": 1, "log_dir": "/d", "total_bytes": 1 << 30, "available_bytes": 1 << 29, "usable": True,
+              "at_seconds": 0.0}
+    pipeline = Pipeline({"bootstrap_servers": kafka_cluster.bootstrap_servers}, lambda: cluster, 1, 60.0)
+    try:
+        pipeline.ask_rates_ahead(rows)
+        factor, _ = pipeline.judge_volumes([volume], {"min_available_bytes": 1})
+        ahead = pipeline.judge_rates(rows)
+        asked_again = pipeline.judge_rates(rows)  # nothing asked ahead now: published
+    finally:
+        pipeline.close()
+    assert factor == 1.0 and ahead["rates"] and ahead == asked_again
+    published = decisions_of(kafka_cluster.bootstrap_servers, f"{cluster}/1", OBSERVATIONS_TOPIC)
+    assert [bool(o["replication"]) for o in published] == [True, False, True]
+
+
+def decisions_of(bootstrap: str, key: str, topic: str = DECISIONS_TOPIC) -> list[dict]:
+    """The decisions (or observations) under `key` in their topic, up to its end now (the agents go on asking)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
