@@ -15,7 +15,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[spark,test]'
 	touch $@
 
 # The Kafka broker's classpath, resolved by Maven from pom.xml, and its command-line tools' from

@@ -1,7 +1,7 @@
 """`make demo`: three sidecars keep a real Kafka broker's disk from filling up.
 
-A local 3-broker cluster runs with broker 3's only log dir on an 80 MiB tmpfs. One sidecar per broker
-(all sharing one Spark Connect server) watches every log dir. A producer floods a topic that lives only
+A local 3-broker cluster runs with broker 3's only log dir on an 80 MiB tmpfs. One agent per broker watches
+every log dir; one aggregator (`quota-sidecar aggregate`, its pipeline on the same cluster) decides for them. A producer floods a topic that lives only
 on broker 3; once the free space there drops to the limit, the sidecars set the default user's producer
 quota to 1 B/s and the producer stalls before the disk is full. Deleting the topic frees the disk and the
 sidecars lift the throttle again.
@@ -27,7 +27,7 @@ from kafka import KafkaAdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the lab: tests/harness, not installed
 
-from harness.connect_server import ConnectServer  # noqa: E402
+from harness.aggregator import Aggregator  # noqa: E402
 from harness.flood import Flood  # noqa: E402
 from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable  # noqa: E402
 from harness.sidecar_process import EXECUTABLE, SidecarError, SidecarFleet  # noqa: E402
@@ -41,7 +41,7 @@ MiB = 1 << 20
 SMALL_BROKER = 3
 SMALL_FS_BYTES = 80 * MiB
 # The sidecars' limit. Between crossing it and the stall the producer writes on for a poll interval plus
-# a pass (a Spark query, seconds on a busy machine): up to ~11 MiB seen, so 24 MiB leaves a clear margin.
+# a pass (the aggregator's decision, seconds on a busy machine): up to ~11 MiB seen, so 24 MiB leaves a clear margin.
 MIN_AVAILABLE_BYTES = 24 * MiB
 PRODUCE_BYTES_PER_SECOND = 5_000_000  # per principal and broker: fills the 56 MiB above the limit in ~12 s
 TOPIC = "flood"
@@ -54,7 +54,7 @@ BROKER_PROPERTIES = {"log.segment.delete.delay.ms": "1000", "file.delete.delay.m
 SAMPLE_EVERY = 0.5  # seconds between looks at the disk and at sidecar 1
 PROGRESS_EVERY = 3.0  # seconds between progress lines
 STALLED_AFTER = 3.0  # no acknowledgement for this long under the 1 B/s quota counts as a stall
-SIDECARS_READY_TIMEOUT = 180.0  # the first pass connects to Spark and runs its first query: slow on 2 cores
+SIDECARS_READY_TIMEOUT = 180.0  # the first pass waits for the aggregator's first decision: slow on 2 cores
 STALL_TIMEOUT = 90.0
 LIFT_TIMEOUT = 60.0
 SIDECAR_STOP_TIMEOUT = 45.0
@@ -88,14 +88,14 @@ def main() -> int:
 
 
 def run_demo() -> None:
-    with contextlib.ExitStack() as stack:  # unwinds in reverse: sidecars, Spark, cluster, files
+    with contextlib.ExitStack() as stack:  # unwinds in reverse: sidecars, aggregator, cluster, files
         try:
             show_the_demo(stack)
         finally:
             # Only clean-up follows, every wait in it bounded: a second Ctrl-C must not cut it short.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    say("stopped the sidecars, Spark Connect and the Kafka cluster; tmpfs unmounted, temp dirs removed")
+    say("stopped the sidecars, the aggregator and the Kafka cluster; tmpfs unmounted, temp dirs removed")
 
 
 def show_the_demo(stack: contextlib.ExitStack) -> None:
@@ -107,10 +107,10 @@ def show_the_demo(stack: contextlib.ExitStack) -> None:
     small_dir = cluster.log_dirs(SMALL_BROKER)[0]
     say(f"cluster serving at {cluster.bootstrap_servers}; broker {SMALL_BROKER}'s log dir: {small_dir}")
 
-    section("One Spark Connect server shared by all sidecars, one sidecar per broker")
-    spark = stack.enter_context(ConnectServer())
-    say(f"Spark Connect serving at {spark.url}")
-    sidecars = stack.enter_context(SidecarProcesses(cluster, spark.url, demo_dir))
+    section("One aggregator for the cluster, one sidecar (agent) per broker")
+    stack.enter_context(Aggregator(cluster.bootstrap_servers, demo_dir / "aggregator"))
+    say(f"aggregator deciding for the agents publishing to {cluster.bootstrap_servers}")
+    sidecars = stack.enter_context(SidecarProcesses(cluster, demo_dir))
     sidecars.wait_until_ready()
 
     section(f"Flooding topic {TOPIC!r} (one partition, only on broker {SMALL_BROKER}) as User:alice")
@@ -156,18 +156,17 @@ def show_df(path: str) -> None:
     print(result.stdout.rstrip(), flush=True)
 
 
-# ---------------------------------------------------------------- Spark and the sidecars
+# ---------------------------------------------------------------- the sidecars
 
 
 class SidecarProcesses:
     """`quota-sidecar run --cleanup`, one process per broker (harness.sidecar_process), each with its own log."""
 
-    def __init__(self, cluster: LocalKafkaCluster, spark_url: str, demo_dir: Path):
+    def __init__(self, cluster: LocalKafkaCluster, demo_dir: Path):
         self.cluster = cluster
         self.fleet = SidecarFleet(cluster.broker_ids, demo_dir, lambda broker_id: {
             "node.id": broker_id,
             PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
-            PREFIX + "spark.url": spark_url,
             PREFIX + "storage.check.interval": "PT2S",
             PREFIX + "storage.per.volume.limit.min.available.bytes": MIN_AVAILABLE_BYTES,
             PREFIX + "produce": PRODUCE_BYTES_PER_SECOND,

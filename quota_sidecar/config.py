@@ -106,17 +106,14 @@ class ReplicationConfig:
 @dataclass(frozen=True)
 class PipelineConfig:
     """The pipeline cluster between the agents and the aggregator, and the aggregator's own settings."""
-    bootstrap_servers: str = ""  # empty: no pipeline, this process decides
+    bootstrap_servers: str = ""  # pipeline.bootstrap.servers, else the watched cluster's
+    named: bool = False  # pipeline.bootstrap.servers was set
     observations_topic: str = OBSERVATIONS_TOPIC
     decisions_topic: str = DECISIONS_TOPIC
     checkpoint: str = ""
     kafka_jars: tuple[str, ...] = ()
     client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
     java_properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # for Spark's connector
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.bootstrap_servers)
 
 
 @dataclass(frozen=True)
@@ -160,7 +157,7 @@ class SidecarConfig:
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
                 "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id,
-                "pipeline": self.pipeline.bootstrap_servers or None,
+                "pipeline": self.pipeline.bootstrap_servers,
                 "zookeeper_connect": self.zookeeper_connect or None, "state_store": self.state_store}
 
 
@@ -181,8 +178,9 @@ def parse_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
 def load(paths: str | Sequence[str] | None, overrides: list[str] | tuple[str, ...] = (),
          aggregator: bool = False) -> SidecarConfig:
     """The files in order (a later one's key wins: the broker's server.properties, then the sidecar's own,
-    then a file of secrets), then the overrides. The aggregator's watches no cluster: it needs no
-    kafka.admin.bootstrap.servers and no storage limit (the agents send theirs)."""
+    then a file of secrets), then the overrides. The aggregator watches no cluster: it needs the pipeline's
+    (pipeline.bootstrap.servers, else kafka.admin.bootstrap.servers) and no storage limit (the agents send
+    theirs)."""
     properties = {}
     for path in [paths] if isinstance(paths, str) else paths or ():
         properties.update(read_properties(path))
@@ -196,11 +194,11 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
     capacities = _per_broker_capacities(ours)
     values = _parse_known(ours, set(admin_key(k) for k in admin) | set(capacities.keys_seen))
 
-    if aggregator:  # it reaches the pipeline cluster with the kafka.admin.* settings
-        if not values["pipeline.bootstrap.servers"]:
-            raise ConfigError(f"{PREFIX}pipeline.bootstrap.servers is required: the host:port list of the cluster "
-                              "the agents publish their observations to")
+    if aggregator and values["pipeline.bootstrap.servers"]:  # reached with the kafka.admin.* settings
         admin = {**admin, "bootstrap.servers": values["pipeline.bootstrap.servers"]}
+    if aggregator and not admin.get("bootstrap.servers", "").strip():
+        raise ConfigError(f"{PREFIX}pipeline.bootstrap.servers is required: the host:port list of the cluster "
+                          "the agents publish their observations to")
     if not admin.get("bootstrap.servers", "").strip():
         raise ConfigError(f"{PREFIX}{ADMIN_PREFIX}bootstrap.servers is required: "
                           "the host:port list of the cluster the sidecar watches")
@@ -265,12 +263,13 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
 
 
 def _pipeline(values: Mapping[str, object], admin: Mapping[str, str]) -> PipelineConfig:
-    """The pipeline cluster is reached as the watched one is (kafka.admin.*), at its own bootstrap servers."""
-    servers = values["pipeline.bootstrap.servers"]
+    """The pipeline cluster is reached as the watched one is (kafka.admin.*), at its own bootstrap servers
+    when pipeline.bootstrap.servers names them."""
+    servers = values["pipeline.bootstrap.servers"] or admin["bootstrap.servers"]
     java = {**admin, "bootstrap.servers": servers}
-    return PipelineConfig(servers, values["pipeline.observations.topic"], values["pipeline.decisions.topic"],
-                          values["aggregator.checkpoint.location"], values["aggregator.kafka.jars"],
-                          client_kwargs(java) if servers else {}, java if servers else {})
+    return PipelineConfig(servers, bool(values["pipeline.bootstrap.servers"]), values["pipeline.observations.topic"],
+                          values["pipeline.decisions.topic"], values["aggregator.checkpoint.location"],
+                          values["aggregator.kafka.jars"], client_kwargs(java), java)
 
 
 def _default_poll_timeout(admin_client: Mapping[str, object]) -> timedelta:

@@ -1,8 +1,8 @@
 """The deadline of one pass: `with within(seconds):` bounds everything the thread does inside it.
 
 A pass (a storage poll, a replication pass, `status --direct`) runs on one thread; the admin calls, their
-retries and back-offs, the state topic's reads and writes and the Spark decision all ask `left()` how long
-they may still wait, so that the pass ends within its deadline whatever the cluster or Spark does.
+retries and back-offs, the state topic's reads and writes and the wait for the aggregator's decision all ask `left()` how long
+they may still wait, so that the pass ends within its deadline whatever the cluster or the aggregator does.
 Outside `within` there is no deadline and `left(at_most)` is just `at_most`.
 
 Low in the layers: it imports nothing of ours but errors.py.

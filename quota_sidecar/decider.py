@@ -1,6 +1,6 @@
 """One poll's decision: observations in, a Decision out. The same code serves `run` and `evaluate`.
 
-Nothing here does I/O; the Spark aggregations are passed in as plain callables so that the loop, the
+Nothing here does I/O; the rules (the aggregator's, or evaluate's Spark) are passed in as plain callables so that the loop, the
 replay command and the tests all drive the very same path.
 """
 
@@ -72,9 +72,13 @@ class Decider:
     """Carries the state between polls: the factor's timeline and the last volumes of every broker."""
 
     def __init__(self, config: SidecarConfig, judge_volumes: VolumeJudge,
-                 replication: ReplicationDecider | None = None):
+                 replication: ReplicationDecider | None = None,
+                 ask_rates_ahead: Callable[[list[dict]], None] | None = None):
         self.config = config
         self.judge_volumes = judge_volumes
+        # Asks the rate rule now what the replication decision will most likely ask it after the volumes
+        # (the aggregator answers both in one round trip); the rate judge takes that answer for the same rows.
+        self.ask_rates_ahead = ask_rates_ahead
         self.replication = replication  # when replication throttles are on
         self.factor = FactorState()
         self.remembered: dict[int, tuple[Volume, ...]] = {}
@@ -93,11 +97,12 @@ class Decider:
         judged: tuple[dict, ...] = ()
         volumes = tuple(v for vs in self.remembered.values() for v in vs)
         if error is None and self.config.storage_limit is not None:
+            self._ask_rates_ahead(observation)
             try:
                 volumes, judged, factor = self._judge(observation)
-            except SparkUnavailable:  # a Spark started at first use (status --direct) that cannot start
+            except SparkUnavailable:  # evaluate's Spark, started at first use, cannot start
                 raise
-            except Exception as failure:  # Spark unavailable counts as a failed poll, which the loop reports
+            except Exception as failure:  # no decision counts as a failed poll, which the loop reports
                 log.debug("volume decision failed: %s", failure, exc_info=True)
                 error = f"decision failed: {failure}"
             else:
@@ -123,7 +128,7 @@ class Decider:
                 replication = self.decide_replication(observation.replication)
             except SparkUnavailable:
                 raise
-            except Exception as failure:  # Spark unavailable: the throttles wait for the next pass
+            except Exception as failure:  # no decision: the throttles wait for the next pass
                 log.debug("replication decision failed: %s", failure, exc_info=True)
                 replication_error = f"decision failed: {failure}"
         decision = Decision(
@@ -144,6 +149,15 @@ class Decider:
         self.last = decision
         return decision
 
+    def _ask_rates_ahead(self, observation: Observation) -> None:
+        """The replication question with the last poll's violations: the same rows as after this poll's
+        volumes unless a broker catching up outside a move is newly guarded, when the rate judge asks again."""
+        if self.ask_rates_ahead is None or self.replication is None or observation.replication is None:
+            return
+        rows = self.replication.question(observation.replication, self.known_violations)
+        if rows:
+            self.ask_rates_ahead(rows)
+
     def judged_locally(self, at: datetime) -> quotas.ClientQuotas:
         """The quotas of a volume of this broker that its statvfs sample shows at the hard limit: the factor is
         0 whatever the other volumes hold (it is the smallest of theirs), so no cluster view is needed, and the
@@ -163,7 +177,7 @@ class Decider:
         volumes = tuple(sorted((v for vs in considered.values() for v in vs),
                                key=lambda v: (v.broker_id, v.log_dir)))
         usable = [volume for volume in volumes if volume.usable]
-        # What was seen is history even should Spark fail to judge it now.
+        # What was seen is history even should the decision fail now.
         self.history = recorded(self.history, [*observation.local_samples, *usable], observation.at,
                                 self.config.fill_window)
         factor, judged = self.judge_volumes(with_history(self.history, usable, observation.at),

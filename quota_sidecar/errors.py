@@ -29,12 +29,13 @@ class PassTimeout(AdminError):
 
 
 class SparkUnavailable(Exception):
-    """The Spark of `spark.url` cannot start here (an embedded or in-process driver): `run` stops, exit code 2.
+    """The Spark of `spark.url` cannot start here (an embedded or in-process driver): `evaluate` and `plan`
+    stop, exit code 2.
 
     A shared Spark Connect server that does not answer is no such error: that poll fails, the next retries.
     """
 
 
 class DecisionFailed(RuntimeError):
-    """A decision failed: in this process's Spark (judges.py) or, with an aggregator, no answer in time
-    (pipeline.py); the message is one line saying why. That poll fails, the next retries."""
+    """A decision failed: no answer from the aggregator in time (pipeline.py), or in the Spark of `evaluate`
+    (spark_jobs/judges.py); the message is one line saying why. That poll fails, the next retries."""

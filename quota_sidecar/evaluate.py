@@ -1,4 +1,4 @@
-"""`quota-sidecar evaluate`: replays recorded observations through the decision path, Spark included."""
+"""`quota-sidecar evaluate` (spark_jobs/commands.py): replays recorded observations through the decision path."""
 
 from __future__ import annotations
 

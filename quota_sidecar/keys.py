@@ -117,7 +117,7 @@ KEYS: tuple[Key, ...] = (
     Key("storage.local.trigger.horizon", positive_duration, None, "start a pass at once when a local volume would reach "
         "the limit within this, at its current fill rate", "3 x the last pass's duration"),
     Key("poll.timeout", positive_duration, DEFAULT_POLL_TIMEOUT,
-        "deadline of one poll or replication pass (admin calls, their retries, the Spark decision); "
+        "deadline of one poll or replication pass (admin calls, their retries, the aggregator's decision); "
         "once it runs out the poll fails and the factor's timeline goes on",
         "PT10S (kafka.admin.request.timeout.ms + 5 s when that is shorter)"),
     Key("storage.cordon.log.dirs", boolean, True,
@@ -143,12 +143,12 @@ KEYS: tuple[Key, ...] = (
     Key("request", positive_number, None, "request-time quota in percent per principal, never scaled",
         "unset (no quota)"),
     Key("excluded.principal.name.list", principal_list, (), "principals never throttled"),
-    Key("spark.url", spark_url, "", "where decisions run: empty for an embedded local Spark, sc:// for a shared "
-        "Spark Connect server, else a Spark master URL"),
+    Key("spark.url", spark_url, "", "where the aggregator (and evaluate, plan) runs Spark: empty for an embedded "
+        "local Spark, sc:// for a Spark Connect server, else a Spark master URL; the agent runs none"),
     Key("pipeline.bootstrap.servers", servers, "", "the cluster of the pipeline between the agents and the aggregator "
-        "(its observations and decisions topics): the watched cluster's bootstrap servers, or a separate cluster's, "
-        "whose trouble then cannot hide the decisions; empty: this process decides with its own Spark (spark.url)",
-        "empty (decide in this process)"),
+        "(its observations and decisions topics), reached with the kafka.admin.* settings: a separate cluster's "
+        "bootstrap servers keep the decisions flowing when the watched cluster is in trouble",
+        "the watched cluster (kafka.admin.bootstrap.servers)"),
     Key("pipeline.observations.topic", topic_name, OBSERVATIONS_TOPIC, "the agents' observations (kept 7 days)"),
     Key("pipeline.decisions.topic", topic_name, DECISIONS_TOPIC, "the aggregator's decisions (compacted)"),
     Key("aggregator.checkpoint.location", location, "", "the aggregator's Spark checkpoint (offsets read): a restart "

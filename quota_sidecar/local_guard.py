@@ -1,7 +1,7 @@
 """The disk guard on the local verdict's path: a move or a catch-up cannot fill this broker's disk either.
 
 A move on a fast network crosses a margin of hundreds of MiB in a second, faster than a pass (DescribeLogDirs
-of every broker, the Spark decision) sees it. When the local watch shows a dir of this broker at the limit, or
+of every broker, the aggregator's decision) sees it. When the local watch shows a dir of this broker at the limit, or
 reaching it within the trigger horizon, the sidecar writes the guard at once (ReplicationRunner.write_the_guard),
 and every pass keeps it while that lasts (ReplicationObservation.guarded). A copy between the broker's own log
 dirs (AlterReplicaLogDirs, JBOD) into such a dir is held the same way, by the broker's copy rate

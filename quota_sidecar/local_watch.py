@@ -1,6 +1,6 @@
 """This broker's own log dirs, sampled with statvfs between passes: a flood is seen within a watch interval.
 
-A pass (DescribeLogDirs of every broker, the Spark decision, the writes) takes a fraction of a second;
+A pass (DescribeLogDirs of every broker, the aggregator's decision, the writes) takes a fraction of a second;
 the check interval is a minute by default, and a producer can fill a disk in less. The watch reads the
 log dirs of the sidecar's own broker every `storage.local.watch.interval` (a statvfs call costs
 microseconds) and wakes the loop when one is at the limit or would reach it within the trigger horizon

@@ -39,7 +39,7 @@ class Sidecar:
                  clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None,
                  cordoner: Cordoner | None = None, znodes: ZnodeVolumes | None = None, pipeline=None):
         self.config = config
-        self.pipeline = pipeline  # asks the aggregator, when pipeline.bootstrap.servers is set
+        self.pipeline = pipeline  # asks the aggregator (None in tests that give the decider judges of their own)
         self.znodes = znodes  # the sidecars' volumes in ZooKeeper, when zookeeper.connect is set
         self.replication = replication  # when replication throttles are on
         self.cordoner = cordoner  # when this sidecar's broker is known
@@ -135,7 +135,7 @@ class Sidecar:
 
     def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> bool:
         """Quotas first when the watch's last sample shows a dir of this broker at the hard limit (one the broker
-        reports as the same filesystem): DescribeLogDirs of every broker and the Spark decision, most of a pass
+        reports as the same filesystem): DescribeLogDirs of every broker and the aggregator's decision, most of a pass
         under a flood, cannot change a factor of 0. Then the disk guard while a dir is at or near the limit
         (local_guard.py). The pass then decides as always and writes what differs. Whether anything was written."""
         at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
@@ -193,15 +193,15 @@ class Sidecar:
         self.replication.apply(decision, observation, all_records, violated, now)
 
     def look(self, timeout: float) -> Snapshot:
-        """One pass that reads and decides (Spark included) but writes nothing, for `status --direct`: on a
-        cluster where no sidecar ran, not even the sidecars' state topic is created. Each read of the cluster
+        """One pass that reads and decides (the aggregator asked) but writes nothing, for `status --direct`: on a
+        cluster where no sidecar ran, not even the sidecars' state topic or the pipeline's is created. Each read of the cluster
         ends within `timeout` seconds; AdminError when the cluster could not be read."""
         with deadline.within(timeout, "status --direct"):
             all_records = records.parse(self.store.read_all(create=False))
             observation = self.observe(all_records, self.clock(), publish_own=False)
         if observation.error is not None:
             raise RetryableAdminError(observation.error)
-        decision = self.decider.decide(observation)  # a Spark not started yet starts now, outside the timeout
+        decision = self.decider.decide(observation)  # the aggregator's answer: within poll.timeout, not `timeout`
         if self.replication is not None:  # what a pass would write, shown rather than written
             self.replication.last = decision.replication
         with deadline.within(timeout, "status --direct"):
@@ -260,22 +260,17 @@ class Sidecar:
             self.guard.cleanup(all_records)
 
     def warm_up(self) -> None:
-        """Run each Spark query once on no rows: its first run plans and compiles it, seconds that would
-        otherwise delay the first pass, and with it a move's first throttle. Connect the records' writer too."""
+        """Connect the records' writer and the pipeline (creating its topics when they are missing) now, not
+        in the first pass: seconds that would otherwise delay it, and with it a move's first throttle."""
         try:
             self.store.connect()
         except AdminError as failure:  # the first write connects, and says so when it cannot
             log.debug("connecting the records' writer failed: %s", failure)
         try:
-            if self.pipeline is not None:  # the aggregator's queries are warm; the topics must exist
+            if self.pipeline is not None:
                 self.pipeline.connect()
-                return
-            if self.config.storage_limit is not None:
-                self.decider.judge_volumes([], self.config.storage_limit.as_params())
-            if self.replication is not None:
-                self.replication.decider.judge_rates([])
-        except Exception as failure:  # the first pass will try again, and count a failure then
-            log.warning("warming up the decisions failed: %s", failure)
+        except Exception as failure:  # the first pass tries again, and says so as a failed poll
+            log.info("the pipeline is not connected yet: %s", failure)
 
     def close(self) -> None:
         if self.watch is not None:

@@ -29,8 +29,9 @@ PARTITIONS = 6
 class Pipeline:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int | None,
                  timeout: float, observations_topic: str = messages.OBSERVATIONS_TOPIC,
-                 decisions_topic: str = messages.DECISIONS_TOPIC):
+                 decisions_topic: str = messages.DECISIONS_TOPIC, create_topics: bool = True):
         self._client_config = dict(client_config)
+        self.create_topics = create_topics  # False for a look (status --direct) that must create nothing
         self.timeout = timeout  # at most this per question, within the pass's own deadline
         self._cluster_id = cluster_id
         self.agent = agent
@@ -40,6 +41,8 @@ class Pipeline:
         self._consumer: KafkaConsumer | None = None
         self._lock = threading.Lock()  # one question at a time: a consumer is not thread-safe
         self.last_decision: dict | None = None  # for status: its age, its aggregator
+        self._ahead: tuple[dict, str] | None = None  # the rows of the question asked ahead, and its id
+        self._early: dict | None = None  # its decision, when read while waiting for another
 
     def __repr__(self) -> str:  # the client configuration holds passwords
         return f"Pipeline(observations={self.observations_topic!r}, decisions={self.decisions_topic!r})"
@@ -50,17 +53,27 @@ class Pipeline:
         asking = f"asking the aggregator through {self.observations_topic}"
         with self._lock, deadline.within(self.timeout, asking):
             try:
-                self._connect(asking)
-                key = messages.key(self._cluster_id(), self.agent)
-                observation = messages.observation(self._cluster_id(), self.agent, at, **rows)
-                self._producer.send(self.observations_topic, key=key.encode(), value=messages.encode(observation))
-                self._producer.flush(timeout=deadline.left(doing=asking))
-                decision = self._answer(observation["id"])
+                if self._ahead is not None and self._ahead[0] == rows:  # asked already: its answer is on its way
+                    asked, self._ahead = self._ahead[1], None
+                    self._producer.flush(timeout=deadline.left(doing=asking))
+                    decision, self._early = self._early or self._answer(asked), None
+                else:
+                    asked = self._publish(at, rows, asking)
+                    self._producer.flush(timeout=deadline.left(doing=asking))
+                    decision = self._answer(asked)
             except (Errors.KafkaError, AdminError) as error:
                 failure = error if isinstance(error, AdminError) else admin_error(error, asking)
                 raise DecisionFailed(str(with_cause(failure, self._client_config))) from None
         self.last_decision = decision
         return decision
+
+    def _publish(self, at: datetime, rows: dict, doing: str) -> str:
+        """Send an observation of `rows` (not flushed yet); its id."""
+        self._connect(doing)
+        observation = messages.observation(self._cluster_id(), self.agent, at, **rows)
+        key = messages.key(self._cluster_id(), self.agent)
+        self._producer.send(self.observations_topic, key=key.encode(), value=messages.encode(observation))
+        return observation["id"]
 
     def judge_volumes(self, rows: list[dict], limits: dict) -> tuple[float, list[dict]]:
         """decider.VolumeJudge, by the aggregator: the factor and every usable volume judged."""
@@ -70,6 +83,19 @@ class Pipeline:
     def judge_rates(self, rows: list[dict], params: dict | None = None) -> dict[str, list[dict]]:
         """throttles.RateJudge, by the aggregator: the rates, the moves and the destinations."""
         return self.ask(_now(), replication=[{**(params or {}), **row} for row in rows])["replication"]
+
+    def ask_rates_ahead(self, rows: list[dict]) -> None:
+        """judge_rates(rows)'s question, published now and sent with the next question: judge_rates of the same
+        rows then waits for its answer instead of asking again (decider.Decider.ask_rates_ahead: both questions
+        of a pass in one round trip). A failure here is left to judge_rates to meet and report."""
+        asking = f"asking the aggregator ahead through {self.observations_topic}"
+        question = {"replication": rows}
+        with self._lock, deadline.within(self.timeout, asking):
+            self._ahead = self._early = None
+            try:
+                self._ahead = question, self._publish(_now(), question, asking)
+            except (Errors.KafkaError, AdminError):  # judge_rates publishes it again and reports what fails
+                pass
 
     def connect(self) -> None:
         """Create the topics if absent and connect, before the first pass needs it."""
@@ -83,19 +109,26 @@ class Pipeline:
         self._admin.close()
 
     def _answer(self, observation_id: str) -> dict:
+        """The decision answering `observation_id`; one answering the question asked ahead is kept (both may
+        come in one poll, which moves the position past every record it returns)."""
         waiting = "waiting for the aggregator's decision"
-        while True:
+        found = None
+        while found is None:
             left = deadline.left(doing=waiting)  # raises once the deadline has passed
             for batch in self._consumer.poll(timeout_ms=max(1, int(min(left, 1.0) * 1000))).values():
                 for record in batch:
-                    decision = messages.decode(record.value)
-                    if decision is not None and decision.get("answers") == observation_id:
-                        return decision
+                    decision = messages.decode(record.value) or {}
+                    if decision.get("answers") == observation_id:
+                        found = decision
+                    elif self._ahead is not None and decision.get("answers") == self._ahead[1]:
+                        self._early = decision
+        return found
 
     def _connect(self, doing: str) -> None:
         if self._consumer is not None:
             return
-        ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
+        if self.create_topics:
+            ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
         consumer = open_client(KafkaConsumer, {
             **self._client_config, "group_id": None, "enable_auto_commit": False,
             "allow_auto_create_topics": False}, deadline.left(doing=doing))

@@ -300,11 +300,9 @@ def _rounded(value: float | None) -> int | None:
 
 
 def _decided_by(snapshot: Snapshot, now: datetime) -> dict:
-    """Where the decisions are made: this process's Spark, or the aggregator of the pipeline with the age of
-    its last decision and the pipeline's lag (observed -> decided)."""
+    """Who decides: the aggregator of the pipeline, with the age of its last decision and the pipeline's lag
+    (observed -> decided)."""
     config = snapshot.config
-    if not config.pipeline.enabled:
-        return {"spark": config.spark_url or "embedded"}
     last = snapshot.last_aggregation or {}
     decided = _moment(last.get("decided_at"))
     observed = _moment(last.get("observed_at"))
@@ -315,8 +313,6 @@ def _decided_by(snapshot: Snapshot, now: datetime) -> dict:
 
 
 def _decider_line(decided_by: dict) -> str:
-    if "spark" in decided_by:
-        return f"spark {decided_by['spark']}"
     if decided_by["aggregator"] is None:
         return f"aggregator on {decided_by['pipeline']}: no decision yet"
     lag = decided_by["lag_seconds"]

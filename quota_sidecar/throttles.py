@@ -245,16 +245,14 @@ class ReplicationDecider:
         self.own_broker = own_broker  # a running sidecar decides for its own broker; evaluate for all
         self.failures: dict[int, int] = {}
 
+    def question(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> list[dict]:
+        """The rows decide() would give the rate rule with these violations, changing nothing: a pass asks
+        them beside its volumes, with the last poll's violations, and decide() takes that answer when its
+        own rows are the same."""
+        return self._inputs(observation, violations)[0]
+
     def decide(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> ReplicationDecision:
-        involved = roles(observation.reassignments)
-        guarded = {v["broker_id"] for v in violations} | observation.guarded
-        for replicas in observation.catching_up.values():  # a broker catching up outside any move, when
-            for _, broker in replicas:                       # asked or guarded, is a destination too
-                if self.config.throttle_catch_up or broker in guarded:
-                    involved.setdefault(broker, set()).add(FOLLOWER)
-        deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
-        self.failures = count_failures(self.failures, deciding, observation.broker_load)
-        rows = rate_inputs(observation, self.config, deciding, self.failures, involved)
+        rows, involved, guarded, self.failures = self._inputs(observation, violations)
         # No Spark job while no broker decided here takes part in a move: the moves' progress waits too.
         judged = self.judge_rates(rows) if rows else {"rates": [], "moves": [], "destinations": []}
         computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"], row["keep_up_capped"])
@@ -271,6 +269,18 @@ class ReplicationDecider:
             destinations={row["broker"]: {key: value for key, value in row.items() if key != "broker"}
                           for row in judged["destinations"]},
         )
+
+    def _inputs(self, observation: ReplicationObservation, violations: Iterable[Mapping]):
+        """(the rule's rows, the roles of each broker involved, the guarded brokers, the failure counts)."""
+        involved = roles(observation.reassignments)
+        guarded = {v["broker_id"] for v in violations} | observation.guarded
+        for replicas in observation.catching_up.values():  # a broker catching up outside any move, when
+            for _, broker in replicas:                       # asked or guarded, is a destination too
+                if self.config.throttle_catch_up or broker in guarded:
+                    involved.setdefault(broker, set()).add(FOLLOWER)
+        deciding = set(involved) if self.own_broker is None else set(involved) & {self.own_broker}
+        failures = count_failures(self.failures, deciding, observation.broker_load)
+        return rate_inputs(observation, self.config, deciding, failures, involved), involved, guarded, failures
 
 
 # ---------------------------------------------------------------- what the runner writes and lets go of

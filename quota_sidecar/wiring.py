@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import Callable
 
 from . import config as configuration
-from .errors import ConfigError, SparkUnavailable
+from .errors import ConfigError
 
 
-def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, start_spark: bool = True):
-    """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong,
-    SparkUnavailable when `start_spark` and an embedded Spark cannot start (else it starts at first use).
-    With `start_spark` its queries are warmed up too, so that the first poll fits in its deadline.
+def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, running: bool = True):
+    """The sidecar with all its parts; ConfigError for a setting that only a combination of keys makes wrong.
+    `running` (run): its clients connect now (the records' writer, the pipeline, whose topics it creates when
+    they are missing), not in its first pass; else (status --direct) it creates nothing.
 
-    The throttle factor is decided in spark_jobs/volume_violations.py, the replication rates in
-    spark_jobs/replication_rates.py and throttles.py: by the aggregator when pipeline.bootstrap.servers is
-    set (pipeline.py asks it), else in this process's Spark. The deciders carry their state between polls.
+    The throttle factor (spark_jobs/volume_violations.py) and the replication rates
+    (spark_jobs/replication_rates.py) are decided by the aggregator, which pipeline.py asks through the
+    pipeline's topics; the deciders (decider.py, throttles.py) carry their state between polls.
     """
     from .admin import ClusterAdmin
     from .cluster_store import ClusterStore
@@ -35,15 +35,8 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         store = ZooKeeperStore(session)
     else:
         store = ClusterStore(config.admin_client)
-    pipeline = build_pipeline(config, admin.cluster_id)
-    runner = (build_replication(config, admin, store, measure_network, start_spark, pipeline)
-              if config.replication.enabled else None)
-    try:
-        judge = volume_judge(config, pipeline, start_spark)
-    except SparkUnavailable:
-        if runner is not None:
-            runner.close()
-        raise
+    pipeline = build_pipeline(config, admin.cluster_id, create_topics=running)
+    runner = build_replication(config, admin, store, pipeline, measure_network) if config.replication.enabled else None
     # Built with the opt-out too: what an earlier run cordoned is handed back.
     cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
     znodes = None
@@ -51,15 +44,15 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         from .znode_volumes import ZnodeVolumes
 
         znodes = ZnodeVolumes(session, config.broker_id)
-    sidecar = Sidecar(config, admin, store, Decider(config, judge, runner.decider if runner else None),
-                      replication=runner, cordoner=cordoner, znodes=znodes, pipeline=pipeline)
-    if start_spark:
+    decider = Decider(config, pipeline.judge_volumes, runner.decider if runner else None, pipeline.ask_rates_ahead)
+    sidecar = Sidecar(config, admin, store, decider, replication=runner, cordoner=cordoner, znodes=znodes,
+                      pipeline=pipeline)
+    if running:
         sidecar.warm_up()
     return sidecar
 
 
-def build_replication(config: configuration.SidecarConfig, admin, store, measure_network: bool,
-                      start_spark: bool = True, pipeline=None):
+def build_replication(config: configuration.SidecarConfig, admin, store, pipeline, measure_network: bool):
     from .netstats import NetworkSampler
     from .replication import ReplicationRunner
     from .throttles import ReplicationDecider
@@ -71,38 +64,13 @@ def build_replication(config: configuration.SidecarConfig, admin, store, measure
     if measure_network:
         window = config.replication.network_window.total_seconds()
         sampler = NetworkSampler(config.replication.network_interface, window).start()
-    decider = ReplicationDecider(config.replication, rate_judge(config, pipeline, start_spark),
-                                 own_broker=config.broker_id)
+    decider = ReplicationDecider(config.replication, pipeline.judge_rates, own_broker=config.broker_id)
     return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
 
 
-def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str]):
-    """The agent's end of the pipeline when pipeline.bootstrap.servers is set, else None."""
-    if not config.pipeline.enabled:
-        return None
+def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str], create_topics: bool = True):
+    """The agent's end of the pipeline (pipeline.bootstrap.servers; the watched cluster by default)."""
     from .pipeline import Pipeline
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
-                    config.pipeline.observations_topic, config.pipeline.decisions_topic)
-
-
-def volume_judge(config: configuration.SidecarConfig, pipeline, start_spark: bool = True):
-    """decider.VolumeJudge: the aggregator's through the pipeline, else this process's Spark."""
-    if pipeline is not None:
-        return pipeline.judge_volumes
-    from spark_jobs import volume_violations  # pyspark is imported only where this process decides
-
-    from .judges import on_spark
-
-    return on_spark(config.spark_url, volume_violations.decide, start_spark)
-
-
-def rate_judge(config: configuration.SidecarConfig, pipeline, start_spark: bool = True):
-    """throttles.RateJudge: the aggregator's through the pipeline, else this process's Spark."""
-    if pipeline is not None:
-        return pipeline.judge_rates
-    from spark_jobs import replication_rates
-
-    from .judges import on_spark
-
-    return on_spark(config.spark_url, replication_rates.decide, start_spark)
+                    config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics)

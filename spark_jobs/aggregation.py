@@ -109,8 +109,10 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
             kinds = kinds_in(batch)
             if not kinds:
                 return
+            # acks=1: a decision waits for no follower (whose fetches cross the links a move fills); one lost
+            # with its leader is asked again at the agent's next pass.
             (decisions(batch, aggregator, kinds).write.format("kafka").options(**options)
-             .option("topic", decisions_topic).save())
+             .option("kafka.acks", "1").option("topic", decisions_topic).save())
         finally:
             batch.unpersist()
 

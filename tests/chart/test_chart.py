@@ -24,6 +24,7 @@ import yaml
 
 from harness.chart import (CHART, COMBINATIONS, KUBE_VERSION, OPERATOR_KINDS, ROOT, container_env, containers_named,
                            expand, render, volume_files)
+from harness.aggregator import Aggregator
 from harness.local_cluster import LocalKafkaCluster
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE
@@ -128,8 +129,9 @@ def mounted(path: str, mounts: dict[str, str]) -> str:
 def test_the_rendered_sidecar_container_runs_against_a_real_cluster(helm, tmp_path):
     """The container of the example StatefulSet, run as the kubelet would: its command, args and env, its
     ConfigMap and Secret as files at their mount paths (under a temp dir: no root filesystem of ours is touched),
-    the broker's data dir at the data volume's mount path, pod ordinal 1 in the pod-index label."""
-    with LocalKafkaCluster(brokers=1) as cluster:
+    the broker's data dir at the data volume's mount path, pod ordinal 1 in the pod-index label. The agent's
+    pipeline is the watched cluster (its default), where an aggregator decides."""
+    with LocalKafkaCluster(brokers=1) as cluster, Aggregator(cluster.bootstrap_servers, tmp_path / "aggregator"):
         log_dir = Path(cluster.log_dirs(1)[0])
         port, = free_loopback_ports(1)
         documents = render(helm, [
@@ -176,7 +178,7 @@ def test_the_rendered_sidecar_container_runs_against_a_real_cluster(helm, tmp_pa
                         return response.status
                 except urllib.error.HTTPError as error:
                     return error.code
-                except urllib.error.URLError:  # not listening yet: Spark starts first
+                except urllib.error.URLError:  # not listening yet
                     return 0
 
             readiness = container["readinessProbe"]["httpGet"]["path"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.aggregator import Aggregator
 from harness.local_cluster import LocalKafkaCluster
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import SidecarProcess
@@ -36,7 +37,9 @@ def test_the_throttle_alert_fires_on_a_real_violation(tmp_path):
         properties = {f"{PREFIX}kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
                       f"{PREFIX}storage.check.interval": "PT2S",
                       f"{PREFIX}storage.per.volume.limit.min.available.bytes": 10 ** 18}  # every volume violates
-        with SidecarProcess("alerting", tmp_path, properties) as sidecar:
+        # The agent's pipeline is the cluster it watches (its default), where this aggregator reads.
+        with Aggregator(cluster.bootstrap_servers, tmp_path / "aggregator"), \
+                SidecarProcess("alerting", tmp_path, properties) as sidecar:
             prometheus_port, = free_loopback_ports(1)
             config = tmp_path / "prometheus.yml"
             config.write_text(json.dumps({  # YAML is a superset of JSON

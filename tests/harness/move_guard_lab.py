@@ -30,20 +30,20 @@ SETTINGS = {"storage.check.interval": "PT1M", "replication.check.interval": "PT1
             "replication.min.rate.bytes.per.second": "10000000", "replication.network.window": "PT30S"}
 
 
-def guard_fleet(cluster, spark_url: str, work_dir: Path, **settings: str) -> SidecarFleet:
+def guard_fleet(cluster, pipeline: dict, work_dir: Path, **settings: str) -> SidecarFleet:
     """One sidecar per broker, each watching its broker's log dirs (read from `log.dirs`, as from the broker's
     own properties file); `settings` (keys with dots, no prefix) change SETTINGS."""
     return SidecarFleet(cluster.broker_ids, work_dir, lambda broker: {
-        **sidecar_properties(cluster, broker, spark_url, {}),
+        **sidecar_properties(cluster, broker, pipeline, {}),
         **{PREFIX + key: value for key, value in {**SETTINGS, **settings}.items()},
         "log.dirs": ",".join(cluster.log_dirs(broker))})
 
 
-def start_guard_fleet(cluster, spark_url: str, work_dir: Path, report, fleets: list, **settings: str) -> SidecarFleet:
+def start_guard_fleet(cluster, pipeline: dict, work_dir: Path, report, fleets: list, **settings: str) -> SidecarFleet:
     """guard_fleet() in a dir of its own, started, its logs in a failed test's report, kept in `fleets` for the
     test's teardown to stop."""
     work_dir.mkdir()
-    fleet = guard_fleet(cluster, spark_url, work_dir, **settings)
+    fleet = guard_fleet(cluster, pipeline, work_dir, **settings)
     report.sources += list(fleet)
     fleets.append(fleet)
     return fleet.start()

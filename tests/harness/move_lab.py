@@ -5,8 +5,7 @@ Shared by test_network_throttle.py, test_move_progress.py and benchmarks/move_*.
 - a `TestNetwork` (netns.py): brokers 1, 2, 3 each in a network namespace of their own, every
   link limited to `capacity` bytes/s in each direction;
 - a LocalKafkaCluster whose brokers run in those namespaces;
-- a Spark Connect server here, reached by the sidecars through a relay on the bridge address (inside a
-  namespace, 127.0.0.1 is the namespace's own loopback);
+- an aggregator here (`quota-sidecar aggregate`), its pipeline the lab's cluster, as the agents' default;
 - client load from this namespace on a topic of the source broker (lab_clients.py);
 - topics of `move_bytes` (or their `move_sizes`) on the source broker (or their `move_sources`), each moved
   once to the destination broker, either under the sidecars (one per broker, run inside the broker's
@@ -20,7 +19,6 @@ import logging
 import math
 import signal
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +30,7 @@ from kafka.errors import KafkaError
 
 from harness.lab_clients import RECORD_BYTES, ClientLoad, LoadProfile, producer_performance
 from harness.move_result import MoveResult, PassWatch, Sample, summarize
-from harness.netns import TcpRelay, TestNetwork
+from harness.netns import TestNetwork
 from harness.sidecar_process import SidecarError, SidecarProcess
 from harness.waiting import WaitTimeout, eventually
 from quota_sidecar.admin import ClusterAdmin
@@ -81,8 +79,7 @@ class MoveLab:
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="quota-sidecar-movelab-"))
         self.network = TestNetwork(BROKERS, settings.capacity, subnet=settings.subnet)
         self.cluster = None
-        self.connect = None
-        self.relay: TcpRelay | None = None
+        self.aggregator = None
         self.admin: ClusterAdmin | None = None
         self.load: ClientLoad | None = None
         self.sidecars: dict[int, SidecarProcess] = {}
@@ -105,11 +102,9 @@ class MoveLab:
         self.stop()
 
     def start(self) -> None:
-        from harness.connect_server import ConnectServer
+        from harness.aggregator import Aggregator
 
         self.network.create()
-        self.connect = ConnectServer()
-        connect_started = _in_thread(self.connect.start)  # about as slow as the cluster: both at once
         namespaces = {broker: (self.network.namespace(broker), self.network.ip(broker)) for broker in BROKERS}
         arguments = {"brokers": len(BROKERS), "network_namespaces": namespaces,
                      # Two segments a second per link at most; fewer files than 1 MiB segments.
@@ -120,10 +115,11 @@ class MoveLab:
         else:
             self.cluster = self._make_cluster(**arguments)
         self.admin = ClusterAdmin({"bootstrap_servers": self.cluster.bootstrap_servers}, retry_deadline=30.0)
+        # The agents' pipeline is the lab's cluster (their default); its aggregator starts while the topics fill.
+        self.aggregator = Aggregator(self.cluster.bootstrap_servers, self.work_dir / "aggregator").start()
         self._fill_topics()
-        connect_started()
-        self._warm_up_spark()
-        self.relay = TcpRelay(self.network.bridge_ip, self.connect.port, "127.0.0.1", self.connect.port).start()
+        self.aggregator.wait_ready()
+        self._warm_up_aggregator()
         self.load = ClientLoad(self.cluster.bootstrap_servers, self.load_topic, self.settings.load,
                                self.work_dir).start()
 
@@ -132,9 +128,8 @@ class MoveLab:
         steps = [self.stop_sidecars]
         steps += [self.load.stop] if self.load is not None else []
         steps += [self.admin.close] if self.admin is not None else []
+        steps += [self.aggregator.stop] if self.aggregator is not None else []
         steps += [self.cluster.stop] if self.cluster is not None else []  # before the namespaces go
-        steps += [self.relay.stop] if self.relay is not None else []
-        steps += [self.connect.stop] if self.connect is not None else []
         failures = []
         for step in [*steps, self.network.destroy]:
             try:
@@ -142,33 +137,33 @@ class MoveLab:
             except Exception as error:  # the rest must still be stopped; raised at the end
                 log.exception("stopping the move lab: %s failed", step.__qualname__)
                 failures.append(error)
-        self.load = self.admin = self.relay = None
+        self.load = self.admin = self.aggregator = None
         if failures:
             raise failures[0]
 
-    def _warm_up_spark(self) -> None:
-        """One rate decision on the Connect server before the sidecars make theirs.
+    def _warm_up_aggregator(self) -> None:
+        """One rate decision by the aggregator before the agents ask for theirs.
 
-        The first ever takes the server tens of seconds on a loaded 2-core machine (code generation
-        for the rule's expressions); a sidecar that has run for a while finds it warm. Without this,
-        the first move ran unthrottled for that long before any sidecar could set a rate.
+        The first ever takes Spark seconds, tens on a loaded 2-core machine (code generation for the rule's
+        expressions); an aggregator that has run for a while is warm. Without this, the first move ran
+        unthrottled for that long before any agent could set a rate.
         """
         from quota_sidecar.config import ReplicationConfig
         from quota_sidecar.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
         from quota_sidecar.throttles import rate_inputs
-        from spark_jobs import replication_rates
-        from spark_jobs.session import connect_session
+        from quota_sidecar.pipeline import Pipeline
 
         observation = ReplicationObservation(
             reassignments=(Reassignment("warm-up", 0, (SOURCE, DESTINATION), adding=(DESTINATION,)),),
             broker_load={broker: BrokerLoad(1e6, 1e6) for broker in (SOURCE, DESTINATION)},
             moving_replicas=(MovingReplica("warm-up", 0, DESTINATION, SOURCE, 1000, 1.0, None, 10, 1.0, 5, 1.0),))
         config = ReplicationConfig(capacity_default=self.settings.capacity, min_rate=100_000)
-        spark = connect_session(self.connect.url)
+        asker = Pipeline({"bootstrap_servers": self.cluster.bootstrap_servers}, lambda: "move-lab-warm-up", None,
+                         timeout=180.0)
         try:
-            replication_rates.decide(spark, rate_inputs(observation, config, (SOURCE, DESTINATION), {}))
+            asker.judge_rates(rate_inputs(observation, config, (SOURCE, DESTINATION), {}))
         finally:
-            spark.stop()
+            asker.close()
 
     def _fill_topics(self) -> None:
         """The moved topics filled on a fast network, then every link limited to the capacity."""
@@ -210,7 +205,6 @@ class MoveLab:
             "broker.id": broker,
             "storage.check.interval": f"PT{settings.check_interval_seconds}S",
             "storage.per.volume.limit.min.available.bytes": 1,  # disk protection on, never in the way here
-            "spark.url": f"sc://{self.network.bridge_ip}:{self.connect.port}",
             "http.host": self.network.ip(broker),  # reachable from here, for /status
             "replication.capacity.bytes.per.second": settings.sidecar_capacity or settings.capacity,
             "replication.max.tx.percent": settings.max_percent,
@@ -372,26 +366,6 @@ class MoveLab:
             str(DESTINATION), {}).get(FOLLOWER_RATE)
         return (None if leader is None else int(leader)), (None if follower is None else int(follower))
 
-
-
-def _in_thread(function: Callable[[], object]) -> Callable[[], None]:
-    """Start function in a thread; the returned call waits for it and raises what it raised."""
-    failure: list[BaseException] = []
-
-    def run():
-        try:
-            function()
-        except BaseException as error:  # handed to the caller
-            failure.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def join() -> None:
-        thread.join()
-        if failure:
-            raise failure[0]
-    return join
 
 
 def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:

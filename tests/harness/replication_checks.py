@@ -40,15 +40,15 @@ REACTION = 150  # s: a few passes of every sidecar, on 2 cores shared with other
 # ---------------------------------------------------------------- sidecar processes
 
 
-def fleet_of(cluster: LocalKafkaCluster, spark_url: str, work_dir: Path, report, **settings: str) -> SidecarFleet:
+def fleet_of(cluster: LocalKafkaCluster, pipeline: dict, work_dir: Path, report, **settings: str) -> SidecarFleet:
     """One sidecar per broker, all with the same settings, their logs in a failed test's report."""
     fleet = SidecarFleet(cluster.broker_ids, work_dir,
-                         lambda broker: sidecar_properties(cluster, broker, spark_url, settings))
+                         lambda broker: sidecar_properties(cluster, broker, pipeline, settings))
     report.sources += list(fleet)
     return fleet
 
 
-def sidecar_properties(cluster: LocalKafkaCluster, broker: int, spark_url: str, settings: dict) -> dict[str, str]:
+def sidecar_properties(cluster: LocalKafkaCluster, broker: int, pipeline: dict, settings: dict) -> dict[str, str]:
     return {
         "node.id": str(broker),
         PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
@@ -56,7 +56,7 @@ def sidecar_properties(cluster: LocalKafkaCluster, broker: int, spark_url: str, 
         PREFIX + "replication.check.interval": "PT1S",
         PREFIX + "storage.per.volume.limit.min.available.bytes": "1",
         PREFIX + "api.token": TOKEN,
-        PREFIX + "spark.url": spark_url,
+        **pipeline,
         PREFIX + "replication.capacity.bytes.per.second": str(CAPACITY),
         PREFIX + "replication.min.rate.bytes.per.second": str(MIN_RATE),
         PREFIX + "replication.network.window": "PT5S",

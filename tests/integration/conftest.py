@@ -17,13 +17,16 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.aggregator import Aggregator
 from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
 
 SMALL_DIR_BROKER_ID = 3
 SMALL_DIR_BYTES = 64 << 20
 
-# Clusters running now, whose broker logs go into the report of a failed integration test.
+# Clusters running now, whose broker logs go into the report of a failed integration test; so does the log
+# of the session's aggregator.
 _running_clusters: list[LocalKafkaCluster] = []
+_aggregators: list[Aggregator] = []
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,27 @@ def kafka_cluster():
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def aggregator(kafka_cluster, tmp_path_factory) -> Aggregator:
+    """One `quota-sidecar aggregate` for the session, its pipeline on the session's cluster: it decides for
+    every agent of every test (`**aggregator.agent_properties`), whichever cluster the agent watches."""
+    started = Aggregator(kafka_cluster.bootstrap_servers, tmp_path_factory.mktemp("aggregator")).start()
+    _aggregators.append(started)
+    try:
+        # A first start reads from the end offsets it took when it started, not from the end Spark finds at its
+        # first micro-batch: the first question asked once it says it decides is answered.
+        yield started.wait_ready().warm_up()
+    finally:
+        _aggregators.remove(started)
+        assert started.stop() == 0, started.process.log_tail()
+
+
+@pytest.fixture
+def pipeline(aggregator) -> dict[str, str]:
+    """An agent's properties that reach the session's aggregator."""
+    return aggregator.agent_properties
+
+
 @pytest.fixture
 def make_kafka_cluster():
     """make_kafka_cluster(**LocalKafkaCluster arguments) -> a started cluster, stopped after the test."""
@@ -116,4 +140,5 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         for cluster in _running_clusters:
             report.sections.append((f"Kafka broker (and ZooKeeper) logs ({cluster.base_dir})", cluster.dump_logs()))
+        report.sections += [aggregator.report_section() for aggregator in _aggregators]
     return report

@@ -1,6 +1,7 @@
-"""Agents and one aggregator on real clusters: `quota-sidecar aggregate` decides for every agent that publishes
-to its pipeline cluster, whatever cluster the agent watches; the conformance cases give the same decisions
-through it as in one process; a pipeline that cannot be reached fails each pass with one WARNING."""
+"""Agents and one aggregator on real clusters (the session's, conftest.py): `quota-sidecar aggregate` decides
+for every agent that publishes to its pipeline cluster, whatever cluster the agent watches; the conformance
+cases give the same decisions through it as in one process; a pipeline that cannot be reached fails each pass
+with one WARNING."""
 
 from __future__ import annotations
 
@@ -14,53 +15,27 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from harness.aggregator import Aggregator
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.config import ReplicationConfig
+from quota_sidecar.observation import BrokerLoad, Reassignment, ReplicationObservation
 from quota_sidecar.pipeline import Pipeline
+from quota_sidecar.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from quota_sidecar.throttles import rate_inputs
 from quota_sidecar.properties import PREFIX as P
 from quota_sidecar.quotas import PRODUCE
 
 pytestmark = pytest.mark.integration
 CONFORMANCE = Path(os.environ.get("CONFORMANCE", Path(__file__).resolve().parents[2] / "../shared/conformance"))
-PIPELINE_TOPICS = {P + "pipeline.observations.topic": "test-aggregator-observations",
-                   P + "pipeline.decisions.topic": "test-aggregator-decisions"}
-AGGREGATOR_START = 240.0  # s: Spark's JVM, then the query's first micro-batch
-
-
-@pytest.fixture(scope="module")
-def aggregator(kafka_cluster, tmp_path_factory):
-    """One aggregator for the module, its pipeline on the session's cluster."""
-    work = tmp_path_factory.mktemp("aggregator")
-    process = SidecarProcess("aggregator", work, {
-        P + "pipeline.bootstrap.servers": kafka_cluster.bootstrap_servers,
-        P + "aggregator.checkpoint.location": work / "checkpoint", **PIPELINE_TOPICS}, command="aggregate")
-    process.start()
-    try:
-        process.wait_for_line("deciding for the agents of", AGGREGATOR_START)
-        answers_its_first_question(kafka_cluster.bootstrap_servers)
-        yield process
-    finally:
-        assert process.stop() == 0, process.log_tail()
-
-
-def answers_its_first_question(pipeline: str) -> None:
-    """Once the aggregator says it decides, the first question asked is answered (a first start reads from the
-    topic's end offsets it took at its start, not from the end Spark finds at its first micro-batch)."""
-    asker = Pipeline({"bootstrap_servers": pipeline.split(",")}, lambda: "test-aggregator-probe", None, timeout=30.0,
-                     observations_topic=PIPELINE_TOPICS[P + "pipeline.observations.topic"],
-                     decisions_topic=PIPELINE_TOPICS[P + "pipeline.decisions.topic"])
-    try:
-        assert asker.judge_volumes([], {"min_available_bytes": 1}) == (1.0, [])
-    finally:
-        asker.close()
 
 
 def agent(name: str, work: Path, watched: str, pipeline: str, **props) -> SidecarProcess:
     return SidecarProcess(name, work, {
         P + "kafka.admin.bootstrap.servers": watched, P + "pipeline.bootstrap.servers": pipeline,
-        P + "storage.check.interval": "PT1S", P + "broker.id": 1, P + "produce": 1024, **PIPELINE_TOPICS,
+        P + "storage.check.interval": "PT1S", P + "broker.id": 1, P + "produce": 1024,
         **{P + key: value for key, value in props.items()}})
 
 
@@ -93,8 +68,7 @@ def test_every_conformance_folder_gives_the_same_decisions_through_a_running_agg
     folders = sorted(CONFORMANCE.glob("cases*"))
     if not folders:
         pytest.skip(f"no conformance cases at {CONFORMANCE}")
-    command = (f"{EXECUTABLE} evaluate --set pipeline.bootstrap.servers={kafka_cluster.bootstrap_servers} "
-               + " ".join(f"--set {key}={value}" for key, value in PIPELINE_TOPICS.items()))
+    command = f"{EXECUTABLE} evaluate --set pipeline.bootstrap.servers={kafka_cluster.bootstrap_servers}"
     # All folders at once: the aggregator decides their observations together, in the same micro-batches.
     running = {folder.name: subprocess.Popen([sys.executable, str(CONFORMANCE / "run.py"), str(folder), "--cmd", command],
                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -116,12 +90,32 @@ def test_a_pipeline_that_cannot_be_reached_fails_each_pass_with_one_warning(make
     failed = [line for line in warnings if "poll failed: " in line]
     assert len(failed) >= 3 and all(f"cannot reach any bootstrap server {nowhere}" in line for line in failed), warnings
     assert len(failed) in (failures, failures + 1)  # a pass may fail between the metric's read and the stop
-    assert [line for line in warnings if line not in failed and "warming up the decisions failed" not in line] == []
+    assert [line for line in warnings if line not in failed] == []
 
 
-def decisions_of(bootstrap: str, key: str) -> list[dict]:
-    """The decisions under `key` in the decisions topic, up to its end now (the agents go on asking)."""
-    topic = PIPELINE_TOPICS[P + "pipeline.decisions.topic"]
+def test_a_question_asked_ahead_is_answered_with_the_next_one_and_not_published_twice(aggregator, kafka_cluster):
+    """A pass's rate question goes out with its volumes' (decider.Decider.ask_rates_ahead): one round trip."""
+    cluster = "ask-ahead"
+    move = ReplicationObservation(broker_load={1: BrokerLoad(1e6, 1e6)},
+                                  reassignments=(Reassignment("t", 0, (1, 2), adding=(2,)),))
+    rows = rate_inputs(move, ReplicationConfig(capacity_default=10_000_000), {1}, {})
+    volume = {"broker_id": 1, "log_dir": "/d", "total_bytes": 1 << 30, "available_bytes": 1 << 29, "usable": True,
+              "at_seconds": 0.0}
+    pipeline = Pipeline({"bootstrap_servers": kafka_cluster.bootstrap_servers}, lambda: cluster, 1, 60.0)
+    try:
+        pipeline.ask_rates_ahead(rows)
+        factor, _ = pipeline.judge_volumes([volume], {"min_available_bytes": 1})
+        ahead = pipeline.judge_rates(rows)
+        asked_again = pipeline.judge_rates(rows)  # nothing asked ahead now: published
+    finally:
+        pipeline.close()
+    assert factor == 1.0 and ahead["rates"] and ahead == asked_again
+    published = decisions_of(kafka_cluster.bootstrap_servers, f"{cluster}/1", OBSERVATIONS_TOPIC)
+    assert [bool(o["replication"]) for o in published] == [True, False, True]
+
+
+def decisions_of(bootstrap: str, key: str, topic: str = DECISIONS_TOPIC) -> list[dict]:
+    """The decisions (or observations) under `key` in their topic, up to its end now (the agents go on asking)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         partitions = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
@@ -138,5 +132,5 @@ def decisions_of(bootstrap: str, key: str) -> list[dict]:
         consumer.close()
 
 
-def aggregator_name(process: SidecarProcess) -> str:
-    return f"{os.uname().nodename}/{process.process.pid}"
+def aggregator_name(aggregator: Aggregator) -> str:
+    return f"{os.uname().nodename}/{aggregator.process.process.pid}"

@@ -17,10 +17,10 @@ pytestmark = pytest.mark.integration
 MiB = 1 << 20
 
 
-def sidecar_of_broker_3(bootstrap: str, min_available_bytes: int):
+def sidecar_of_broker_3(pipeline: dict, bootstrap: str, min_available_bytes: int):
     return build_sidecar(cfg.from_properties({
         cfg.PREFIX + "kafka.admin.bootstrap.servers": bootstrap, cfg.PREFIX + "broker.id": "3",
-        cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": str(min_available_bytes)}))
+        cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": str(min_available_bytes), **pipeline}))
 
 
 def cordoned(admin: ClusterAdmin) -> set[str]:
@@ -40,7 +40,7 @@ def create_on_broker_3(client: KafkaAdminClient, topic: str, partitions: int) ->
     client.wait_for_topics([topic], timeout_ms=30000)
 
 
-def test_cordoning_follows_a_violating_dir_on_kafka_4_4(make_kafka_cluster, sidecars, unique_name):
+def test_cordoning_follows_a_violating_dir_on_kafka_4_4(make_kafka_cluster, pipeline, sidecars, unique_name):
     cluster = make_kafka_cluster(log_dirs={3: 3}, small_log_dirs={(3, 0): 16 * MiB})
     small, free, operators = cluster.log_dirs(3)
     admin = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers})
@@ -51,11 +51,11 @@ def test_cordoning_follows_a_violating_dir_on_kafka_4_4(make_kafka_cluster, side
         eventually(lambda: replica_dirs(client, f"{unique_name}-before")[small], 15, "a replica in the small dir")
         admin.incremental_alter_configs("broker", 3, {KEY: ("APPEND", operators)})  # the operator's own entry
 
-        first = sidecar_of_broker_3(cluster.bootstrap_servers, min_available_bytes=32 * MiB)  # 16 MiB violates
+        first = sidecar_of_broker_3(pipeline, cluster.bootstrap_servers, min_available_bytes=32 * MiB)  # 16 MiB violates
         sidecars.append(first)
         decision = first.run_pass()
         reported = [v.log_dir for v in decision.volumes if v.broker_id == 3 and v.total_bytes <= 16 * MiB]
-        assert [v["log_dir"] for v in decision.violations] == reported == [small]
+        assert [v["log_dir"] for v in decision.violations] == reported == [small], decision.error
         equal(lambda: cordoned(admin), {small, operators})  # the path exactly as DescribeLogDirs reported it
         described = client.describe_log_dirs([], brokers=[3])[0]["log_dirs"]
         assert {d["log_dir"] for d in described if d.get("is_cordoned")} == {small, operators}
@@ -72,7 +72,7 @@ def test_cordoning_follows_a_violating_dir_on_kafka_4_4(make_kafka_cluster, side
         # The dir recovers (the limit is lowered) under a restarted sidecar: it knows its entry from its record.
         first.close()
         sidecars.remove(first)
-        second = sidecar_of_broker_3(cluster.bootstrap_servers, min_available_bytes=1 * MiB)
+        second = sidecar_of_broker_3(pipeline, cluster.bootstrap_servers, min_available_bytes=1 * MiB)
         sidecars.append(second)
         assert second.run_pass().violations == ()
         equal(lambda: cordoned(admin), {operators})

@@ -17,18 +17,17 @@ from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
 from quota_sidecar.errors import RetryableAdminError
 from quota_sidecar.quotas import PRODUCE, UNLIMITED
-from harness.connect_server import ConnectServer
 
 pytestmark = pytest.mark.integration
 P = cfg.PREFIX
 MiB = 1 << 20
 
 
-def sidecar_on(bootstrap: str, **props):
+def sidecar_on(pipeline: dict, bootstrap: str, **props):
     # A long poll deadline: these tests are about decisions, and their first polls share two cores with
-    # three brokers and two JVMs of Spark (tests/test_failing_well.py holds polls to short deadlines).
+    # three brokers and the aggregator (tests/test_failing_well.py holds polls to short deadlines).
     properties = {P + "kafka.admin.bootstrap.servers": bootstrap, P + "storage.check.interval": "PT1S",
-                  P + "poll.timeout": "PT60S", **{P + key: str(value) for key, value in props.items()}}
+                  P + "poll.timeout": "PT60S", **pipeline, **{P + key: str(value) for key, value in props.items()}}
     return build_sidecar(cfg.from_properties(properties))
 
 
@@ -59,8 +58,8 @@ def create_topic(bootstrap: str, name: str, replica: int) -> None:
         client.close()
 
 
-def test_volumes_of_every_broker_are_read_jbod_included(kafka_cluster, sidecars):
-    sidecar = sidecar_on(kafka_cluster.bootstrap_servers, **{"storage.per.volume.limit.min.available.bytes": 0})
+def test_volumes_of_every_broker_are_read_jbod_included(pipeline, kafka_cluster, sidecars):
+    sidecar = sidecar_on(pipeline, kafka_cluster.bootstrap_servers, **{"storage.per.volume.limit.min.available.bytes": 0})
     sidecars.append(sidecar)
     decision = sidecar.run_pass()
     dirs = {(v.broker_id, v.log_dir) for v in decision.volumes}
@@ -71,7 +70,7 @@ def test_volumes_of_every_broker_are_read_jbod_included(kafka_cluster, sidecars)
 
 
 @pytest.mark.parametrize("generation", GENERATIONS)
-def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_records(make_kafka_cluster, sidecars,
+def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_records(pipeline, make_kafka_cluster, sidecars,
                                                                                      unique_name, generation):
     """On Kafka 4.4 KRaft and 3.9 ZooKeeper mode through DescribeLogDirs. (Kafka 3.2, whose DescribeLogDirs has
     no sizes, is flooded by Kafka's own Java producer in test_java_producer_flood.py.)"""
@@ -81,7 +80,7 @@ def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_reco
     small_dir = cluster.log_dirs(3)[0]
     topic = unique_name
     create_topic(cluster.bootstrap_servers, topic, replica=3)
-    sidecar = sidecar_on(cluster.bootstrap_servers, produce=4 * MiB,
+    sidecar = sidecar_on(pipeline, cluster.bootstrap_servers, produce=4 * MiB,
                          **{"storage.per.volume.limit.min.available.bytes": 16 * MiB})
     sidecars.append(sidecar)
     first = sidecar.run_pass()
@@ -112,9 +111,9 @@ def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_reco
         producer_rate_becomes(sidecar.admin, 4 * MiB)
 
 
-def test_stopped_broker_counts_until_validity_then_the_fallback_applies(make_kafka_cluster, sidecars):
+def test_stopped_broker_counts_until_validity_then_the_fallback_applies(pipeline, make_kafka_cluster, sidecars):
     cluster = make_kafka_cluster(small_log_dirs={(3, 0): 16 * MiB})
-    sidecar = sidecar_on(cluster.bootstrap_servers, produce=1000,
+    sidecar = sidecar_on(pipeline, cluster.bootstrap_servers, produce=1000,
                          **{"storage.per.volume.limit.min.available.bytes": 32 * MiB,  # broker 3 violates
                             "throttle.factor.validity.duration": "PT20S", "throttle.factor.fallback": "0.5"})
     sidecars.append(sidecar)
@@ -134,16 +133,16 @@ def test_stopped_broker_counts_until_validity_then_the_fallback_applies(make_kaf
     producer_rate_becomes(sidecar.admin, 1.0)
 
 
-def test_a_quota_an_operator_changed_during_a_throttle_is_not_overwritten_at_the_lift(kafka_cluster, sidecars,
+def test_a_quota_an_operator_changed_during_a_throttle_is_not_overwritten_at_the_lift(pipeline, kafka_cluster, sidecars,
                                                                                     caplog):
-    throttling = sidecar_on(kafka_cluster.bootstrap_servers, produce=4 * MiB,
+    throttling = sidecar_on(pipeline, kafka_cluster.bootstrap_servers, produce=4 * MiB,
                             **{"storage.per.volume.limit.min.available.ratio": 0.9999})  # every volume violates
     sidecars.append(throttling)
     assert throttling.run_pass().throttle_factor == 0.0
     producer_rate_becomes(throttling.admin, 1.0)
     throttling.admin.alter_user_quotas({None: {PRODUCE: 2000.0}})  # an operator lets producers through by hand
     producer_rate_becomes(throttling.admin, 2000.0)
-    lifting = sidecar_on(kafka_cluster.bootstrap_servers, produce=4 * MiB,
+    lifting = sidecar_on(pipeline, kafka_cluster.bootstrap_servers, produce=4 * MiB,
                          **{"storage.per.volume.limit.min.available.bytes": 0})
     sidecars.append(lifting)
     try:
@@ -174,8 +173,8 @@ class FaultInjectingAdmin:
         return getattr(self.admin, name)
 
 
-def test_poll_failures_outlasting_validity_apply_the_fallback(kafka_cluster, sidecars):
-    sidecar = sidecar_on(kafka_cluster.bootstrap_servers, produce=2000,
+def test_poll_failures_outlasting_validity_apply_the_fallback(pipeline, kafka_cluster, sidecars):
+    sidecar = sidecar_on(pipeline, kafka_cluster.bootstrap_servers, produce=2000,
                          **{"storage.per.volume.limit.min.available.bytes": 0,
                             "throttle.factor.validity.duration": "PT3S", "throttle.factor.fallback": "0"})
     sidecars.append(sidecar)
@@ -194,12 +193,13 @@ def test_poll_failures_outlasting_validity_apply_the_fallback(kafka_cluster, sid
     producer_rate_becomes(faulty, 2000.0)
 
 
-def test_excluded_principal_keeps_full_speed_while_others_are_throttled(kafka_cluster, sidecars, unique_name):
+def test_excluded_principal_keeps_full_speed_while_others_are_throttled(pipeline, kafka_cluster, sidecars, unique_name):
     users = kafka_cluster.users
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
             f'username="admin" password="{users["admin"]}";')
     # The sidecar itself connects over SASL: the kafka.admin.* pass-through carries the security settings.
-    sidecar = sidecar_on(kafka_cluster.sasl_bootstrap_servers,
+    sidecar = sidecar_on({P + "pipeline.bootstrap.servers": kafka_cluster.sasl_bootstrap_servers},
+                         kafka_cluster.sasl_bootstrap_servers,
                          **{"kafka.admin.security.protocol": "SASL_PLAINTEXT", "kafka.admin.sasl.mechanism": "PLAIN",
                             "kafka.admin.sasl.jaas.config": jaas,
                             "storage.per.volume.limit.min.available.ratio": 1.0,  # every volume violates
@@ -214,21 +214,6 @@ def test_excluded_principal_keeps_full_speed_while_others_are_throttled(kafka_cl
     bob = acked_bytes_in(kafka_cluster.cluster.sasl_client_config("bob"), topic, seconds=8)
     assert alice >= 2 * MiB, f"alice (excluded) was slowed down: {alice} bytes in 8 s"
     assert bob < alice / 10, f"bob was not throttled: {bob} bytes against alice's {alice}"
-
-
-def test_embedded_and_shared_spark_decide_alike(kafka_cluster, sidecars):
-    kafka_cluster.require_small_dir()
-    limits = {"storage.per.volume.limit.min.available.bytes": kafka_cluster.small_dir_bytes}
-    embedded = sidecar_on(kafka_cluster.bootstrap_servers, **limits)
-    sidecars.append(embedded)
-    with ConnectServer() as server:
-        shared = sidecar_on(kafka_cluster.bootstrap_servers, **limits, **{"spark.url": server.url})
-        sidecars.append(shared)
-        by_shared = shared.run_pass()
-    by_embedded = embedded.run_pass()
-    assert by_shared.throttle_factor == by_embedded.throttle_factor == 0.0  # the 64 MiB dir is below the limit
-    assert [v["log_dir"] for v in by_shared.violations] == [v["log_dir"] for v in by_embedded.violations]
-    assert len(by_shared.violations) == 1
 
 
 # ---------------------------------------------------------------- helpers

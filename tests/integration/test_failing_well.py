@@ -22,7 +22,7 @@ from quota_sidecar.properties import PREFIX
 
 pytestmark = pytest.mark.integration
 
-SIDECAR_START = 180  # s: the embedded Spark starts before the first poll
+SIDECAR_START = 60  # s: Python's imports, then the first poll
 TOLERANCE = 3.0  # s: thread wake-ups and log writes on a busy machine
 CHECK_INTERVAL, POLL_TIMEOUT, VALIDITY = 2, 3, 10  # s
 # "2026-11-23 10:29:31,417 WARNING quota_sidecar.loop: poll failed: ..."
@@ -61,13 +61,13 @@ def monotonic(wall: datetime) -> float:
 
 
 @pytest.fixture
-def sidecar_process(tmp_path):
+def sidecar_process(tmp_path, pipeline):
     started = []
 
     def start(**keys) -> SidecarProcess:
         keys = {"storage.per.volume.limit.min.available.bytes": 1, "storage.check.interval": f"PT{CHECK_INTERVAL}S",
                 "poll.timeout": f"PT{POLL_TIMEOUT}S", **keys}
-        started.append(SidecarProcess("sidecar", tmp_path, {PREFIX + key: value for key, value in keys.items()}))
+        started.append(SidecarProcess("sidecar", tmp_path, {**pipeline, **{PREFIX + key: value for key, value in keys.items()}}))
         return started[-1].start()
 
     yield start

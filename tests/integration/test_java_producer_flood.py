@@ -56,7 +56,7 @@ def flooded_broker(make_kafka_cluster, unique_name, tmp_path, request):
     return cluster, cluster.log_dirs(3)[0], unique_name
 
 
-def sidecar_beside_broker_3(cluster, small_dir: str, work_dir: Path, **keys) -> SidecarProcess:
+def sidecar_beside_broker_3(cluster, pipeline: dict, small_dir: str, work_dir: Path, **keys) -> SidecarProcess:
     """Default check interval (PT1M); the local watch on broker 3's dir, as a read-only mount would give it.
     On a ZooKeeper-mode cluster the sidecar publishes and reads the znode volumes too."""
     zookeeper = {} if not cluster.zookeeper_mode else {
@@ -64,7 +64,7 @@ def sidecar_beside_broker_3(cluster, small_dir: str, work_dir: Path, **keys) -> 
     properties = {"node.id": 3, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
                   PREFIX + "storage.local.log.dirs": small_dir,
                   PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT,
-                  PREFIX + "produce": 1 << 30,
+                  PREFIX + "produce": 1 << 30, **pipeline,
                   **{PREFIX + key: value for key, value in {**zookeeper, **keys}.items()}}
     return SidecarProcess("sidecar-3", work_dir, properties)
 
@@ -90,10 +90,10 @@ def read_back(bootstrap: str, topic: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("flooded_broker", list(FLOODED), indirect=True)
-def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_interval(flooded_broker, tmp_path):
+def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_interval(flooded_broker, pipeline, tmp_path):
     """...and once the topic is deleted, the next regular pass lifts the throttle."""
     cluster, small_dir, topic = flooded_broker
-    sidecar = sidecar_beside_broker_3(cluster, small_dir, tmp_path)
+    sidecar = sidecar_beside_broker_3(cluster, pipeline, small_dir, tmp_path)
     with sidecar:
         sidecar.wait_ready()
         [before] = [v for v in sidecar.status()["volumes"] if v["log_dir"] == small_dir]
@@ -131,11 +131,11 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
         sidecar.wait_for_line(r"producer_byte_rate: 1 -> \d+$", timeout=150, after=deleted)  # a minute apart
 
 
-def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosses(flooded_broker, tmp_path):
+def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosses(flooded_broker, pipeline, tmp_path):
     """About 40 MB/s (2,500 records of 16 KiB a second): the margin lasts about 4 s. The local samples make
     the fill rate; a short fill window lets it follow a flood that began a moment ago."""
     cluster, small_dir, topic = flooded_broker
-    sidecar = sidecar_beside_broker_3(cluster, small_dir, tmp_path, **{
+    sidecar = sidecar_beside_broker_3(cluster, pipeline, small_dir, tmp_path, **{
         "storage.per.volume.limit.lead.time": "PT10S", "storage.fill.window": "PT5S"})
     with sidecar:
         sidecar.wait_ready()

@@ -20,7 +20,7 @@ MiB = 1 << 20
 PRODUCE_RATE = 5_000_000
 
 
-def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_read(kafka_cluster, sidecars,
+def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_read(kafka_cluster, pipeline, sidecars,
                                                                                      unique_name, caplog):
     small_dir = kafka_cluster.require_small_dir()
     broker = kafka_cluster.small_dir_broker_id
@@ -29,7 +29,7 @@ def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_
     sidecar = build_sidecar(cfg.from_properties({
         P + "kafka.admin.bootstrap.servers": kafka_cluster.bootstrap_servers, P + "poll.timeout": "PT60S",
         P + "broker.id": str(broker), P + "storage.local.log.dirs": small_dir, P + "produce": str(PRODUCE_RATE),
-        P + "storage.per.volume.limit.min.available.bytes": str(limit)}))
+        P + "storage.per.volume.limit.min.available.bytes": str(limit), **pipeline}))
     sidecars.append(sidecar)
     first = sidecar.run_pass()  # confirms the dir: the broker reports the same filesystem
     assert first.throttle_factor == 1.0 and first.error is None, first

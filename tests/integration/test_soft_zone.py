@@ -57,7 +57,8 @@ class EndOffsets(Periodic):
         self.consumer.close()
 
 
-def test_midway_between_the_limits_a_producer_gets_about_half_its_quota(make_kafka_cluster, unique_name, tmp_path):
+def test_midway_between_the_limits_a_producer_gets_about_half_its_quota(make_kafka_cluster, pipeline, unique_name,
+                                                                      tmp_path):
     cluster = make_kafka_cluster(small_log_dirs={(3, 0): FILESYSTEM},
                                  broker_properties={"log.segment.bytes": str(32 * MiB)})
     small_dir, topic = cluster.log_dirs(3)[0], unique_name
@@ -73,7 +74,7 @@ def test_midway_between_the_limits_a_producer_gets_about_half_its_quota(make_kaf
         "node.id": 3, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
         PREFIX + "storage.per.volume.limit.min.available.bytes": HARD,
         PREFIX + "storage.per.volume.soft.limit.min.available.bytes": SOFT,
-        PREFIX + "produce": PRODUCE_RATE, PREFIX + "storage.check.interval": "PT1S"})
+        PREFIX + "produce": PRODUCE_RATE, PREFIX + "storage.check.interval": "PT1S", **pipeline})
     with sidecar, ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
         sidecar.wait_ready()
         quota = eventually(lambda: admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE), 60,

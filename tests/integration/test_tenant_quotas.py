@@ -68,13 +68,13 @@ def tenants_cluster(make_kafka_cluster, unique_name):
     return cluster, cluster.log_dirs(3)[0], unique_name
 
 
-def test_every_tenant_is_throttled_by_its_own_entity_and_gets_its_rate_back(tenants_cluster, tmp_path):
+def test_every_tenant_is_throttled_by_its_own_entity_and_gets_its_rate_back(tenants_cluster, pipeline, tmp_path):
     cluster, small_dir, topic = tenants_cluster
     sidecar = SidecarProcess("sidecar-3", tmp_path, {
         "node.id": 3, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
         PREFIX + "storage.local.log.dirs": small_dir, PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT,
         PREFIX + "produce": 1 << 30, PREFIX + "excluded.principal.name.list": "User:ops",
-        PREFIX + "storage.check.interval": "PT15S"})
+        PREFIX + "storage.check.interval": "PT15S", **pipeline})
     with sidecar, ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
         sidecar.wait_ready()
         with DiskSampler(small_dir, every=0.01) as free:

@@ -26,13 +26,13 @@ P = cfg.PREFIX
 VALIDITY_SECONDS = 15
 
 
-def properties(cluster, broker: int, **extra) -> dict[str, str]:
+def properties(cluster, pipeline: dict, broker: int, **extra) -> dict[str, str]:
     return {P + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, P + "zookeeper.connect": cluster.zookeeper_connect,
             P + "zookeeper.session.timeout": "PT2S", P + "broker.id": str(broker),
             P + "storage.local.log.dirs": cluster.log_dirs(broker)[0], P + "storage.cordon.log.dirs": "false",
             P + "storage.per.volume.limit.min.available.bytes": "1", P + "storage.check.interval": "PT1S",
             P + "throttle.factor.validity.duration": f"PT{VALIDITY_SECONDS}S", P + "throttle.factor.fallback": "0.5",
-            P + "produce": "1000000", P + "poll.timeout": "PT30S", **{P + key: str(value) for key, value in extra.items()}}
+            P + "produce": "1000000", P + "poll.timeout": "PT30S", **pipeline, **{P + key: str(value) for key, value in extra.items()}}
 
 
 def published_brokers(cluster) -> list[int]:
@@ -45,9 +45,9 @@ def next_pass(sidecar, condition, timeout: float, what: str):
                       every=1)
 
 
-def test_status_direct_on_a_cluster_where_no_sidecar_ran_makes_no_znode(make_kafka_cluster):
+def test_status_direct_on_a_cluster_where_no_sidecar_ran_makes_no_znode(make_kafka_cluster, pipeline):
     cluster = make_kafka_cluster(brokers=1, **BEFORE_KIP_827)
-    looking = build_sidecar(cfg.from_properties(properties(cluster, 1, **{"state.store": "zookeeper"})))
+    looking = build_sidecar(cfg.from_properties(properties(cluster, pipeline, 1, **{"state.store": "zookeeper"})))
     try:
         looking.look(timeout=30)  # what `status --direct` does
     finally:
@@ -56,14 +56,14 @@ def test_status_direct_on_a_cluster_where_no_sidecar_ran_makes_no_znode(make_kaf
                                                                                     "/quota-sidecar")
 
 
-def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka_cluster, sidecars, tmp_path,
+def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka_cluster, pipeline, sidecars, tmp_path,
                                                                      caplog):
     """Both sidecars keep their records in ZooKeeper too (state.store=zookeeper): no topic of theirs."""
     cluster = make_kafka_cluster(brokers=2, **BEFORE_KIP_827)
     in_zookeeper = {"state.store": "zookeeper"}
-    beside_1 = build_sidecar(cfg.from_properties(properties(cluster, 1, **in_zookeeper)))
+    beside_1 = build_sidecar(cfg.from_properties(properties(cluster, pipeline, 1, **in_zookeeper)))
     sidecars.append(beside_1)
-    with SidecarProcess("sidecar-2", tmp_path, properties(cluster, 2, **in_zookeeper)) as beside_2:
+    with SidecarProcess("sidecar-2", tmp_path, properties(cluster, pipeline, 2, **in_zookeeper)) as beside_2:
         beside_2.wait_ready()
         eventually(lambda: published_brokers(cluster) == [2], 60, "sidecar 2's znode")
         both = next_pass(beside_1, lambda d: d.error is None and {v.broker_id for v in d.volumes if v.usable} == {1, 2},
@@ -85,10 +85,10 @@ def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka
     assert caplog.text.count("Broker 1 answers DescribeLogDirs below v4 (before KIP-827)") == 1
 
 
-def test_a_zookeeper_session_loss_fails_the_polls_then_the_fallback_applies_and_it_recovers(make_kafka_cluster,
+def test_a_zookeeper_session_loss_fails_the_polls_then_the_fallback_applies_and_it_recovers(make_kafka_cluster, pipeline,
                                                                                           sidecars):
     cluster = make_kafka_cluster(brokers=1, **BEFORE_KIP_827)
-    sidecar = build_sidecar(cfg.from_properties(properties(cluster, 1)))
+    sidecar = build_sidecar(cfg.from_properties(properties(cluster, pipeline, 1)))
     sidecars.append(sidecar)
     assert next_pass(sidecar, lambda d: d.error is None and any(v.usable for v in d.volumes), 60,
                      "a pass with the published volumes").source == "computed"

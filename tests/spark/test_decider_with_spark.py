@@ -7,7 +7,7 @@ import pytest
 from quota_sidecar import config as cfg
 from quota_sidecar.decider import Decider
 from quota_sidecar.observation import Observation, Volume
-from quota_sidecar.judges import on_spark
+from spark_jobs.judges import on_spark
 from spark_jobs import volume_violations
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

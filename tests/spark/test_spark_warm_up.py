@@ -1,11 +1,11 @@
-"""A sidecar's Spark queries warm up on no rows, embedded and on a Spark Connect server alike, so that its first
-poll fits in its deadline (Sidecar.warm_up at start)."""
+"""The rules run on no rows, in an embedded Spark and on a Spark Connect server alike, through the judges
+`evaluate` and `plan` use (spark_jobs/judges.py)."""
 
 import logging
 
 import pytest
 
-from quota_sidecar.judges import on_spark
+from spark_jobs.judges import on_spark
 from spark_jobs import replication_rates, volume_violations
 from harness.connect_server import ConnectServer
 from spark_jobs.session import discard, get_session

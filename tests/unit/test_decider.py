@@ -104,3 +104,30 @@ def test_the_tenants_of_the_last_poll_that_read_them_are_throttled_by_a_failed_p
 
     assert first.client_quotas.tenants == failed.client_quotas.tenants == {"alice": 1.0}
     assert decider.judged_locally(AT + timedelta(seconds=20)).tenants == {"alice": 1.0}
+
+
+def test_the_rate_question_asked_ahead_is_the_one_judged_unless_this_polls_violations_change_it():
+    """A pass asks the aggregator its rate question beside its volumes (one round trip for both); the rows
+    come from the last poll's violations, so a broker catching up outside a move that violates only now is
+    asked about after the volumes, as before."""
+    from quota_sidecar.config import ReplicationConfig
+    from quota_sidecar.observation import BrokerLoad, Reassignment, ReplicationObservation
+    from quota_sidecar.throttles import ReplicationDecider
+
+    asked, judged = [], []
+
+    def rate_judge(rows):
+        judged.append(rows)
+        return {"rates": [{**row, "rate": 42, "reason": "computed", "keep_up_capped": False} for row in rows],
+                "moves": [], "destinations": []}
+
+    replication = ReplicationDecider(ReplicationConfig(capacity_default=100), rate_judge, own_broker=3)
+    decider = Decider(sidecar_config(), RecordingJudge(violated={(3, "/a")}), replication, asked.append)
+    moving = ReplicationObservation(broker_load={3: BrokerLoad(0, 0)},
+                                    reassignments=(Reassignment("t", 0, (1, 3), adding=(3,)),))
+    catching_up = ReplicationObservation(broker_load={3: BrokerLoad(0, 0)}, catching_up={"u": ((0, 3),)})
+
+    decider.decide(replace(poll(0, (3, "/a", 900)), replication=catching_up))
+    assert asked == [] and len(judged) == 1  # not involved before this poll found /a violating
+    decider.decide(replace(poll(10, (3, "/a", 900)), replication=moving))
+    assert asked == [judged[1]]

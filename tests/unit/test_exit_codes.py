@@ -71,9 +71,12 @@ def test_status_against_an_endpoint_that_never_answers_gives_up_after_its_timeou
     assert elapsed < 1 + START_UP
 
 
-def test_a_spark_that_cannot_start_is_one_line_and_exit_code_2():
+def test_a_spark_that_cannot_start_is_one_line_and_exit_code_2(tmp_path):
     # Fault injection: a Java that is not there, so the embedded Spark's JVM cannot start.
-    result = quota_sidecar("run", *settings(), env={"JAVA_HOME": "/no/such/java", "SPARK_LOCAL_IP": "127.0.0.1"})
+    snapshots = tmp_path / "snapshots.json"
+    snapshots.write_text('[{"at": "2026-11-25T12:00:00Z", "brokers": [1], "volumes": []}]')
+    result = quota_sidecar("evaluate", "--snapshots", str(snapshots), *settings(),
+                           env={"JAVA_HOME": "/no/such/java", "SPARK_LOCAL_IP": "127.0.0.1"})
 
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "java" not in result.stdout

@@ -197,7 +197,7 @@ def test_without_zookeeper_there_is_no_published_column(a_snapshot, later):
     assert "znode avail." not in status.render(built)
 
 
-def test_with_an_aggregator_status_names_it_with_its_last_decisions_age_and_the_pipelines_lag(a_snapshot, later):
+def test_status_names_the_aggregator_with_its_last_decisions_age_and_the_pipelines_lag(a_snapshot, later):
     snapshot = a_snapshot()
     config = replace(snapshot.config, pipeline=replace(snapshot.config.pipeline, bootstrap_servers="pipeline:9092"))
     decided = later - timedelta(seconds=2)
@@ -212,4 +212,3 @@ def test_with_an_aggregator_status_names_it_with_its_last_decisions_age_and_the_
                                               "lag_seconds": pytest.approx(0.41)}
     assert "aggregator kafka-ops-0/41: last decision 2s ago, 0.41s after its observation" in status.render(built)
     assert "aggregator on pipeline:9092: no decision yet" in status.render(waiting)
-    assert status.build(snapshot, later, mode="running")["sidecar"]["decided_by"] == {"spark": "embedded"}

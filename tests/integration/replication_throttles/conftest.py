@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from harness import waiting
-from harness.connect_server import ConnectServer
 from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS, LocalKafkaCluster
 from harness.replication_checks import BROKER_PROPERTIES, RATE_KEYS, equal, eventually, fleet_of, sidecar_records
 from quota_sidecar.admin import ClusterAdmin
@@ -60,10 +59,9 @@ def _test_logs(report):
 
 
 @pytest.fixture(scope="package")
-def spark_url():
-    """One Spark Connect server for every sidecar of the package, instead of an embedded Spark in each."""
-    with ConnectServer() as server:
-        yield server.url
+def pipeline(aggregator) -> dict[str, str]:
+    """The agents' properties that reach the session's aggregator."""
+    return aggregator.agent_properties
 
 
 @pytest.fixture(scope="package")
@@ -100,8 +98,8 @@ def cluster(report, request):
 
 
 @pytest.fixture(scope="package")
-def fleet(cluster, spark_url, work_dir, report):
-    fleet = fleet_of(cluster, spark_url, work_dir, report).start()
+def fleet(cluster, pipeline, work_dir, report):
+    fleet = fleet_of(cluster, pipeline, work_dir, report).start()
     # A first poll may fail while Spark warms up on a loaded machine; a move started then can be over (the
     # reassign tool's at 1 MB/s takes seconds) before any sidecar saw it. Tests start once every one passed.
     waiting.eventually(lambda: all(sidecar.status()["throttle"]["last_success"] for sidecar in fleet.sidecars.values()),

@@ -41,7 +41,7 @@ BROKER = 1
 
 
 @pytest.fixture
-def lab(make_kafka_cluster, spark_url, work_dir, report, unique_name):
+def lab(make_kafka_cluster, pipeline, work_dir, report, unique_name):
     """One broker with two log dirs, the second a small filesystem, and a topic filled in the first with more than
     the second holds; then lab.fleet(**settings) starts its sidecar, stopped (with clean-up) after the test."""
     fleets, made = [], []
@@ -63,7 +63,7 @@ def lab(make_kafka_cluster, spark_url, work_dir, report, unique_name):
             fill(self.cluster, self.topic, RECORDS * RECORD, work_dir / f"{self.topic}.log", RECORD)
 
         def fleet(self, **settings: str):
-            return start_guard_fleet(self.cluster, spark_url, work_dir / unique_name, report, fleets, **settings)
+            return start_guard_fleet(self.cluster, pipeline, work_dir / unique_name, report, fleets, **settings)
 
         def move(self, log_dir: str, *arguments: str) -> None:
             done = reassign_partitions(self.cluster.bootstrap_servers, {(self.topic, 0): [BROKER]}, *arguments,

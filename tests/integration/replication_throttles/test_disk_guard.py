@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 
 
 def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_come_and_go(
-        make_kafka_cluster, spark_url, work_dir, report, unique_name, request):
+        make_kafka_cluster, pipeline, work_dir, report, unique_name, request):
     """Broker 2's only log dir is a 32 MiB filesystem with less than the 24 MiB the limit wants free.
     (Three brokers: stopping one of two would leave the KRaft quorum without a majority.)
 
@@ -54,7 +54,7 @@ def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_co
     assert small.available_bytes < limit, f"the filler did not fill broker 2's volume: {small}"
     admin.incremental_alter_configs("broker", 1, {REMOTE_FETCH: ("SET", "1234567")})  # an operator's
     (work_dir / unique_name).mkdir()
-    fleet = fleet_of(cluster, spark_url, work_dir / unique_name, report,
+    fleet = fleet_of(cluster, pipeline, work_dir / unique_name, report,
                   storage_per_volume_limit_min_available_bytes=str(limit),
                   replication_capacity_bytes_per_second="10000000",
                   replication_min_rate_bytes_per_second="2000000",

@@ -37,7 +37,7 @@ HELD_FOR = 12  # s: a replication pass (every 10 s), which keeps the guard
 
 
 @pytest.fixture
-def lab(make_kafka_cluster, spark_url, work_dir, report, unique_name):
+def lab(make_kafka_cluster, pipeline, work_dir, report, unique_name):
     """Make the lab's cluster and fill a topic on broker 1 with more than broker 3's whole volume; then
     lab.fleet(**settings) starts the sidecars, stopped (with clean-up) after the test."""
     fleets = []
@@ -57,7 +57,7 @@ def lab(make_kafka_cluster, spark_url, work_dir, report, unique_name):
             (self.small_dir,) = self.cluster.log_dirs(3)
 
         def fleet(self, **settings: str):
-            return start_guard_fleet(self.cluster, spark_url, work_dir / unique_name, report, fleets, **settings)
+            return start_guard_fleet(self.cluster, pipeline, work_dir / unique_name, report, fleets, **settings)
 
         def move(self, *arguments: str) -> None:
             done = reassign_partitions(self.cluster.bootstrap_servers, {(self.topic, 0): [3]}, *arguments)

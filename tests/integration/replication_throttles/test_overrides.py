@@ -101,7 +101,7 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
 
 
 def test_changes_need_the_token_and_are_refused_where_none_is_configured(
-        settled, cluster, spark_url, work_dir, report):
+        settled, cluster, pipeline, work_dir, report):
     fleet = settled
     body = {"rate": 5_000_000}
     assert http("PUT", fleet[1].url + "/throttle", body)[0] == 401
@@ -116,7 +116,7 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
     no_token = SidecarProcess("sidecar-without-token", work_dir, {
         PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
         PREFIX + "storage.check.interval": "PT0S",
-        PREFIX + "spark.url": spark_url,
+        **pipeline,
     })
     report.sources.append(no_token)
     try:

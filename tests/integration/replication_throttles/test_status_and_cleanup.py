@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 
 
 def test_opt_in_clears_rates_other_tools_left_once_no_move_was_seen_for_a_while(
-        settled, cluster, admin, spark_url, work_dir, report):
+        settled, cluster, admin, pipeline, work_dir, report):
     """`replication.cleanup.foreign.after`: rates a finished `kafka-reassign-partitions --throttle` left on
     broker 2 go after that long without a move; without the setting (the fleet's sidecars) they stay."""
     leftovers = {LEADER_RATE: 123_456, FOLLOWER_RATE: 654_321}
@@ -37,7 +37,7 @@ def test_opt_in_clears_rates_other_tools_left_once_no_move_was_seen_for_a_while(
     assert broker_configs(admin, 2) == leftovers
 
     sweeper = SidecarProcess("sidecar-2-clearing-foreign-rates", work_dir, sidecar_properties(
-        cluster, 2, spark_url, {"replication_cleanup_foreign_after": "PT3S"}))
+        cluster, 2, pipeline, {"replication_cleanup_foreign_after": "PT3S"}))
     report.sources.append(sweeper)
     try:
         sweeper.start(cleanup=True).wait_ready()
@@ -48,7 +48,7 @@ def test_opt_in_clears_rates_other_tools_left_once_no_move_was_seen_for_a_while(
 
 @pytest.mark.both_generations
 def test_status_direct_writes_nothing_and_cleanup_leaves_the_cluster_as_found_but_for_a_changed_value(
-        settled, cluster, admin, store, spark_url, work_dir, report):
+        settled, cluster, admin, store, pipeline, work_dir, report):
     """The real CLI against the real cluster, one sidecar beside broker 2 in place of the fleet: a limit every
     volume is below (the default user throttled, its quota of 5000 replaced), a broker override on broker 2;
     on Kafka 4.4 it cordons broker 2's dir; on Kafka 3.9 in ZooKeeper mode it publishes its znode volumes and
@@ -59,7 +59,7 @@ def test_status_direct_writes_nothing_and_cleanup_leaves_the_cluster_as_found_bu
     in_zookeeper = {} if not cluster.zookeeper_mode else {
         "zookeeper_connect": cluster.zookeeper_connect, "state_store": "zookeeper",
         "storage_local_log_dirs": ",".join(cluster.log_dirs(2)), "storage_local_watch_interval": "PT0S"}
-    sidecar = SidecarProcess("sidecar-2-status-and-cleanup", work_dir, sidecar_properties(cluster, 2, spark_url, {
+    sidecar = SidecarProcess("sidecar-2-status-and-cleanup", work_dir, sidecar_properties(cluster, 2, pipeline, {
         "storage_per_volume_limit_min_available_bytes": str(1 << 50), "produce": "4000000", **in_zookeeper}))
     report.sources.append(sidecar)
     records = ZooKeeperStore(ZooKeeperSession(cluster.zookeeper_connect, 10.0)) if cluster.zookeeper_mode else store

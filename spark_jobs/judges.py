@@ -1,5 +1,5 @@
-"""A Spark aggregation of spark_jobs/ bound to the session of the configured URL: the callables ("judges")
-the deciders are given. The session is started once, at start-up, and reused for every poll.
+"""A rule of spark_jobs/ bound to the session of the configured URL: the callables ("judges") `evaluate` and
+`plan` give the deciders when they run in this process. The session is started once and reused.
 
 A decision runs on a worker thread and the pass waits for it only until its deadline (deadline.py): a
 Spark that hangs fails that poll, and the factor's timeline goes on. Failures leave as one line.
@@ -11,8 +11,9 @@ import queue
 import threading
 from typing import Callable
 
-from . import deadline
-from .errors import DecisionFailed, PassTimeout, SparkUnavailable
+from quota_sidecar import deadline
+from quota_sidecar.errors import DecisionFailed, PassTimeout, SparkUnavailable
+from spark_jobs import session
 
 
 def on_spark(spark_url: str, decide: Callable, start: bool = True) -> Callable:
@@ -23,8 +24,6 @@ def on_spark(spark_url: str, decide: Callable, start: bool = True) -> Callable:
     the polls, which fail and retry. A failure drops a shared session so that the next poll reconnects (a
     restarted Spark Connect server), while this poll counts as failed.
     """
-    from spark_jobs import session  # pyspark loads only where a decision is made
-
     url = spark_url or None
     if start:
         try:

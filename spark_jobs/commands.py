@@ -1,0 +1,185 @@
+"""The commands that need Spark (pip install 'quota-sidecar[spark]'): `aggregate`, the fleet's aggregator;
+`evaluate`, recorded observations replayed through the rules in batch; `plan`, a reassignment's time and
+throttle. quota_sidecar/cli.py names them and loads this module only when one is called: the agent never
+imports pyspark. Spark's modules are imported inside each command, after `needs_spark` has said in one line
+what to install when pyspark is missing (so `quota-sidecar --help` lists them without it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import click
+
+from quota_sidecar import config as configuration
+from quota_sidecar.cli import UNREACHABLE, config_options, fail, load_config
+from quota_sidecar.errors import AdminError, SparkUnavailable
+from quota_sidecar.properties import SIDECAR_CLIENT_ID
+
+RESTART_AFTER = 5.0  # s: between a failed micro-batch and the query's new start
+
+
+def needs_spark(command: str) -> None:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as error:
+        fail(f"{command} needs pyspark ({error}): pip install 'quota-sidecar[spark]'")
+
+
+@click.command()
+@config_options
+@click.option("--reassignment", "plan_path", required=True, type=click.Path(dir_okay=False),
+              help='A kafka-reassign-partitions plan: {"version":1,"partitions":[{"topic","partition","replicas"}]}.')
+@click.option("--throttle", type=click.IntRange(min=1), help="The throttle to plan for, bytes/s (default: the "
+              "rates in force on the brokers, which the sidecars set).")
+@click.option("--within", help="An ISO-8601 duration: the smallest throttle that ends the move in that time.")
+@click.option("--measure", default="PT10S", show_default=True,
+              help="Time between the two readings of the leaders' sizes that give the incoming rates.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
+def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: str, throttle: int | None,
+         within: str | None, measure: str, as_json: bool) -> None:
+    """How long a reassignment takes and which throttle it needs (KIP-73's bounds), before it runs. Read-only."""
+    needs_spark("plan")
+    from quota_sidecar.admin import ClusterAdmin
+    from quota_sidecar.planning import PlanError, plan_rows, read_cluster, read_plan, render, summary
+    from quota_sidecar.properties import positive_duration
+    from spark_jobs import move_plan
+    from spark_jobs.judges import on_spark
+
+    if throttle is not None and within is not None:
+        fail("--throttle and --within: give one of them")
+    durations = {}
+    for name, value in (("--within", within), ("--measure", measure)):
+        try:
+            durations[name] = None if value is None else positive_duration(value)
+        except ValueError:
+            fail(f"{name}={value!r}: expected {positive_duration.allowed}")
+    config = load_config(config_paths, overrides)
+    try:
+        moves = read_plan(plan_path)
+        admin = ClusterAdmin(config.admin_client)
+        try:
+            cluster = read_cluster(admin, moves, durations["--measure"])
+        finally:
+            admin.close()
+        rows = plan_rows(moves, cluster, config.replication, throttle, durations.get("--within"))
+        brokers = on_spark(config.spark_url, move_plan.decide)(rows) if rows else []
+    except (PlanError, SparkUnavailable) as error:
+        fail(str(error))
+    except AdminError as error:
+        fail(f"cannot read the cluster: {error}", UNREACHABLE)
+    result = summary(moves, cluster, brokers, throttle, durations.get("--within"))
+    click.echo(json.dumps(result, indent=2) if as_json else render(result))
+
+
+@click.command()
+@config_options
+@click.option("--snapshots", "snapshots_path", required=True, type=click.Path(dir_okay=False),
+              help="A JSON list of recorded observations in time order.")
+def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str) -> None:
+    """Replay recorded observations through the rules, without a cluster: in this process's Spark (batch),
+    or by a running aggregator when pipeline.bootstrap.servers is set (as cluster evaluate-<random>)."""
+    import uuid
+
+    from quota_sidecar.evaluate import SnapshotError, evaluate as replay, load_snapshots
+    from quota_sidecar.wiring import build_pipeline
+
+    config = load_config(config_paths, overrides)
+    replaying = f"evaluate-{uuid.uuid4().hex[:12]}"
+    pipeline = build_pipeline(config, lambda: replaying) if config.pipeline.named else None
+    try:
+        items = load_snapshots(snapshots_path)
+        volumes, rates = _judges(config, pipeline)
+        decisions = replay(config, items, volumes, rates)
+    except (SnapshotError, SparkUnavailable) as error:
+        fail(str(error))
+    finally:
+        if pipeline is not None:
+            pipeline.close()
+    click.echo(json.dumps(decisions, indent=2))
+
+
+def _judges(config: configuration.SidecarConfig, pipeline) -> tuple:
+    """(volume judge, rate judge or None): the aggregator's through `pipeline`, else this process's Spark."""
+    if pipeline is not None:
+        volumes, rates = pipeline.judge_volumes, pipeline.judge_rates
+    else:
+        needs_spark("evaluate")
+        from spark_jobs import replication_rates, volume_violations
+        from spark_jobs.judges import on_spark
+
+        volumes = on_spark(config.spark_url, volume_violations.decide)
+        rates = on_spark(config.spark_url, replication_rates.decide) if config.replication.enabled else None
+    return volumes, rates if config.replication.enabled else None
+
+
+@click.command()
+@config_options
+def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None:
+    """Decide for every agent that publishes to the pipeline (pipeline.bootstrap.servers), until SIGTERM or
+    Ctrl-C: one Spark Structured Streaming query."""
+    import socket
+    import tempfile
+
+    needs_spark("aggregate")
+    from quota_sidecar.admin import ClusterAdmin
+    from quota_sidecar.pipeline import end_offsets, ensure_topics
+    from quota_sidecar.shutdown import GracefulShutdown
+    from spark_jobs import aggregation, session
+
+    config = load_config(config_paths, overrides, aggregator=True)
+    pipeline = config.pipeline
+    jars = pipeline.kafka_jars or _connector_jars()
+    checkpoint = pipeline.checkpoint or os.path.join(tempfile.gettempdir(), "quota-sidecar-aggregator")
+    log = logging.getLogger("quota_sidecar")
+    try:
+        with ClusterAdmin(pipeline.client) as admin:
+            ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
+        starting = end_offsets(pipeline.client, pipeline.observations_topic)
+        spark = session.get_session(config.spark_url, "quota-sidecar-aggregator",
+                                    {"spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
+        # The agents' client id: the exemption they write keeps the pipeline out of the throttle it carries.
+        kafka_options = {"client.id": SIDECAR_CLIENT_ID, **pipeline.java_properties}
+
+        def started():
+            return aggregation.start(spark, kafka_options, pipeline.observations_topic, pipeline.decisions_topic,
+                                     checkpoint, f"{socket.gethostname()}/{os.getpid()}", starting)
+
+        query = started()
+    except AdminError as error:
+        fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
+    except Exception as error:  # Spark's errors come as many types; one line says which
+        fail(f"cannot start the aggregation: {session.reason(error)}")
+    shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
+    log.info("deciding for the agents of %s: %s -> %s (checkpoint %s)", pipeline.bootstrap_servers,
+             pipeline.observations_topic, pipeline.decisions_topic, checkpoint)
+    try:
+        while not shutdown.event.wait(1.0):
+            if not query.isActive:  # a micro-batch failed (a write timed out...): resume from the checkpoint
+                log.warning("the aggregation stopped: %s; starting it again in %.0fs",
+                            session.reason(query.exception()), RESTART_AFTER)
+                if shutdown.event.wait(RESTART_AFTER):
+                    break
+                try:
+                    query = started()
+                except Exception as error:
+                    fail(f"cannot start the aggregation again: {session.reason(error)}", UNREACHABLE)
+    finally:
+        if query.isActive:
+            query.stop()
+        session.stop_sessions()
+
+
+def _connector_jars() -> list[str]:
+    """The jars of Spark's Kafka connector that `make setup` resolved (build/spark-kafka.classpath)."""
+    listed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "spark-kafka.classpath")
+    try:
+        with open(listed, encoding="utf-8") as file:
+            return [jar for jar in file.read().strip().split(":") if jar]
+    except OSError:
+        fail(f"no jars of Spark's Kafka connector: set {configuration.PREFIX}aggregator.kafka.jars, or run "
+             f"`make setup` in the checkout ({listed})")
+
+
