@@ -1,15 +1,16 @@
-"""The sidecar's resident memory, embedded Spark against a shared Spark Connect server.
+"""Resident memory of the quota work: the agent beside each broker and the one aggregator of the fleet.
 
-`quota-sidecar run` as subprocesses against a local 3-broker cluster, three at once (one per broker, as
-deployed), check interval PT1S, a limit no volume reaches. Each one's RSS (psutil) after the first poll
-and after 20 polls:
+`quota-sidecar run` as subprocesses against a local 3-broker cluster, one per broker as deployed (its
+pipeline the same cluster, the default), check interval PT1S, a limit no volume reaches; one
+`quota-sidecar aggregate` deciding for them (harness.aggregator: embedded Spark, `local[1]`). RSS (psutil)
+of each agent after its first pass and after 20, with every process it started (none: it runs no JVM);
+the aggregator's Python process and its Spark JVM once the agents have made their 20 passes.
 
-- embedded: the Python process plus everything it started (the JVM of the local Spark, via spark-submit);
-- shared: the Python process alone (a Spark Connect client starts no JVM; children are counted anyway),
-  and, separately, the local Spark Connect server's RSS (harness.connect_server: local[1], 512 MiB
-  driver), which all sidecars share.
+The cluster's total for the quota work at 3, 30 and 300 brokers is then N agents and one aggregator, next
+to the per-sidecar embedded Spark it replaces (605 MiB a sidecar, measured on 2026-11-21 at 34e12e6). The
+aggregator is measured deciding for 3 agents; what it needs for 300 is the next measurement (issue 23).
 
-    .venv/bin/python benchmarks/memory.py [--sidecars 3] [--polls 20]
+    .venv/bin/python benchmarks/memory.py [--agents 3] [--polls 20]
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from pathlib import Path
 
 import psutil
 
-from common import (MiB, LoadWatch, Result, Stats, cell, connect_server, print_result, provenance, sidecar_running,
-                    sidecar_properties, table, this_command, uptime)
+from common import (MiB, LoadWatch, Result, Stats, cell, print_result, provenance, sidecar_properties,
+                    sidecar_running, table, this_command, uptime)
+from harness.aggregator import Aggregator
 from harness.local_cluster import LocalKafkaCluster
 
 TITLE = "Memory"  # its subsection of "## Disk protection" in docs/benchmarks.md
+EMBEDDED_SIDECAR_MIB = 605  # one sidecar with its own embedded Spark, this section's figure of 2026-11-21 (34e12e6)
+TARGET_MIB = 64  # issue 23: the agent's RSS, median after 20 passes
 
 
 def rss(pid: int) -> dict:
@@ -33,81 +37,84 @@ def rss(pid: int) -> dict:
     process = psutil.Process(pid)
     children = process.children(recursive=True)
     return {"own": process.memory_info().rss, "children": sum(child.memory_info().rss for child in children),
-            "child_count": len(children), "child_names": [child.name() for child in children]}
+            "child_names": sorted({child.name() for child in children})}
 
 
-def sidecars(cluster: LocalKafkaCluster, work_dir: Path, mode: str, count: int, polls: int,
-             spark_url: str = "") -> list[dict]:
-    """`count` sidecars at once (one per broker, as deployed): the RSS of each after poll 1 and after `polls`."""
-    keys = {"storage.check.interval": "PT1S", "storage.per.volume.limit.min.available.bytes": MiB}
-    if spark_url:
-        keys["spark.url"] = spark_url
-    properties = sidecar_properties(cluster.bootstrap_servers, **keys)
+def total(sample: dict) -> int:
+    return sample["own"] + sample["children"]
+
+
+def agents(cluster: LocalKafkaCluster, aggregator: Aggregator, work_dir: Path, count: int,
+           polls: int) -> tuple[list[dict], dict]:
+    """`count` agents at once: the RSS of each after pass 1 and after `polls`; the aggregator's then."""
+    properties = sidecar_properties(cluster.bootstrap_servers, **{
+        "storage.check.interval": "PT1S", "storage.per.volume.limit.min.available.bytes": MiB})
     with contextlib.ExitStack() as stack:
-        running = [stack.enter_context(sidecar_running(properties, work_dir, name=f"{mode}-{index}"))
-                   for index in range(count)]
+        running = [stack.enter_context(sidecar_running({**properties, **aggregator.agent_properties}, work_dir,
+                                                       name=f"agent-{index}")) for index in range(count)]
         results = []
-        for sidecar in running:
-            sidecar.wait_for_polls(1, timeout=300)
-            results.append({"first": rss(sidecar.process.pid)})
-        for sidecar, result in zip(running, results):
-            sidecar.wait_for_polls(polls, timeout=300)
-            result.update(last=rss(sidecar.process.pid), load=uptime())
-    return results
+        for agent in running:
+            agent.wait_for_polls(1, timeout=300)
+            results.append({"first": rss(agent.process.pid)})
+        for agent, result in zip(running, results):
+            agent.wait_for_polls(polls, timeout=300)
+            result.update(last=rss(agent.process.pid), load=uptime())
+        aggregator_rss = rss(aggregator.process.process.pid)
+    return results, aggregator_rss
 
 
 def run(count: int = 3, polls: int = 20) -> Result:
-    results = {}
     with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-memory-") as work_dir, \
-            LocalKafkaCluster(brokers=3) as cluster:
-        results["embedded"] = sidecars(cluster, Path(work_dir), "embedded", count, polls)
-        with connect_server() as server:
-            results["shared"] = sidecars(cluster, Path(work_dir), "shared", count, polls, server.url)
-            server_rss = rss(server.pid)
-    for mode in results:
-        for index, result in enumerate(results[mode]):
-            report(mode, index, result)
-    print(f"  Spark Connect server: {(server_rss['own'] + server_rss['children']) / MiB:.0f} MiB", flush=True)
+            LocalKafkaCluster(brokers=3) as cluster, \
+            Aggregator(cluster.bootstrap_servers, Path(work_dir) / "aggregator") as aggregator:
+        aggregator.warm_up()
+        results, aggregator_rss = agents(cluster, aggregator, Path(work_dir), count, polls)
+    for index, result in enumerate(results):
+        last = result["last"]
+        print(f"  agent {index + 1}: {last['own'] / MiB:.0f} MiB, children {last['children'] / MiB:.0f} MiB "
+              f"{last['child_names']}, load {result['load']}", flush=True)
+    print(f"  aggregator: python {aggregator_rss['own'] / MiB:.0f} MiB + {aggregator_rss['children'] / MiB:.0f} MiB "
+          f"{aggregator_rss['child_names']}", flush=True)
 
     def mib(values) -> str:
         return cell(Stats.of(values), "MiB", MiB, 0)
 
-    rows = []
-    for mode, label in (("embedded", "embedded Spark (`local[1]`, 512 MiB driver)"),
-                        ("shared", "shared Spark Connect (`spark.url=sc://…`)")):
-        last, first = [r["last"] for r in results[mode]], [r["first"] for r in results[mode]]
-        rows.append([label, mib(r["own"] for r in last), mib(r["children"] for r in last),
-                     ", ".join(sorted({name for r in last for name in r["child_names"]})) or "none",
-                     mib(r["own"] + r["children"] for r in last),
-                     mib(r["own"] + r["children"] for r in first),
-                     f"{(server_rss['own'] + server_rss['children']) / MiB:.0f} MiB" if mode == "shared" else "–",
-                     ", ".join(r["load"].split()[0] for r in results[mode])])
+    last = [r["last"] for r in results]
+    agent_mib = Stats.of([total(r) for r in last]).median / MiB
+    aggregator_mib = total(aggregator_rss) / MiB
+    measured = table(
+        ["process", f"after {polls} passes", "after pass 1", "child processes", "1-min load when measured"],
+        [[f"agent (`quota-sidecar run`, target ≤ {TARGET_MIB} MiB)", mib(total(r) for r in last),
+          mib(total(r["first"]) for r in results), ", ".join(sorted({n for r in last for n in r["child_names"]}))
+          or "none", ", ".join(r["load"].split()[0] for r in results)],
+         ["aggregator (`quota-sidecar aggregate`: Python + Spark JVM, `local[1]`)", f"{aggregator_mib:.0f} MiB",
+          "–", ", ".join(aggregator_rss["child_names"]), "–"]])
+    fleet = table(
+        ["brokers", "agents + one aggregator", "one sidecar with embedded Spark per broker (before)"],
+        [[str(n), f"{n * agent_mib + aggregator_mib:,.0f} MiB", f"{n * EMBEDDED_SIDECAR_MIB:,} MiB"]
+         for n in (3, 30, 300)])
     markdown = "\n\n".join([
-        f"`quota-sidecar run` as subprocesses against a local 3-broker cluster, check interval `PT1S`, "
-        f"{count} sidecars per mode running at once (one per broker, as deployed; in shared mode all on "
-        f"the same Connect server), RSS (psutil) of each after {polls} polls (and after its first), median "
-        "(min–max) over the sidecars. The sidecar's total is its Python process plus every process it started "
-        "(the embedded Spark JVM, and for some the shell of spark-submit, a few MiB); the shared Spark Connect "
-        "server (local, `local[1]`, 512 MiB driver) is shown on its own: every sidecar of the cluster shares it.",
-        table(["Spark", "Python process", "child processes", "which", f"sidecar total after {polls} polls",
-               "sidecar total after poll 1", "Spark Connect server (shared)", "1-min load when measured"], rows),
+        f"{count} `quota-sidecar run` agents as subprocesses against a local 3-broker cluster (one per broker, as "
+        "deployed; their pipeline on the same cluster), check interval `PT1S`, one `quota-sidecar aggregate` "
+        "deciding for them (embedded Spark, `local[1]`, warmed up with one question first). RSS (psutil) with "
+        f"every process each started, median (min–max) over the agents, after {polls} passes and after the first.",
+        measured,
+        "A cluster's memory for the quota work, from these figures: N agents and one aggregator, against one "
+        f"sidecar with its own embedded Spark per broker ({EMBEDDED_SIDECAR_MIB} MiB, measured on 2026-11-21 at "
+        "34e12e6). The aggregator was measured deciding for 3 agents; its growth with 30 and 300 agents is not "
+        "measured yet.",
+        fleet,
         provenance(this_command(), load),
     ])
     return Result(TITLE, markdown)
 
 
-def report(mode: str, index: int, result: dict) -> None:
-    last = result["last"]
-    print(f"  {mode} sidecar {index + 1}: python {last['own'] / MiB:.0f} MiB + {last['child_count']} children "
-          f"{last['children'] / MiB:.0f} MiB ({', '.join(last['child_names'])}), load {result['load']}", flush=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sidecars", type=int, default=3, help="sidecars per mode, running at once")
+    parser.add_argument("--agents", type=int, default=3, help="agents running at once")
     parser.add_argument("--polls", type=int, default=20)
     args = parser.parse_args()
-    print_result(run(args.sidecars, args.polls))
+    print_result(run(args.agents, args.polls))
 
 
 if __name__ == "__main__":

@@ -137,10 +137,12 @@ class Sidecar:
         """Quotas first when the watch's last sample shows a dir of this broker at the hard limit (one the broker
         reports as the same filesystem): DescribeLogDirs of every broker and the aggregator's decision, most of a pass
         under a flood, cannot change a factor of 0. Then the disk guard while a dir is at or near the limit
-        (local_guard.py). The pass then decides as always and writes what differs. Whether anything was written."""
+        (local_guard.py). The pass then decides as always and writes what differs. Whether anything was written.
+        Every pass while the dir stays there renews the verdict (written only when it differs): without the
+        aggregator the polls fail, and a verdict older than the validity would give way to the fallback."""
         at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
         writes = self.counters.writes
-        if at_limit and self.decider.factor.factor != 0.0:  # already throttled: the pass's own writes suffice
+        if at_limit:
             try:
                 self.quota_writer.apply(self.decider.judged_locally(now), all_records)
             except AdminError as error:  # the pass's own writes try again, and report a failure

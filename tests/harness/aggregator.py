@@ -3,6 +3,8 @@ that publishes to its pipeline cluster, whichever cluster that agent watches."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from harness.sidecar_process import SidecarProcess
@@ -26,12 +28,19 @@ class Aggregator:
         """What an agent's properties need to be decided for by this aggregator."""
         return {PREFIX + "pipeline.bootstrap.servers": self.pipeline_servers}
 
+    @property
+    def name(self) -> str:
+        """How the agents' status names it (`decided_by.aggregator`): host/pid of the running process."""
+        return f"{os.uname().nodename}/{self.process.process.pid}"
+
     def start(self) -> Aggregator:
+        self._started = time.monotonic()
         self.process.start()
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> Aggregator:
-        self.process.wait_for_line("deciding for the agents of", timeout)
+        """Until this start's query decides (its log is appended across restarts)."""
+        self.process.wait_for_line("deciding for the agents of", timeout, after=self._started)
         return self
 
     def stop(self, sig=None) -> int | None:

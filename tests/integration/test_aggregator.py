@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from harness.aggregator import Aggregator
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
@@ -53,14 +52,14 @@ def test_one_aggregator_decides_for_the_agents_of_two_clusters(aggregator, kafka
             status = sidecar.status()
             assert status["throttle"]["factor"] == factor
             decided_by = status["sidecar"]["decided_by"]
-            assert decided_by["aggregator"] == aggregator_name(aggregator)
+            assert decided_by["aggregator"] == aggregator.name
             assert 0 <= decided_by["lag_seconds"] < 10 and decided_by["decision_age_seconds"] < 10, decided_by
         for cluster, rate in ((full, 1.0), (roomy, 1024.0)):
             with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
                 assert admin.describe_user_quotas([None])[None][PRODUCE] == rate
                 cluster_id = admin.cluster_id()
             decisions = decisions_of(kafka_cluster.bootstrap_servers, f"{cluster_id}/1")
-            assert decisions and {d["aggregator"] for d in decisions} <= {aggregator_name(aggregator)}
+            assert decisions and {d["aggregator"] for d in decisions} <= {aggregator.name}
         assert on_full.problems() == [] and on_roomy.problems() == []
 
 
@@ -131,6 +130,3 @@ def decisions_of(bootstrap: str, key: str, topic: str = DECISIONS_TOPIC) -> list
     finally:
         consumer.close()
 
-
-def aggregator_name(aggregator: Aggregator) -> str:
-    return f"{os.uname().nodename}/{aggregator.process.process.pid}"

@@ -5,6 +5,9 @@ flood crosses the margin above the limit in a second or two; the next regular pa
 later. The local watch must start a pass in time: the filesystem never fills, the log dir stays online,
 and every record the producer saw acknowledged is read back.
 
+With the aggregator killed (SIGKILL) as the flood begins, the local verdict alone keeps the disk from filling,
+the failed polls keep the factor of 0 on its timeline, and the decisions come back once it has restarted.
+
 The full-speed flood runs on Kafka 4.4 in KRaft mode and on Kafka 3.2 in ZooKeeper mode, whose
 DescribeLogDirs has no sizes (before KIP-827): there the sidecar knows broker 3's volume only from the znode
 it publishes itself (zookeeper.connect), which follows the local watch's samples.
@@ -25,6 +28,7 @@ from harness.disk import DiskSampler
 from harness.kafka_tools import acknowledged_so_far, producer_performance
 from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS
 from harness.sidecar_process import SidecarProcess
+from harness.waiting import eventually
 from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.properties import PREFIX
 
@@ -129,6 +133,65 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
         with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
             admin.delete_topics([topic])
         sidecar.wait_for_line(r"producer_byte_rate: 1 -> \d+$", timeout=150, after=deleted)  # a minute apart
+
+
+def test_with_the_aggregator_killed_a_full_speed_flood_is_held_by_the_local_verdict_and_decisions_resume(
+        flooded_broker, aggregator, pipeline, tmp_path):
+    """The session's aggregator is SIGKILLed as the flood begins and started again from its checkpoint once
+    the agent's polls have failed for longer than the validity; the producer floods all along."""
+    cluster, small_dir, topic = flooded_broker
+    validity = 30
+    sidecar = sidecar_beside_broker_3(cluster, pipeline, small_dir, tmp_path, **{
+        "storage.check.interval": "PT5S", "throttle.factor.validity.duration": f"PT{validity}S",
+        "poll.timeout": "PT3S"})
+    with sidecar:
+        sidecar.wait_ready()
+        eventually(lambda: sidecar.status()["sidecar"]["decided_by"]["aggregator"] == aggregator.name, 60,
+                   "a decision of the aggregator")
+        killed = aggregator.name
+        output = tmp_path / "producer.log"
+        outage = []  # (factor, source) as status showed them while the aggregator was down
+        with DiskSampler(small_dir, every=0.01) as free:
+            started = time.monotonic()
+            aggregator.stop(signal.SIGKILL)
+            try:
+                producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD,
+                                                -1, output, reporting_interval_ms=500, **FLOOD)
+                try:
+                    throttled = sidecar.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
+                    # status is published at the end of the pass that wrote the quota
+                    eventually(lambda: sidecar.status()["throttle"]["factor"] == 0.0, 30, "the factor of 0 in status")
+                    failures = sidecar.metrics()["quota_sidecar_poll_failures_total"]
+                    while time.monotonic() < throttled.at + validity + 10:
+                        throttle = sidecar.status()["throttle"]
+                        outage.append((throttle["factor"], throttle["source"]))
+                        time.sleep(0.5)
+                    failures = sidecar.metrics()["quota_sidecar_poll_failures_total"] - failures
+                finally:
+                    producer.send_signal(signal.SIGTERM)
+                    producer.wait(30)
+            finally:
+                restarted = time.monotonic()
+                aggregator.start().wait_ready()
+        ready = time.monotonic()
+        eventually(lambda: sidecar.status()["sidecar"]["decided_by"]["aggregator"] == aggregator.name, validity,
+                   "a decision of the restarted aggregator")
+        resumed = time.monotonic()
+        final = sidecar.status()["throttle"]
+        lifted = sidecar.first_line(r"producer_byte_rate: 1 -> ", after=started)
+    print(f"aggregator down {restarted - started:.0f} s ({failures:.0f} failed polls), back {ready - restarted:.0f} s "
+          f"after its start, first decision {resumed - ready:.1f} s later; lowest free {free.lowest() / MiB:.1f} MiB")
+    assert aggregator.name != killed and failures >= 3
+    assert free.lowest() > 0, "the filesystem filled up"
+    assert lifted is None, f"the quota was lifted while the dir stayed at the limit: {lifted.text}"
+    assert set(outage) == {(0.0, "last_valid")}, outage  # the local verdict, renewed by every failed poll
+    assert final["factor"] == 0.0 and final["source"] == "computed", final  # the dir is still at the limit
+    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
+    assert volume.error is None, f"the log dir went offline: {volume.error}"
+    acknowledged = acknowledged_so_far(output.read_text())
+    read, high_watermark = read_back(cluster.bootstrap_servers, topic)
+    assert acknowledged > 0 and read == high_watermark >= acknowledged, (read, high_watermark, acknowledged)
 
 
 def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosses(flooded_broker, pipeline, tmp_path):

@@ -2,12 +2,13 @@
 INFO line saying how long they failed; the metrics count the same polls. Fakes inject the faults."""
 
 import logging
+import shutil
 from datetime import timedelta
 
 import pytest
 
 from quota_sidecar.decider import Decider
-from quota_sidecar.errors import RetryableAdminError
+from quota_sidecar.errors import DecisionFailed, RetryableAdminError
 from quota_sidecar.failure_report import FailureReport
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.observation import Volume
@@ -140,6 +141,51 @@ def test_the_fallback_applies_on_the_validity_timeline_from_the_first_poll(sidec
         decision = sidecar.run_pass()
         assert decision.valid_from == AT
         assert decision.source == ("initial" if seconds <= 300 else "fallback")
+
+
+class LocalDirAdmin(OneBrokerAdmin):
+    """Broker 1's one volume is `log_dir` of this machine (as the broker would report it); the quotas written are
+    kept."""
+
+    def __init__(self, log_dir):
+        self.log_dir, self.quotas = log_dir, {}
+
+    def describe_volumes(self, brokers, now):
+        usage = shutil.disk_usage(self.log_dir)
+        return [Volume(1, self.log_dir, usage.total, usage.free, now)]
+
+    def alter_user_quotas(self, changes):
+        for entity, keys in changes.items():
+            self.quotas.setdefault(entity, {}).update(keys)
+
+
+def test_without_decisions_a_local_dir_at_the_limit_keeps_its_verdict_past_the_validity(tmp_path):
+    """The aggregator gone, every poll fails; a verdict renewed by each pass while the watch sees the dir at the
+    limit never gives way to the fallback (which would lift the quota until the next pass)."""
+    config = sidecar_config(**{"broker.id": 1, "storage.local.log.dirs": str(tmp_path),
+                               "storage.per.volume.limit.min.available.bytes": None,
+                               "storage.per.volume.limit.min.available.ratio": "1.0",  # this dir is at it
+                               "throttle.factor.validity.duration": "PT1M", "produce": "1000000"})
+    answers = [nothing_violated]
+
+    def aggregator(rows, limit):
+        if not answers:
+            raise DecisionFailed("the poll ran out of its 10s deadline while waiting for the aggregator's decision")
+        return answers.pop()(rows, limit)
+
+    admin, store = LocalDirAdmin(str(tmp_path)), FlakyStore()
+    store.down = False
+    car = Sidecar(config, admin, store, Decider(config, aggregator), clock=Clock())
+    seen = []
+    for seconds in range(0, 300, 10):
+        car.clock.now = AT + timedelta(seconds=seconds)
+        car.watch.sample()
+        decision = car.run_pass()
+        seen.append((decision.throttle_factor, decision.source))
+
+    assert seen[0] == (1.0, "computed")  # the dir is the broker's: confirmed by this first decision
+    assert set(seen[1:]) == {(0.0, "last_valid")}
+    assert admin.quotas[None]["producer_byte_rate"] == 1.0
 
 
 @pytest.mark.parametrize("error, line", [
