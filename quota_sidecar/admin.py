@@ -28,7 +28,7 @@ from .kafka_client import (admin_error, attempt, error_for_code, error_name, ope
                            with_cause)
 from .observation import Entity, Partition, Reassignment, Volume
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.admin")  # a fixed name: its lines keep it wherever the module lives
 
 _CONTROLLER = object()  # _send's node_id for the controller
 # Each entity is a record the controller appends to the metadata log; thousands of tenants throttled at once go

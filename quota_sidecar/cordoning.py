@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 from . import cordons, ownership, records
 from .errors import AdminError, PermanentAdminError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.cordoning")  # a fixed name: its lines keep it wherever the module lives
 
 
 @dataclass(frozen=True)

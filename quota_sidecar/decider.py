@@ -19,7 +19,7 @@ from .throttle_factor import FactorState, after_failure, after_incomplete, after
 from .throttles import ReplicationDecider, ReplicationDecision
 from .volumes import History, by_broker, recorded, remember, with_history
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.decider")  # a fixed name: its lines keep it wherever the module lives
 
 # (measurements of the usable volumes, limit params) -> (throttle factor, one row per volume with its
 # available_ratio, fill_bytes_per_sec, seconds_to_limit, violated, predicted and throttle_factor)

@@ -15,7 +15,7 @@ from waitress.server import create_server
 from . import records, status as status_view
 from .snapshot import Snapshot, utcnow
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.http_api")  # a fixed name: its lines keep it wherever the module lives
 
 
 def create_app(snapshot: Callable[[], Snapshot], store, api_token: str, registry) -> Flask:

@@ -31,7 +31,7 @@ from .observation import Reassignment
 from .snapshot import Counters
 from .volumes import LocalSample, limit_bytes
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.local_guard")  # a fixed name: its lines keep it wherever the module lives
 
 FETCH_MAX_BYTES, RESPONSE_MAX_BYTES = "replica.fetch.max.bytes", "replica.fetch.response.max.bytes"
 KAFKA_DEFAULTS = {FETCH_MAX_BYTES: 1 << 20, RESPONSE_MAX_BYTES: 10 << 20}

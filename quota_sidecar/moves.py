@@ -22,7 +22,7 @@ CANNOT_KEEP_UP, NO_PROGRESS = "cannot_keep_up", "no_progress"
 
 Replica = tuple[str, int, int]  # (topic, partition, broker)
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.moves")  # a fixed name: its lines keep it wherever the module lives
 
 
 def leader_of(move: Reassignment, leaders: Mapping[tuple[str, int], int]) -> int | None:

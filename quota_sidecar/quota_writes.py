@@ -12,7 +12,7 @@ from . import ownership, quotas, records
 from .config import QuotaConfig
 from .snapshot import Counters
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.quota_writes")  # a fixed name: its lines keep it wherever the module lives
 
 
 class QuotaWriter:

@@ -24,7 +24,7 @@ from .throttles import (DIR_COPY_RATE, DISK_GUARD, FOLLOWER_RATE, LIST_KEY, RATE
                         global_override_expired, growth_rate, link_rates, list_change, measured_replicas,
                         throttled_replicas, wanted_broker_configs)
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("quota_sidecar.replication")  # a fixed name: its lines keep it wherever the module lives
 
 DIR_COPY_GUARD = f"{DISK_GUARD}: a copy between this broker's log dirs into a dir at or near the limit"
 
