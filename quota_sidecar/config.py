@@ -20,37 +20,10 @@ from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS
 from .pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, client_kwargs, is_secret, non_negative_int,
                          parse_value, path_list, positive_int, read_properties)
+from .vocabulary import StorageLimit
 
 
 # ---------------------------------------------------------------- the configuration
-
-@dataclass(frozen=True)
-class StorageLimit:
-    """Exactly one of the two hard limits is set; a soft limit, if any, is of the same kind and above it."""
-    min_available_bytes: int | None = None
-    min_available_ratio: float | None = None
-    soft_min_available_bytes: int | None = None
-    soft_min_available_ratio: float | None = None
-    lead_time: timedelta = timedelta(0)  # 0: no predicted violations
-
-    def as_params(self) -> dict:
-        return {"min_available_bytes": self.min_available_bytes, "min_available_ratio": self.min_available_ratio,
-                "soft_min_available_bytes": self.soft_min_available_bytes,
-                "soft_min_available_ratio": self.soft_min_available_ratio,
-                "lead_time_seconds": self.lead_time.total_seconds()}
-
-    def describe(self) -> str:
-        if self.min_available_bytes is not None:
-            text = f"available bytes <= {self.min_available_bytes}"
-        else:
-            text = f"available ratio <= {self.min_available_ratio}"
-        soft = self.soft_min_available_bytes if self.soft_min_available_bytes is not None else self.soft_min_available_ratio
-        if soft is not None:
-            text += f", soft zone below {soft}"
-        if self.lead_time:
-            text += f", or reached within {isodate.duration_isoformat(self.lead_time)} at the fill rate"
-        return text
-
 
 @dataclass(frozen=True)
 class LocalWatchConfig:

@@ -23,12 +23,12 @@ from datetime import datetime
 from typing import Callable, Mapping, Sequence
 
 from . import deadline, records
-from .config import StorageLimit
 from .errors import AdminError
 from .failure_report import FailureReport
 from .local_watch import LocalWatch
 from .observation import Reassignment
 from .snapshot import Counters
+from .vocabulary import StorageLimit
 from .volumes import LocalSample, limit_bytes
 
 log = logging.getLogger("quota_sidecar.local_guard")  # a fixed name: its lines keep it wherever the module lives

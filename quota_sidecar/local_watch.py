@@ -19,8 +19,9 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping
 
-from .config import LocalWatchConfig, StorageLimit
+from .config import LocalWatchConfig
 from .observation import Volume
+from .vocabulary import StorageLimit
 from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, current_fill_rate,
                       in_danger, time_left, until_judged)
 

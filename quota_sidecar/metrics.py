@@ -13,9 +13,9 @@ from typing import Callable
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from .moves import CANNOT_KEEP_UP, NO_PROGRESS
 from .quotas import entity_label
 from .snapshot import Snapshot
+from .vocabulary import CANNOT_KEEP_UP, NO_PROGRESS
 
 NAMESPACE = "quota_sidecar"
 

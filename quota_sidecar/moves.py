@@ -1,5 +1,5 @@
 """How far each move is: the readings of the moving replicas' sizes kept between passes (KIP-73's
-SumReplicaLag, KAFKA-1546's lag in time), and the vocabulary of the progress rule.
+SumReplicaLag, KAFKA-1546's lag in time); the progress rule's vocabulary is vocabulary.py's.
 
 The history is what the I/O side keeps (the runner in a sidecar, `evaluate` in a replay): every reading of
 the leaders' and the adding replicas' sizes over the network window or `replication.stuck.after`, whichever
@@ -15,10 +15,7 @@ from datetime import timedelta
 from typing import Iterable, Mapping
 
 from .observation import MovingReplica, Reassignment, ReplicaSizes
-
-# A moving replica's state, and why a stuck one is stuck (spark_jobs/move_progress.py spells its SQL with these).
-CAUGHT_UP, MOVING, STUCK = "caught_up", "moving", "stuck"
-CANNOT_KEEP_UP, NO_PROGRESS = "cannot_keep_up", "no_progress"
+from .vocabulary import STUCK
 
 Replica = tuple[str, int, int]  # (topic, partition, broker)
 

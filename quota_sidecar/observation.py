@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Mapping
 
-from .config import StorageLimit
+from .vocabulary import StorageLimit
 
 LEADER, FOLLOWER = "leader", "follower"
 ROLES = (LEADER, FOLLOWER)

@@ -19,10 +19,11 @@ from .errors import AdminError, UnknownTopicError
 from .moves import MoveHistory, MoveLog, replicas_to_read, within
 from .netstats import NetworkSampler
 from .observation import FOLLOWER, LEADER, ROLES, BrokerLoad, Reassignment, ReplicaSizes, ReplicationObservation
-from .throttles import (DIR_COPY_RATE, DISK_GUARD, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider,
+from .throttles import (DIR_COPY_RATE, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider,
                         ReplicationDecision, catching_up, config_reasons, entries_of, foreign_cleanup_due,
                         global_override_expired, growth_rate, link_rates, list_change, measured_replicas,
                         throttled_replicas, wanted_broker_configs)
+from .vocabulary import DISK_GUARD
 
 log = logging.getLogger("quota_sidecar.replication")  # a fixed name: its lines keep it wherever the module lives
 

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from .config import ReplicationConfig
 from .observation import (FOLLOWER, LEADER, ROLES, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
                           ReplicaSizes, ReplicationObservation)
+from .vocabulary import BROKER_OVERRIDE, DISK_GUARD, GLOBAL_OVERRIDE
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
@@ -28,13 +29,6 @@ DIR_COPY_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 # KIP-956: the remote (tiered) storage quotas of one broker.
 REMOTE_COPY = "remote.log.manager.copy.max.bytes.per.second"
 REMOTE_FETCH = "remote.log.manager.fetch.max.bytes.per.second"
-
-# Why a rate is what it is, in precedence order: safety first, then the operators, then the rule.
-DISK_GUARD, BROKER_OVERRIDE, GLOBAL_OVERRIDE = "disk_guard", "broker_override", "global_override"
-# The rule's own reasons (spark_jobs/replication_rates.py spells its SQL with these); keep_up raises the
-# others to KIP-73's lower bound, the rate a move needs to end at all.
-KEEP_UP, FAIL_SAFE, KEPT, UNCHANGED, COMPUTED = "keep_up", "fail_safe", "kept", "unchanged", "computed"
-RULE_REASONS = (KEEP_UP, FAIL_SAFE, KEPT, UNCHANGED, COMPUTED)
 
 
 def measured_replicas(reassignments: Iterable[Reassignment], leaders: Mapping[tuple[str, int], int],

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Sequence
 
-from .config import StorageLimit
 from .observation import Volume
+from .vocabulary import StorageLimit
 
 
 VolumesByBroker = Mapping[int, tuple[Volume, ...]]

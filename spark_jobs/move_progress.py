@@ -12,8 +12,8 @@ Connect server from 1 s to 3 s. Spark SQL text, as in the other jobs.
 """
 from pyspark.sql import DataFrame
 
-from quota_sidecar.moves import CANNOT_KEEP_UP, CAUGHT_UP, MOVING, NO_PROGRESS, STUCK
 from quota_sidecar.observation import FOLLOWER
+from quota_sidecar.vocabulary import CANNOT_KEEP_UP, CAUGHT_UP, MOVING, NO_PROGRESS, STUCK
 
 MOVE_COLUMNS = ("topic", "partition", "broker", "leader", "bytes_behind", "lag_seconds", "catch_up_bytes_per_sec",
                 "incoming_bytes_per_sec", "eta_seconds", "state", "stuck_reason")

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 import pytest
 
 from quota_sidecar import records
-from quota_sidecar.config import StorageLimit
 from quota_sidecar.local_guard import (FETCH_MAX_BYTES, RESPONSE_MAX_BYTES, LocalGuard, cancel_below,
                                        fetch_allowance)
 from quota_sidecar.observation import Reassignment
 from quota_sidecar.snapshot import Counters
+from quota_sidecar.vocabulary import StorageLimit
 from quota_sidecar.volumes import LocalSample
 
 MiB = 1 << 20

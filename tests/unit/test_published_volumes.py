@@ -6,9 +6,10 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 from harness.waiting import eventually
-from quota_sidecar.config import LocalWatchConfig, StorageLimit
+from quota_sidecar.config import LocalWatchConfig
 from quota_sidecar.local_watch import LocalWatch, as_volumes
 from quota_sidecar.observation import Volume
+from quota_sidecar.vocabulary import StorageLimit
 from quota_sidecar.volumes import LocalSample, with_published
 from quota_sidecar.znode_volumes import VOLUMES_PATH, ZnodeVolumes
 

@@ -7,11 +7,12 @@ import pytest
 from quota_sidecar.config import ReplicationConfig
 from quota_sidecar.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
                                        ReplicaSizes)
-from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DIR_COPY_RATE, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
-                                     KEEP_UP, KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
-                                     catching_up, count_failures, entries_of, foreign_cleanup_due,
+from quota_sidecar.throttles import (DIR_COPY_RATE, FOLLOWER_RATE, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, BrokerRates,
+                                     ListChange, catching_up, count_failures, entries_of, foreign_cleanup_due,
                                      global_override_expired, growth_rate, link_rates, list_change, measured_replicas, roles,
                                      throttled_replicas, wanted_broker_configs, with_overrides)
+from quota_sidecar.vocabulary import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, GLOBAL_OVERRIDE, KEEP_UP, KEPT,
+                                      UNCHANGED)
 
 MOVE = Reassignment("t", 0, replicas=(3, 1, 2), adding=(3,), removing=(1,))
 
