@@ -12,11 +12,11 @@ from kafka.admin import NewTopic
 
 from harness.local_cluster import GENERATIONS
 from harness.waiting import eventually
-from quota_sidecar import config as cfg
-from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.common.errors import RetryableAdminError
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide.quotas import PRODUCE, UNLIMITED
+from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
-from quota_sidecar.errors import RetryableAdminError
-from quota_sidecar.quotas import PRODUCE, UNLIMITED
 
 pytestmark = pytest.mark.integration
 P = cfg.PREFIX

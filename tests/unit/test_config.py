@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from quota_sidecar import config as cfg
-from quota_sidecar import keys
-from quota_sidecar.errors import ConfigError
-from quota_sidecar.vocabulary import StorageLimit
+from quota_sidecar.common.errors import ConfigError
+from quota_sidecar.common.vocabulary import StorageLimit
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.configuration import keys
 
 P = cfg.PREFIX
 BASE = {P + "kafka.admin.bootstrap.servers": "127.0.0.1:9092",

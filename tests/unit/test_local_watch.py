@@ -5,14 +5,14 @@ from datetime import timedelta
 
 import pytest
 
-from quota_sidecar import config as cfg
-from quota_sidecar.config import LocalWatchConfig
-from quota_sidecar.host_checks import check_host
-from quota_sidecar.local_watch import LocalWatch
-from quota_sidecar.observation import Volume
-from quota_sidecar.vocabulary import StorageLimit
-from quota_sidecar.volumes import (LocalSample, at_the_limit, default_horizon, fill_rate, foreign_dirs, hold_the_pass, in_danger,
-                                  seconds_to_limit, time_left, until_judged)
+from quota_sidecar.common.observation import Volume
+from quota_sidecar.common.vocabulary import StorageLimit
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.configuration.config import LocalWatchConfig
+from quota_sidecar.observe.host_checks import check_host
+from quota_sidecar.observe.local_watch import LocalWatch
+from quota_sidecar.observe.volumes import (LocalSample, at_the_limit, default_horizon, fill_rate, foreign_dirs,
+                                           hold_the_pass, in_danger, seconds_to_limit, time_left, until_judged)
 
 MiB = 1 << 20
 LIMIT = StorageLimit(min_available_bytes=100 * MiB)

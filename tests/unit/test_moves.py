@@ -4,8 +4,8 @@ ago, growth over the network window; and the log lines of the moves into one bro
 import logging
 from datetime import timedelta
 
-from quota_sidecar.moves import MoveHistory, MoveLog, leader_of, replicas_to_read
-from quota_sidecar.observation import Reassignment, ReplicaSizes
+from quota_sidecar.common.observation import Reassignment, ReplicaSizes
+from quota_sidecar.observe.moves import MoveHistory, MoveLog, leader_of, replicas_to_read
 
 MOVE = Reassignment("t", 0, replicas=(3, 1), adding=(3,), removing=(1,))
 
