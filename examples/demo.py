@@ -28,6 +28,7 @@ from kafka import KafkaAdminClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the lab: tests/harness, not installed
 
 from harness.aggregator import Aggregator  # noqa: E402
+from harness.disk import DiskSampler  # noqa: E402
 from harness.flood import Flood  # noqa: E402
 from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable  # noqa: E402
 from harness.sidecar_process import EXECUTABLE, SidecarError, SidecarFleet  # noqa: E402
@@ -43,6 +44,7 @@ SMALL_FS_BYTES = 80 * MiB
 # The sidecars' limit. Between crossing it and the stall the producer writes on for a poll interval plus
 # a pass (the aggregator's decision, seconds on a busy machine): up to ~11 MiB seen, so 24 MiB leaves a clear margin.
 MIN_AVAILABLE_BYTES = 24 * MiB
+WATCH_INTERVAL = 0.1  # s: storage.local.watch.interval, its default
 PRODUCE_BYTES_PER_SECOND = 5_000_000  # per principal and broker: fills the 56 MiB above the limit in ~12 s
 TOPIC = "flood"
 RECORD_BYTES = 100 * 1024
@@ -107,37 +109,65 @@ def show_the_demo(stack: contextlib.ExitStack) -> None:
     small_dir = cluster.log_dirs(SMALL_BROKER)[0]
     say(f"cluster serving at {cluster.bootstrap_servers}; broker {SMALL_BROKER}'s log dir: {small_dir}")
 
-    section("One aggregator for the cluster, one sidecar (agent) per broker")
-    stack.enter_context(Aggregator(cluster.bootstrap_servers, demo_dir / "aggregator"))
+    section("One aggregator for the cluster; one agent per broker, each watching its broker's log dirs")
+    aggregator = stack.enter_context(Aggregator(cluster.bootstrap_servers, demo_dir / "aggregator"))
     say(f"aggregator deciding for the agents publishing to {cluster.bootstrap_servers}")
     sidecars = stack.enter_context(SidecarProcesses(cluster, demo_dir))
     sidecars.wait_until_ready()
 
     section(f"Flooding topic {TOPIC!r} (one partition, only on broker {SMALL_BROKER}) as User:alice")
+    acts = {"aggregator running": flood_act(cluster, small_dir, sidecars)}
+    section("Deleting the topic; the aggregator's next decision lifts the throttle")
+    lifts = {"aggregator running": lift_act(cluster, small_dir, sidecars)}
+
+    section("The aggregator killed (SIGKILL, as a crash would); flooding again")
+    aggregator.stop(signal.SIGKILL)
+    say("no decisions now: each agent's passes fail, and its own watch is all that protects its broker's disk")
+    acts["aggregator killed"] = flood_act(cluster, small_dir, sidecars)
+    section("The aggregator started again (from its checkpoint); deleting the topic")
+    aggregator.start().wait_ready()
+    lifts["aggregator killed"] = lift_act(cluster, small_dir, sidecars)
+
+    section("Summary")
+    for name, act in acts.items():
+        print(f"  {name}:")
+        print(f"    acknowledged records:               {act['acked']} ({act['acked'] * RECORD_BYTES / MiB:.1f} MiB)")
+        print(f"    lowest free space on broker {SMALL_BROKER}'s fs: {act['lowest'] / MiB:.1f} MiB "
+              f"(limit {MIN_AVAILABLE_BYTES / MiB:.0f} MiB, filesystem {SMALL_FS_BYTES / MiB:.0f} MiB)")
+        print(f"    limit crossed -> quota written:     {act['written']:.2f} s (by agent {SMALL_BROKER}'s local "
+              f"watch, which samples every {WATCH_INTERVAL} s)")
+        print(f"    limit crossed -> producer stalled:  {act['stalled']:.1f} s")
+        print(f"    topic deleted -> throttle lifted:   {lifts[name]:.1f} s")
+
+    section("Stopping everything")
+
+
+def flood_act(cluster: LocalKafkaCluster, small_dir: str, sidecars: SidecarProcesses) -> dict:
+    """Flood until the producer stalls under the throttle: what it cost and how fast the quota came."""
     create_flood_topic(cluster)
     disk = DiskWatch(small_dir)
-    with Flood(cluster.sasl_client_config("alice"), TOPIC, RECORD_BYTES, MAX_UNACKED_RECORDS,
-               batch_size=MiB) as flood:
-        crossed_at, stalled_at = flood_until_stalled(flood, disk, sidecars)
+    started = time.monotonic()
+    with DiskSampler(small_dir, every=0.01) as fine, \
+            Flood(cluster.sasl_client_config("alice"), TOPIC, RECORD_BYTES, MAX_UNACKED_RECORDS, batch_size=MiB) as flood:
+        _, stalled_at = flood_until_stalled(flood, disk, sidecars)
         show_df(small_dir)
     if flood.failure is not None:
         say(f"WARNING: the producer did not close cleanly: {flood.failure!r}")
+    crossed = fine.crossed_at(MIN_AVAILABLE_BYTES)
+    written = sidecars.beside_small.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+    if crossed is None or written is None:
+        raise DemoError(f"no crossing of the limit seen ({crossed}) or no quota of 1 B/s written ({written})")
+    return {"acked": flood.acked_records, "lowest": fine.lowest(), "written": written.at - crossed,
+            "stalled": stalled_at - crossed}
 
-    section("Deleting the topic; waiting for the sidecars to lift the throttle")
+
+def lift_act(cluster: LocalKafkaCluster, small_dir: str, sidecars: SidecarProcesses) -> float:
+    """Delete the topic and wait for the throttle to go: how long that took."""
     deleted_at = time.monotonic()
     delete_flood_topic(cluster)
-    lifted_at = wait_for_lift(disk, sidecars)
+    lifted_at = wait_for_lift(DiskWatch(small_dir), sidecars)
     print(sidecars.status_table())
-
-    section("Summary")
-    print(f"  acknowledged records:               {flood.acked_records} "
-          f"({flood.acked_records * RECORD_BYTES / MiB:.1f} MiB)")
-    print(f"  lowest free space on broker {SMALL_BROKER}'s fs: {disk.min_free / MiB:.1f} MiB "
-          f"(limit {MIN_AVAILABLE_BYTES / MiB:.0f} MiB, filesystem {SMALL_FS_BYTES / MiB:.0f} MiB)")
-    print(f"  limit crossed -> producer stalled:  {stalled_at - crossed_at:.1f} s")
-    print(f"  topic deleted -> throttle lifted:   {lifted_at - deleted_at:.1f} s")
-
-    section("Stopping everything")
+    return lifted_at - deleted_at
 
 
 # ---------------------------------------------------------------- output
@@ -170,8 +200,11 @@ class SidecarProcesses:
             PREFIX + "storage.check.interval": "PT2S",
             PREFIX + "storage.per.volume.limit.min.available.bytes": MIN_AVAILABLE_BYTES,
             PREFIX + "produce": PRODUCE_BYTES_PER_SECOND,
+            # What the chart mounts read-only: the broker's log dirs, sampled every storage.local.watch.interval.
+            PREFIX + "storage.local.log.dirs": ",".join(cluster.log_dirs(broker_id)),
         })
         self.asked = self.fleet[1]  # the sidecar the demo asks, as an operator would ask the one beside a broker
+        self.beside_small = self.fleet[SMALL_BROKER]  # whose local watch sees the flood
 
     def __enter__(self) -> SidecarProcesses:
         self.fleet.start(cleanup=True, ready_timeout=None)

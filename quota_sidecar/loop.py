@@ -117,7 +117,8 @@ class Sidecar:
         write_error = None
         if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
             try:
-                self.quota_writer.apply(decision.client_quotas, all_records)
+                undecided = decision.error is not None and not decision.entered_fallback
+                self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
                 if self.cordoner is not None and decision.error is None:  # a failed poll changes no cordon

@@ -23,11 +23,15 @@ class QuotaWriter:
         self.in_force: dict = {}  # the sidecar's own entities
         self.tenants = quotas.TenantCount(0, 0)
 
-    def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records) -> None:
+    def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False) -> None:
+        """Write what differs from `wanted`. `tighten_only`: a poll that could not decide knows nothing new, so
+        it may keep a throttle (retrying a write that failed) but lifts none: another sidecar's local verdict,
+        fresher than this one's last valid factor, stays in force."""
         def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
             owned = records.owned(all_records, records.QUOTA)
             in_force = self.read(wanted, owned)
-            return in_force, ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
+            writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
+            return in_force, [write for write in writes if not tighten_only or _tightens(write)]
 
         in_force, writes = ownership.with_second_look(planned, all_records, self._read_records,
                                                       yields=lambda planned: ownership.leaves_alone(planned[1]))
@@ -82,3 +86,10 @@ class QuotaWriter:
             entity, key = write.target
             changes.setdefault(entity, {})[key] = write.new
         self.admin.alter_user_quotas(changes)
+
+
+def _tightens(write: ownership.Write) -> bool:
+    """A lower rate than in force (None: no quota, unlimited), or no change at all."""
+    if not write.changes:
+        return True
+    return write.new is not None and (write.old is None or write.new < write.old)

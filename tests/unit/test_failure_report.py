@@ -154,18 +154,26 @@ class LocalDirAdmin(OneBrokerAdmin):
         usage = shutil.disk_usage(self.log_dir)
         return [Volume(1, self.log_dir, usage.total, usage.free, now)]
 
+    def describe_user_quotas(self, entities=None):
+        return {entity: dict(self.quotas.get(entity, {})) for entity in entities or ()}
+
     def alter_user_quotas(self, changes):
         for entity, keys in changes.items():
-            self.quotas.setdefault(entity, {}).update(keys)
+            for key, value in keys.items():
+                if value is None:
+                    self.quotas.get(entity, {}).pop(key, None)
+                else:
+                    self.quotas.setdefault(entity, {})[key] = value
 
 
-def test_without_decisions_a_local_dir_at_the_limit_keeps_its_verdict_past_the_validity(tmp_path):
-    """The aggregator gone, every poll fails; a verdict renewed by each pass while the watch sees the dir at the
-    limit never gives way to the fallback (which would lift the quota until the next pass)."""
-    config = sidecar_config(**{"broker.id": 1, "storage.local.log.dirs": str(tmp_path),
-                               "storage.per.volume.limit.min.available.bytes": None,
-                               "storage.per.volume.limit.min.available.ratio": "1.0",  # this dir is at it
-                               "throttle.factor.validity.duration": "PT1M", "produce": "1000000"})
+def agent(admin, store, tmp_path=None):
+    """A sidecar whose aggregator answers once (nothing violated) and then is gone; with `tmp_path`, it watches
+    that dir, which a ratio limit of 1.0 puts at the limit."""
+    keys = {"broker.id": 1, "throttle.factor.validity.duration": "PT1M", "produce": "1000000",
+            "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "1.0"}
+    if tmp_path is not None:
+        keys["storage.local.log.dirs"] = str(tmp_path)
+    config = sidecar_config(**keys)
     answers = [nothing_violated]
 
     def aggregator(rows, limit):
@@ -173,9 +181,20 @@ def test_without_decisions_a_local_dir_at_the_limit_keeps_its_verdict_past_the_v
             raise DecisionFailed("the poll ran out of its 10s deadline while waiting for the aggregator's decision")
         return answers.pop()(rows, limit)
 
-    admin, store = LocalDirAdmin(str(tmp_path)), FlakyStore()
+    return Sidecar(config, admin, store, Decider(config, aggregator), clock=Clock())
+
+
+def up_store():
+    store = FlakyStore()
     store.down = False
-    car = Sidecar(config, admin, store, Decider(config, aggregator), clock=Clock())
+    return store
+
+
+def test_without_decisions_a_local_dir_at_the_limit_keeps_its_verdict_past_the_validity(tmp_path):
+    """The aggregator gone, every poll fails; a verdict renewed by each pass while the watch sees the dir at the
+    limit never gives way to the fallback (which would lift the quota until the next pass)."""
+    admin = LocalDirAdmin(str(tmp_path))
+    car = agent(admin, up_store(), tmp_path)
     seen = []
     for seconds in range(0, 300, 10):
         car.clock.now = AT + timedelta(seconds=seconds)
@@ -186,6 +205,24 @@ def test_without_decisions_a_local_dir_at_the_limit_keeps_its_verdict_past_the_v
     assert seen[0] == (1.0, "computed")  # the dir is the broker's: confirmed by this first decision
     assert set(seen[1:]) == {(0.0, "last_valid")}
     assert admin.quotas[None]["producer_byte_rate"] == 1.0
+
+
+def test_a_sidecar_that_cannot_decide_does_not_lift_the_quota_another_ones_local_verdict_wrote(tmp_path):
+    """Two sidecars, the aggregator gone: the one beside the full dir writes 1 B/s; the other's failed polls keep
+    its last valid factor, 1.0, but lift no quota on it: only a decision, or its fallback's start, does."""
+    admin = LocalDirAdmin(str(tmp_path))
+    beside_the_full_dir, elsewhere = agent(admin, up_store(), tmp_path), agent(admin, up_store())
+    in_force = []
+    for seconds in range(0, 60, 10):  # within the validity: the other one's factor stays its last valid 1.0
+        for car in (beside_the_full_dir, elsewhere):
+            car.clock.now = AT + timedelta(seconds=seconds)
+        beside_the_full_dir.watch.sample()
+        beside_the_full_dir.run_pass()
+        decision = elsewhere.run_pass()
+        in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
+
+    assert in_force[0] == (1.0, 1_000_000.0)  # both decided once: nothing violated
+    assert set(in_force[1:]) == {(1.0, 1.0)}
 
 
 @pytest.mark.parametrize("error, line", [
