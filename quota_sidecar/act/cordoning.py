@@ -17,7 +17,7 @@ from ..common.errors import AdminError, PermanentAdminError
 from ..decide import cordons
 from . import ownership
 
-log = logging.getLogger("quota_sidecar.cordoning")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from ..observe.local_watch import LocalWatch
 from ..observe.volumes import LocalSample, limit_bytes
 from .snapshot import Counters
 
-log = logging.getLogger("quota_sidecar.local_guard")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 FETCH_MAX_BYTES, RESPONSE_MAX_BYTES = "replica.fetch.max.bytes", "replica.fetch.response.max.bytes"
 KAFKA_DEFAULTS = {FETCH_MAX_BYTES: 1 << 20, RESPONSE_MAX_BYTES: 10 << 20}

@@ -14,7 +14,7 @@ from ..decide import quotas
 from . import ownership
 from .snapshot import Counters
 
-log = logging.getLogger("quota_sidecar.quota_writes")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 
 class QuotaWriter:

@@ -26,7 +26,7 @@ from ..observe.moves import MoveHistory, MoveLog, replicas_to_read, within
 from ..observe.netstats import NetworkSampler
 from . import ownership
 
-log = logging.getLogger("quota_sidecar.replication")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 DIR_COPY_GUARD = f"{DISK_GUARD}: a copy between this broker's log dirs into a dir at or near the limit"
 

@@ -19,7 +19,7 @@ from . import quotas
 from .throttle_factor import FactorState, after_failure, after_incomplete, after_success
 from .throttles import ReplicationDecider, ReplicationDecision
 
-log = logging.getLogger("quota_sidecar.decider")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 # (measurements of the usable volumes, limit params) -> (throttle factor, one row per volume with its
 # available_ratio, fill_bytes_per_sec, seconds_to_limit, violated, predicted and throttle_factor)

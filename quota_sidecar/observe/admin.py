@@ -27,7 +27,7 @@ from ..common.observation import Entity, Partition, Reassignment, Volume
 from . import admin_requests as requests
 from .kafka_client import admin_error, attempt, error_for_code, error_name, open_client, raise_any, wait_for, with_cause
 
-log = logging.getLogger("quota_sidecar.admin")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 _CONTROLLER = object()  # _send's node_id for the controller
 # Each entity is a record the controller appends to the metadata log; thousands of tenants throttled at once go

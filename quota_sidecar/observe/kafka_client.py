@@ -19,7 +19,7 @@ from kafka.net.compat import KafkaNetClient
 from ..common import deadline
 from ..common.errors import AdminError, PassTimeout, PermanentAdminError, RetryableAdminError, UnknownTopicError
 
-log = logging.getLogger("quota_sidecar.kafka_client")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 # kafka-python's DEBUG records dump client configurations and whole requests, SASL passwords included
 # (SaslAuthenticateRequest). Unless someone chose a level for them, its loggers stay at INFO.
 if logging.getLogger("kafka").level == logging.NOTSET:

@@ -25,7 +25,7 @@ from ..configuration.config import LocalWatchConfig
 from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, current_fill_rate,
                       in_danger, time_left, until_judged)
 
-log = logging.getLogger("quota_sidecar.local_watch")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 
 def statvfs_sample(log_dir: str, at: float) -> LocalSample:

@@ -19,7 +19,7 @@ from ..common.vocabulary import STUCK
 
 Replica = tuple[str, int, int]  # (topic, partition, broker)
 
-log = logging.getLogger("quota_sidecar.moves")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 
 def leader_of(move: Reassignment, leaders: Mapping[tuple[str, int], int]) -> int | None:

@@ -30,7 +30,7 @@ from ..common.errors import AdminError
 from ..common.observation import Volume
 from .zookeeper_session import ZooKeeperSession
 
-log = logging.getLogger("quota_sidecar.znode_volumes")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 VOLUMES_PATH = "/quota-sidecar/volumes"
 RETRY_PAUSE_SECONDS = 1.0  # between a failed write and the next try (each try waits up to the session's deadline)

@@ -16,7 +16,7 @@ from ..act.snapshot import Snapshot, utcnow
 from ..common import records
 from . import status as status_view
 
-log = logging.getLogger("quota_sidecar.http_api")  # a fixed name: its lines keep it wherever the module lives
+log = logging.getLogger(__name__)
 
 
 def create_app(snapshot: Callable[[], Snapshot], store, api_token: str, registry) -> Flask:

@@ -146,7 +146,7 @@ def test_a_quota_an_operator_changed_during_a_throttle_is_not_overwritten_at_the
                          **{"storage.per.volume.limit.min.available.bytes": 0})
     sidecars.append(lifting)
     try:
-        with caplog.at_level("INFO", logger="quota_sidecar.quota_writes"):
+        with caplog.at_level("INFO", logger="quota_sidecar.act.quota_writes"):
             assert lifting.run_pass().throttle_factor == 1.0
             assert lifting.run_pass().throttle_factor == 1.0
         assert lifting.admin.describe_user_quotas([None])[None][PRODUCE] == 2000.0, "the lift overwrote it"

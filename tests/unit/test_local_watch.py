@@ -123,7 +123,7 @@ def test_a_dir_below_the_limit_is_in_danger_at_the_first_sample(tmp_path):
 def test_an_unreadable_dir_is_said_once_and_the_others_are_watched(tmp_path, caplog):
     missing = tmp_path / "not-mounted"
     local = watch([missing, tmp_path], StorageLimit(min_available_bytes=0), [])
-    with caplog.at_level(logging.WARNING, logger="quota_sidecar.local_watch"):
+    with caplog.at_level(logging.WARNING, logger="quota_sidecar.observe.local_watch"):
         local.sample()
         local.sample()
     assert [r.message for r in caplog.records] == [
