@@ -30,7 +30,7 @@ from harness.flood import Flood  # noqa: E402
 from harness.periodic import Periodic  # noqa: E402
 from harness.local_cluster import DEFAULT_CLASSPATH_FILE  # noqa: E402
 from harness.sidecar_process import SidecarProcess  # noqa: E402
-from quota_sidecar.properties import PREFIX  # noqa: E402
+from quota_sidecar.configuration.properties import PREFIX  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
 DOC = REPO / "docs" / "benchmarks.md"

@@ -26,7 +26,7 @@ from harness import containers  # noqa: E402
 from harness.local_cluster import LocalKafkaCluster  # noqa: E402
 from harness.ports import free_loopback_ports  # noqa: E402
 from harness.waiting import eventually  # noqa: E402
-from quota_sidecar.properties import PREFIX  # noqa: E402
+from quota_sidecar.configuration.properties import PREFIX  # noqa: E402
 
 MiB = 1 << 20
 

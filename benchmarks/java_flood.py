@@ -37,8 +37,8 @@ from common import MiB, LoadWatch, PassWatch, Result, Stats, cell, create_topics
 from harness.disk import DiskSampler
 from harness.kafka_tools import kafka_configs, producer_performance
 from harness.local_cluster import DEFAULT_USERS, LocalKafkaCluster
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.errors import AdminError
+from quota_sidecar.common.errors import AdminError
+from quota_sidecar.observe.admin import ClusterAdmin
 
 TITLE = "Throttle latency against Kafka's Java producer"
 LIMIT, MARGIN = 256 * MiB, 160 * MiB

@@ -43,8 +43,8 @@ from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import LocalKafkaCluster
 from harness.move_guard_lab import BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, fill, guard_fleet
 from harness.replication_checks import create_topic
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.errors import AdminError
+from quota_sidecar.common.errors import AdminError
+from quota_sidecar.observe.admin import ClusterAdmin
 
 MiB = 1 << 20
 TOTAL = 560_000_000  # more than broker 3's whole volume

@@ -20,8 +20,8 @@ import psutil
 from common import table, uptime
 
 from quota_sidecar.cli import build_replication
-from quota_sidecar.config import PREFIX, from_properties
-from quota_sidecar.observation import BrokerLoad, MovingReplica, Overrides, Reassignment, ReplicationObservation
+from quota_sidecar.common.observation import BrokerLoad, MovingReplica, Overrides, Reassignment, ReplicationObservation
+from quota_sidecar.configuration.config import PREFIX, from_properties
 
 SOURCE, UNINVOLVED, DESTINATION = 1, 2, 3
 WARM_UP = 5  # unmeasured passes first: the first plans and compiles the query

@@ -30,10 +30,12 @@ from pathlib import Path
 import java_flood
 from common import MiB, LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command
 from harness.local_cluster import LocalKafkaCluster
-from quota_sidecar import config as cfg, quotas, records
-from quota_sidecar.admin import ClusterAdmin
 from quota_sidecar.cli import build_sidecar
-from quota_sidecar.quotas import PRODUCE
+from quota_sidecar.common import records
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide import quotas
+from quota_sidecar.decide.quotas import PRODUCE
+from quota_sidecar.observe.admin import ClusterAdmin
 
 TITLE = "Tenants: producers with a quota of their own"  # its subsection of "## Disk protection" in docs/benchmarks.md
 OWN_RATE = 1e9

@@ -31,7 +31,7 @@ from pathlib import Path
 from common import (KiB, MiB, Flood, LoadWatch, PassWatch, Result, SidecarProcess, Stats, cell, create_topics,
                     delete_topics, flood_producer, print_result, provenance, sidecar_properties, table,
                     sidecar_running, this_command, uptime)
-from quota_sidecar.properties import duration
+from quota_sidecar.configuration.properties import duration
 from harness.disk import DiskSampler, free_bytes
 from harness.local_cluster import LocalKafkaCluster
 

@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 
 from common import LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command, uptime
 from harness.local_cluster import LocalKafkaCluster
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.local_watch import own_volumes
-from quota_sidecar.znode_volumes import ZnodeVolumes
-from quota_sidecar.zookeeper_session import ZooKeeperSession
+from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.observe.local_watch import own_volumes
+from quota_sidecar.observe.znode_volumes import ZnodeVolumes
+from quota_sidecar.observe.zookeeper_session import ZooKeeperSession
 
 TITLE = "ZooKeeper mode: one poll, Admin API against znode volumes"  # its subsection of "## Disk protection"
 

@@ -33,10 +33,10 @@ from harness.flood import Flood  # noqa: E402
 from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable  # noqa: E402
 from harness.sidecar_process import EXECUTABLE, SidecarError, SidecarFleet  # noqa: E402
 from harness.waiting import WaitTimeout, eventually  # noqa: E402
-from quota_sidecar.admin import ClusterAdmin  # noqa: E402
-from quota_sidecar.errors import AdminError  # noqa: E402
-from quota_sidecar.properties import PREFIX, SIDECAR_CLIENT_ID  # noqa: E402
-from quota_sidecar.quotas import entity_label  # noqa: E402
+from quota_sidecar.common.errors import AdminError  # noqa: E402
+from quota_sidecar.configuration.properties import PREFIX, SIDECAR_CLIENT_ID  # noqa: E402
+from quota_sidecar.decide.quotas import entity_label  # noqa: E402
+from quota_sidecar.observe.admin import ClusterAdmin  # noqa: E402
 
 MiB = 1 << 20
 SMALL_BROKER = 3

@@ -13,8 +13,10 @@ from typing import NoReturn
 
 import click
 
-from . import __version__, config as configuration, host_checks
-from .errors import AdminError, ConfigError
+from . import __version__
+from .common.errors import AdminError, ConfigError
+from .configuration import config as configuration
+from .observe import host_checks
 
 # Exit codes, as `quota-sidecar --help` documents them.
 OK, UNREACHABLE, BAD_CONFIGURATION = 0, 1, 2
@@ -92,8 +94,8 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         host_checks.check_host(config)
     except ConfigError as error:
         fail(str(error))
-    from . import metrics
-    from .http_api import HttpServer, create_app
+    from .serve import metrics
+    from .serve.http_api import HttpServer, create_app
     from .shutdown import GracefulShutdown
     from .wiring import build_sidecar
 
@@ -137,7 +139,7 @@ def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str |
 
     Exit code 1 when the cluster cannot be read (one line on stderr says what could not be reached).
     """
-    from . import status as view
+    from .serve import status as view
 
     config = load_config(config_paths, overrides) if (config_paths or overrides or not url) else None
     url = url or f"http://{config.http_host}:{config.http_port}"
@@ -176,8 +178,8 @@ def _status_from_cluster(config: configuration.SidecarConfig, timeout: float) ->
     """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster
     and no topic is created; the aggregator is asked once the cluster has been read, so that an unreachable
     cluster is told at once."""
-    from . import status as view
-    from .snapshot import utcnow
+    from .act.snapshot import utcnow
+    from .serve import status as view
     from .wiring import build_sidecar
 
     sidecar = build_sidecar(config, measure_network=False, running=False)
@@ -245,6 +247,6 @@ def throttle_remove(config_paths, overrides, url, broker_id) -> None:
 @main.command()
 def keys() -> None:
     """Every configuration key: its default, what it allows, what it means (the README's table)."""
-    from .keys import keys_table
+    from .configuration.keys import keys_table
 
     click.echo(keys_table())

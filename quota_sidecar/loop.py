@@ -15,21 +15,22 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Callable
 
-from . import deadline, quotas, records
-from .config import SidecarConfig
-from .cordoning import Cordoner
-from .decider import Decider, Decision
-from .errors import AdminError, DecisionFailed, RetryableAdminError
-from .failure_report import FailureReport
-from .local_guard import LocalGuard
-from .local_watch import LocalWatch, as_volumes, own_volumes
-from .observation import Observation, Volume
-from .quota_writes import QuotaWriter
-from .replication import ReplicationRunner
+from .act.cordoning import Cordoner
+from .act.local_guard import LocalGuard
+from .act.quota_writes import QuotaWriter
+from .act.replication import ReplicationRunner
+from .act.snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
+from .common import deadline, records
+from .common.errors import AdminError, DecisionFailed, RetryableAdminError
+from .common.failure_report import FailureReport
+from .common.observation import Observation, Volume
+from .configuration.config import SidecarConfig
+from .decide import quotas
+from .decide.decider import Decider, Decision
+from .observe.local_watch import LocalWatch, as_volumes, own_volumes
+from .observe.volumes import default_horizon, foreign_dirs, hold_the_pass, with_published
+from .observe.znode_volumes import ZnodeVolumes
 from .shutdown import GracefulShutdown
-from .snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
-from .volumes import default_horizon, foreign_dirs, hold_the_pass, with_published
-from .znode_volumes import ZnodeVolumes
 
 log = logging.getLogger(__name__)
 

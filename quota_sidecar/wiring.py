@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import config as configuration
-from .errors import ConfigError
+from .common.errors import ConfigError
+from .configuration import config as configuration
 
 
 def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = True, running: bool = True):
@@ -17,20 +17,20 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     (spark_jobs/replication_rates.py) are decided by the aggregator, which pipeline.py asks through the
     pipeline's topics; the deciders (decider.py, throttles.py) carry their state between polls.
     """
-    from .admin import ClusterAdmin
-    from .cluster_store import ClusterStore
-    from .cordoning import Cordoner
-    from .decider import Decider
+    from .act.cluster_store import ClusterStore
+    from .act.cordoning import Cordoner
+    from .decide.decider import Decider
     from .loop import Sidecar
+    from .observe.admin import ClusterAdmin
 
     session = None
     if config.zookeeper_connect:
-        from .zookeeper_session import ZooKeeperSession
+        from .observe.zookeeper_session import ZooKeeperSession
 
         session = ZooKeeperSession(config.zookeeper_connect, config.zookeeper_session_timeout.total_seconds())
     admin = ClusterAdmin(config.admin_client)
     if config.state_store == "zookeeper":
-        from .zookeeper_store import ZooKeeperStore
+        from .act.zookeeper_store import ZooKeeperStore
 
         store = ZooKeeperStore(session)
     else:
@@ -41,7 +41,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
     znodes = None
     if session is not None:
-        from .znode_volumes import ZnodeVolumes
+        from .observe.znode_volumes import ZnodeVolumes
 
         znodes = ZnodeVolumes(session, config.broker_id)
     decider = Decider(config, pipeline.judge_volumes, runner.decider if runner else None, pipeline.ask_rates_ahead)
@@ -53,9 +53,9 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
 
 
 def build_replication(config: configuration.SidecarConfig, admin, store, pipeline, measure_network: bool):
-    from .netstats import NetworkSampler
-    from .replication import ReplicationRunner
-    from .throttles import ReplicationDecider
+    from .act.replication import ReplicationRunner
+    from .decide.throttles import ReplicationDecider
+    from .observe.netstats import NetworkSampler
 
     if config.broker_id is None:
         raise ConfigError(f"replication throttles ({configuration.CAPACITY_KEY}) need this sidecar's broker: "
@@ -70,7 +70,7 @@ def build_replication(config: configuration.SidecarConfig, admin, store, pipelin
 
 def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str], create_topics: bool = True):
     """The agent's end of the pipeline (pipeline.bootstrap.servers; the watched cluster by default)."""
-    from .pipeline import Pipeline
+    from .decide.pipeline import Pipeline
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
                     config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics)

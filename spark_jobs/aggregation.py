@@ -3,7 +3,7 @@
 Kafka source (the observations topic) → each micro-batch → Kafka sink (the decisions topic). A micro-batch
 holds the observations of any number of agents and clusters; the rules judge them all in one job each,
 grouped by observation, and every observation gets one decision under its agent's key
-(quota_sidecar.pipeline_messages). The rules are those a batch run uses (``volume_violations.judge``,
+(quota_sidecar.common.pipeline_messages). The rules are those a batch run uses (``volume_violations.judge``,
 ``replication_rates.transform``): a streaming DataFrame refuses their windows, so the query hands each
 micro-batch, a static DataFrame, to ``decisions`` (foreachBatch). Nothing is kept between micro-batches but
 Spark's offsets in the checkpoint: an observation carries what its rule needs (a volume's measurements in the
@@ -16,7 +16,7 @@ from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 
-from quota_sidecar.pipeline_messages import VERSION
+from quota_sidecar.common.pipeline_messages import VERSION
 from spark_jobs import move_progress, replication_rates, volume_violations
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 

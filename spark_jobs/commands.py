@@ -13,10 +13,10 @@ import os
 
 import click
 
-from quota_sidecar import config as configuration
 from quota_sidecar.cli import UNREACHABLE, config_options, fail, load_config
-from quota_sidecar.errors import AdminError, SparkUnavailable
-from quota_sidecar.properties import SIDECAR_CLIENT_ID
+from quota_sidecar.common.errors import AdminError, SparkUnavailable
+from quota_sidecar.configuration import config as configuration
+from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 
 RESTART_AFTER = 5.0  # s: between a failed micro-batch and the query's new start
 
@@ -42,9 +42,9 @@ def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: s
          within: str | None, measure: str, as_json: bool) -> None:
     """How long a reassignment takes and which throttle it needs (KIP-73's bounds), before it runs. Read-only."""
     needs_spark("plan")
-    from quota_sidecar.admin import ClusterAdmin
-    from quota_sidecar.planning import PlanError, plan_rows, read_cluster, read_plan, render, summary
-    from quota_sidecar.properties import positive_duration
+    from quota_sidecar.configuration.properties import positive_duration
+    from quota_sidecar.decide.planning import PlanError, plan_rows, read_cluster, read_plan, render, summary
+    from quota_sidecar.observe.admin import ClusterAdmin
     from spark_jobs import move_plan
     from spark_jobs.judges import on_spark
 
@@ -83,7 +83,7 @@ def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshot
     or by a running aggregator when pipeline.bootstrap.servers is set (as cluster evaluate-<random>)."""
     import uuid
 
-    from quota_sidecar.evaluate import SnapshotError, evaluate as replay, load_snapshots
+    from quota_sidecar.decide.evaluate import SnapshotError, evaluate as replay, load_snapshots
     from quota_sidecar.wiring import build_pipeline
 
     config = load_config(config_paths, overrides)
@@ -124,8 +124,8 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     import tempfile
 
     needs_spark("aggregate")
-    from quota_sidecar.admin import ClusterAdmin
-    from quota_sidecar.pipeline import end_offsets, ensure_topics
+    from quota_sidecar.decide.pipeline import end_offsets, ensure_topics
+    from quota_sidecar.observe.admin import ClusterAdmin
     from quota_sidecar.shutdown import GracefulShutdown
     from spark_jobs import aggregation, session
 

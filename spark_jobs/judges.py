@@ -11,8 +11,8 @@ import queue
 import threading
 from typing import Callable
 
-from quota_sidecar import deadline
-from quota_sidecar.errors import DecisionFailed, PassTimeout, SparkUnavailable
+from quota_sidecar.common import deadline
+from quota_sidecar.common.errors import DecisionFailed, PassTimeout, SparkUnavailable
 from spark_jobs import session
 
 

@@ -2,7 +2,7 @@
 
 The moves ride in the replication rates' job (``replication_rates.decide``): each broker-role row carries
 every adding replica in ``moving_replicas`` (``schemas.MOVING_REPLICA_SCHEMA``, built by
-``quota_sidecar.moves`` from the readings of past passes), and higher-order functions over that array give,
+``quota_sidecar.observe.moves`` from the readings of past passes), and higher-order functions over that array give,
 in one projection, each replica's rates, ETA, state and stuck reason (``moves``); per destination broker its
 SumReplicaLag and the ETA of its slowest replica (``destinations``); and the row's keep_up floor,
 (1 + margin) x the incoming rates of the moving partitions its broker receives (follower) or leads (leader),
@@ -12,8 +12,8 @@ Connect server from 1 s to 3 s. Spark SQL text, as in the other jobs.
 """
 from pyspark.sql import DataFrame
 
-from quota_sidecar.moves import CANNOT_KEEP_UP, CAUGHT_UP, MOVING, NO_PROGRESS, STUCK
-from quota_sidecar.observation import FOLLOWER
+from quota_sidecar.common.observation import FOLLOWER
+from quota_sidecar.common.vocabulary import CANNOT_KEEP_UP, CAUGHT_UP, MOVING, NO_PROGRESS, STUCK
 
 MOVE_COLUMNS = ("topic", "partition", "broker", "leader", "bytes_behind", "lag_seconds", "catch_up_bytes_per_sec",
                 "incoming_bytes_per_sec", "eta_seconds", "state", "stuck_reason")

@@ -4,12 +4,13 @@ what keeps the moves through it going; with the moves' progress, in one Spark jo
 Every input of the rule is a column of ``schemas.BROKER_ROLE_SCHEMA``. The reason is decided first and
 the rate follows from it. Spark SQL text, as in ``volume_violations``, so one transform serves classic
 and Connect DataFrames. What comes before the rule (the disk guard, the operators' overrides) is
-``quota_sidecar.throttles.with_overrides``; the reasons are spelled there and only used here. The keep_up
-floor and the moves' progress are ``move_progress``'s, computed in the same job (``decide``).
+``quota_sidecar.decide.throttles.with_overrides``; the reasons are spelled in
+``quota_sidecar.common.vocabulary``. The keep_up floor and the moves' progress are ``move_progress``'s,
+computed in the same job (``decide``).
 """
 from pyspark.sql import DataFrame, SparkSession
 
-from quota_sidecar.throttles import COMPUTED, FAIL_SAFE, KEEP_UP, KEPT, UNCHANGED
+from quota_sidecar.common.vocabulary import COMPUTED, FAIL_SAFE, KEEP_UP, KEPT, UNCHANGED
 from spark_jobs import move_progress
 from spark_jobs.schemas import BROKER_ROLE_SCHEMA, REPLICATION_PASS_SCHEMA, frame_from_rows
 

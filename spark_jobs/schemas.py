@@ -46,7 +46,7 @@ BROKER_ROLE_SCHEMA = StructType(
     ]
 )
 
-# One adding replica of an in-flight move (quota_sidecar.observation.MovingReplica).
+# One adding replica of an in-flight move (quota_sidecar.common.observation.MovingReplica).
 MOVING_REPLICA_SCHEMA = StructType(
     [
         StructField("topic", StringType(), nullable=False),
@@ -119,7 +119,7 @@ LIMITS_SCHEMA = StructType(
     ]
 )
 
-# An agent's observation on the pipeline (quota_sidecar.pipeline_messages.observation): the rows of a rule,
+# An agent's observation on the pipeline (quota_sidecar.common.pipeline_messages.observation): the rows of a rule,
 # as a batch run would judge them, under the id its decision answers.
 OBSERVATION_SCHEMA = StructType(
     [

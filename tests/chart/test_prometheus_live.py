@@ -17,7 +17,7 @@ from harness.local_cluster import LocalKafkaCluster
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
 
 pytestmark = pytest.mark.chart
 ALERTS = Path(__file__).resolve().parents[2] / "charts" / "quota-sidecar" / "files" / "alerts.yaml"

@@ -18,7 +18,7 @@ from harness.kafka_tools import producer_performance
 from harness.local_cluster import _random_cluster_id
 from harness.ports import free_loopback_ports
 from harness.waiting import eventually
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
 
 pytestmark = pytest.mark.docker
 HERE = Path(__file__).resolve().parent

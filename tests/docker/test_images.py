@@ -17,7 +17,7 @@ from harness import containers
 from harness.local_cluster import LocalKafkaCluster
 from harness.ports import free_loopback_ports
 from harness.waiting import eventually
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
 
 pytestmark = pytest.mark.docker
 EVERY_BYTE = 10 ** 18  # a limit every volume violates: the throttle engages at the first pass

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from harness.sidecar_process import SidecarProcess
-from quota_sidecar.pipeline import Pipeline
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
+from quota_sidecar.decide.pipeline import Pipeline
 
 START_TIMEOUT = 240.0  # s: Spark's JVM, the query's start
 

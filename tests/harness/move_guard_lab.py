@@ -13,7 +13,7 @@ from harness.kafka_tools import producer_performance
 from harness.periodic import Periodic
 from harness.replication_checks import sidecar_properties
 from harness.sidecar_process import SidecarFleet
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
 
 MiB = 1 << 20
 VOLUME, LIMIT = 512 * MiB, 128 * MiB  # the issue's: a move on loopback crosses the 384 MiB between in a second

@@ -33,10 +33,10 @@ from harness.move_result import MoveResult, PassWatch, Sample, summarize
 from harness.netns import TestNetwork
 from harness.sidecar_process import SidecarError, SidecarProcess
 from harness.waiting import WaitTimeout, eventually
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.errors import AdminError
-from quota_sidecar.properties import PREFIX
-from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from quota_sidecar.common.errors import AdminError
+from quota_sidecar.configuration.properties import PREFIX
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from quota_sidecar.observe.admin import ClusterAdmin
 
 log = logging.getLogger(__name__)
 
@@ -148,10 +148,10 @@ class MoveLab:
         expressions); an aggregator that has run for a while is warm. Without this, the first move ran
         unthrottled for that long before any agent could set a rate.
         """
-        from quota_sidecar.config import ReplicationConfig
-        from quota_sidecar.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
-        from quota_sidecar.throttles import rate_inputs
-        from quota_sidecar.pipeline import Pipeline
+        from quota_sidecar.common.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
+        from quota_sidecar.configuration.config import ReplicationConfig
+        from quota_sidecar.decide.pipeline import Pipeline
+        from quota_sidecar.decide.throttles import rate_inputs
 
         observation = ReplicationObservation(
             reassignments=(Reassignment("warm-up", 0, (SOURCE, DESTINATION), adding=(DESTINATION,)),),

@@ -18,10 +18,10 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from harness import waiting
 from harness.local_cluster import LocalKafkaCluster
 from harness.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cluster_store import ClusterStore
-from quota_sidecar.errors import RetryableAdminError
-from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from quota_sidecar.act.cluster_store import ClusterStore
+from quota_sidecar.common.errors import RetryableAdminError
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from quota_sidecar.observe.admin import ClusterAdmin
 
 PREFIX = "client.quota.callback.static."
 TOKEN = "replication-test-token"

@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 
 from harness.ports import free_loopback_ports
 from harness.waiting import eventually
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
 
 EXECUTABLE = Path(sys.executable).with_name("quota-sidecar")
 START_TIMEOUT = 240.0  # s: a sidecar imports pyspark and starts or reaches Spark before its first pass

@@ -13,11 +13,11 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from harness.waiting import equal, eventually
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cluster_store import ClusterStore
-from quota_sidecar.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError
-from quota_sidecar.observation import Reassignment
-from quota_sidecar.properties import client_kwargs
+from quota_sidecar.act.cluster_store import ClusterStore
+from quota_sidecar.common.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError
+from quota_sidecar.common.observation import Reassignment
+from quota_sidecar.configuration.properties import client_kwargs
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'

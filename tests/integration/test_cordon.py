@@ -8,10 +8,11 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from harness.waiting import equal, eventually
-from quota_sidecar import config as cfg, records
-from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.common import records
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide.cordons import KEY
+from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
-from quota_sidecar.cordons import KEY
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

@@ -12,11 +12,11 @@ from kafka.admin import NewTopic
 
 from harness.local_cluster import GENERATIONS
 from harness.waiting import eventually
-from quota_sidecar import config as cfg
-from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.common.errors import RetryableAdminError
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide.quotas import PRODUCE, UNLIMITED
+from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
-from quota_sidecar.errors import RetryableAdminError
-from quota_sidecar.quotas import PRODUCE, UNLIMITED
 
 pytestmark = pytest.mark.integration
 P = cfg.PREFIX
@@ -146,7 +146,7 @@ def test_a_quota_an_operator_changed_during_a_throttle_is_not_overwritten_at_the
                          **{"storage.per.volume.limit.min.available.bytes": 0})
     sidecars.append(lifting)
     try:
-        with caplog.at_level("INFO", logger="quota_sidecar.quota_writes"):
+        with caplog.at_level("INFO", logger="quota_sidecar.act.quota_writes"):
             assert lifting.run_pass().throttle_factor == 1.0
             assert lifting.run_pass().throttle_factor == 1.0
         assert lifting.admin.describe_user_quotas([None])[None][PRODUCE] == 2000.0, "the lift overwrote it"

@@ -18,7 +18,7 @@ import pytest
 from harness.ports import closed_port
 from harness.sidecar_process import SidecarError, SidecarProcess
 from harness.waiting import WaitTimeout, eventually
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
 
 pytestmark = pytest.mark.integration
 

@@ -29,8 +29,8 @@ from harness.kafka_tools import acknowledged_so_far, producer_performance
 from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.properties import PREFIX
+from quota_sidecar.configuration.properties import PREFIX
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

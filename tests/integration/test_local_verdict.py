@@ -10,9 +10,9 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.waiting import WaitTimeout, eventually
-from quota_sidecar import config as cfg
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.wiring import build_sidecar
-from quota_sidecar.quotas import PRODUCE
 
 pytestmark = pytest.mark.integration
 P = cfg.PREFIX

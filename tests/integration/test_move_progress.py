@@ -39,7 +39,7 @@ from harness.move_lab import DESTINATION, SOURCE, LabSettings, MoveLab
 from harness.netns import unavailable_reason
 from harness.sidecar_process import http
 from harness.waiting import eventually
-from quota_sidecar.throttles import FOLLOWER_RATE, LEADER_RATE
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, LEADER_RATE
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 

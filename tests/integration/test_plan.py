@@ -11,7 +11,7 @@ import pytest
 from harness import kafka_tools
 from harness.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
-from quota_sidecar.admin import ClusterAdmin
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ from harness.periodic import Periodic
 from harness.quota_window import BAND, QUOTA_WINDOW_SECONDS, slope
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.properties import PREFIX
-from quota_sidecar.quotas import PRODUCE
+from quota_sidecar.configuration.properties import PREFIX
+from quota_sidecar.decide.quotas import PRODUCE
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

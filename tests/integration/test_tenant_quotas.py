@@ -27,11 +27,11 @@ from harness.disk import DiskSampler
 from harness.kafka_tools import kafka_configs, producer_performance
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cluster_store import ClusterStore
-from quota_sidecar import records
-from quota_sidecar.properties import PREFIX, SIDECAR_CLIENT_ID
-from quota_sidecar.quotas import PRODUCE, entity_label
+from quota_sidecar.act.cluster_store import ClusterStore
+from quota_sidecar.common import records
+from quota_sidecar.configuration.properties import PREFIX, SIDECAR_CLIENT_ID
+from quota_sidecar.decide.quotas import PRODUCE, entity_label
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

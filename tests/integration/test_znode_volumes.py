@@ -17,9 +17,9 @@ from harness.local_cluster import BEFORE_KIP_827
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from harness.zookeeper_server import children
-from quota_sidecar import config as cfg
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.observe.znode_volumes import VOLUMES_PATH
 from quota_sidecar.wiring import build_sidecar
-from quota_sidecar.znode_volumes import VOLUMES_PATH
 
 pytestmark = pytest.mark.integration
 P = cfg.PREFIX

@@ -4,7 +4,7 @@ observation alone, under its agent's key."""
 import json
 from datetime import datetime, timezone
 
-from quota_sidecar import pipeline_messages
+from quota_sidecar.common import pipeline_messages
 from spark_jobs import aggregation, replication_rates, volume_violations
 from test_move_progress_rule import broker_role, replica
 

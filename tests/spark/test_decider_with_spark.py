@@ -4,9 +4,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from quota_sidecar import config as cfg
-from quota_sidecar.decider import Decider
-from quota_sidecar.observation import Observation, Volume
+from quota_sidecar.common.observation import Observation, Volume
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide.decider import Decider
 from spark_jobs.judges import on_spark
 from spark_jobs import volume_violations
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from quota_sidecar.throttles import RULE_REASONS
+from quota_sidecar.common.vocabulary import RULE_REASONS
 from spark_jobs import replication_rates, volume_violations
 from spark_jobs.schemas import BROKER_ROLE_SCHEMA, VOLUME_SCHEMA, frame_from_rows
 from spark_jobs.session import SparkStartError, get_session

@@ -3,12 +3,13 @@ Snapshot), so that status, metrics and the HTTP endpoint are tested on a known s
 
 from datetime import datetime, timezone
 
-from quota_sidecar import config as cfg, quotas
-from quota_sidecar.decider import Decision
-from quota_sidecar.snapshot import Counters, ReplicationView, Snapshot
-from quota_sidecar.observation import BrokerLoad, Overrides, Reassignment, ReplicationObservation, Volume
-from quota_sidecar.throttle_factor import COMPUTED, FactorState
-from quota_sidecar.throttles import BrokerRates, ReplicationDecision
+from quota_sidecar.act.snapshot import Counters, ReplicationView, Snapshot
+from quota_sidecar.common.observation import BrokerLoad, Overrides, Reassignment, ReplicationObservation, Volume
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide import quotas
+from quota_sidecar.decide.decider import Decision
+from quota_sidecar.decide.throttle_factor import COMPUTED, FactorState
+from quota_sidecar.decide.throttles import BrokerRates, ReplicationDecision
 
 AT = datetime(2026, 11, 23, 8, 0, tzinfo=timezone.utc)
 MiB = 1 << 20

@@ -3,10 +3,10 @@
 import kafka.errors as Errors
 import pytest
 
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.errors import PermanentAdminError, RetryableAdminError, UnknownTopicError
-from quota_sidecar.kafka_client import admin_error
-from quota_sidecar.properties import client_kwargs
+from quota_sidecar.common.errors import PermanentAdminError, RetryableAdminError, UnknownTopicError
+from quota_sidecar.configuration.properties import client_kwargs
+from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.observe.kafka_client import admin_error
 
 SASL = {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'

@@ -11,8 +11,9 @@ import socket
 import pytest
 from click.testing import CliRunner
 
-from quota_sidecar import cli, wiring, config as cfg
-from quota_sidecar.keys import KEYS
+from quota_sidecar import cli, wiring
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.configuration.keys import KEYS
 
 P = cfg.PREFIX
 PASSWORD = "alice-pa55word"

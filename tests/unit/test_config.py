@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from quota_sidecar import config as cfg
-from quota_sidecar import keys
-from quota_sidecar.errors import ConfigError
+from quota_sidecar.common.errors import ConfigError
+from quota_sidecar.common.vocabulary import StorageLimit
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.configuration import keys
 
 P = cfg.PREFIX
 BASE = {P + "kafka.admin.bootstrap.servers": "127.0.0.1:9092",
@@ -24,7 +25,7 @@ def test_defaults_follow_proposal_047():
     assert config.validity == timedelta(minutes=5)
     assert config.fallback_factor == 1.0
     assert config.quotas == cfg.QuotaConfig()
-    assert config.storage_limit == cfg.StorageLimit(min_available_bytes=100)
+    assert config.storage_limit == StorageLimit(min_available_bytes=100)
     assert config.spark_url == "" and config.http_host == "127.0.0.1"
     assert not config.replication.enabled
 
@@ -52,7 +53,7 @@ def test_every_key_parsed_to_its_type():
 
 def test_ratio_limit_alone_is_accepted():
     properties = {P + "kafka.admin.bootstrap.servers": "h:1", P + "storage.per.volume.limit.min.available.ratio": "0.05"}
-    assert cfg.from_properties(properties).storage_limit == cfg.StorageLimit(min_available_ratio=0.05)
+    assert cfg.from_properties(properties).storage_limit == StorageLimit(min_available_ratio=0.05)
 
 
 def test_disabled_storage_check_needs_no_limit():
@@ -118,9 +119,9 @@ def test_forecast_defaults_and_values():
 
 
 @pytest.mark.parametrize("kind, hard, soft, limit", [
-    ("bytes", "100", "300", cfg.StorageLimit(min_available_bytes=100, soft_min_available_bytes=300)),
-    ("ratio", "0.05", "0.1", cfg.StorageLimit(min_available_ratio=0.05, soft_min_available_ratio=0.1)),
-    ("ratio", "0.05", "1", cfg.StorageLimit(min_available_ratio=0.05, soft_min_available_ratio=1.0)),
+    ("bytes", "100", "300", StorageLimit(min_available_bytes=100, soft_min_available_bytes=300)),
+    ("ratio", "0.05", "0.1", StorageLimit(min_available_ratio=0.05, soft_min_available_ratio=0.1)),
+    ("ratio", "0.05", "1", StorageLimit(min_available_ratio=0.05, soft_min_available_ratio=1.0)),
 ])
 def test_soft_limit_of_the_hard_limits_kind_above_it(kind, hard, soft, limit):
     config = cfg.from_properties({P + "kafka.admin.bootstrap.servers": "h:1", P + "produce": "1000",

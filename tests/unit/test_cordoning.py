@@ -1,10 +1,10 @@
 """Cordoning at run time without a cluster: an in-memory broker config and store stand in for Kafka, so that the
 order of record and write, a broker older than 4.3 and a refused path can be driven on purpose."""
 
-from quota_sidecar import records
-from quota_sidecar.cordoning import Cordoner
-from quota_sidecar.decider import Decider
-from quota_sidecar.errors import PermanentAdminError, RetryableAdminError
+from quota_sidecar.act.cordoning import Cordoner
+from quota_sidecar.common import records
+from quota_sidecar.common.errors import PermanentAdminError, RetryableAdminError
+from quota_sidecar.decide.decider import Decider
 from quota_sidecar.loop import Sidecar
 
 from builders import sidecar_config

@@ -3,7 +3,7 @@ when the sidecar added it and it is still there; other entries stay; static entr
 
 import pytest
 
-from quota_sidecar.cordons import CordonChange, InForce, change, wanted
+from quota_sidecar.decide.cordons import CordonChange, InForce, change, wanted
 
 A, B, OPS = "/data/a", "/data/b", "/data/ops"
 VIOLATIONS = ({"broker_id": 3, "log_dir": A}, {"broker_id": 1, "log_dir": B})

@@ -1,4 +1,5 @@
-"""The chart's Grafana dashboard and alert rules read only metrics the sidecar exports (quota_sidecar/metrics.py)."""
+"""The chart's Grafana dashboard and alert rules read only metrics the sidecar exports
+(quota_sidecar/serve/metrics.py)."""
 
 import json
 import re
@@ -9,7 +10,7 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from quota_sidecar.metrics import registry_for
+from quota_sidecar.serve.metrics import registry_for
 
 CHART_FILES = Path(__file__).resolve().parents[2] / "charts" / "quota-sidecar" / "files"
 METRIC = re.compile(r"\bquota_sidecar_[a-z_]+\b")

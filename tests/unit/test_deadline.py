@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from quota_sidecar import deadline
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.errors import AdminError, PassTimeout, RetryableAdminError
+from quota_sidecar.common import deadline
+from quota_sidecar.common.errors import AdminError, PassTimeout, RetryableAdminError
+from quota_sidecar.observe.admin import ClusterAdmin
 
 TOLERANCE = 2.0  # seconds a busy machine may add to a deadline (thread wake-ups, closing the client)
 
@@ -107,7 +107,7 @@ def test_a_closed_port_fails_the_call_naming_why_not_that_time_ran_out():
     ({"poll.timeout": "PT45S"}, 45.0),
 ])
 def test_the_poll_deadline_of_a_configuration(keys, seconds):
-    from quota_sidecar import config as cfg
+    from quota_sidecar.configuration import config as cfg
 
     config = cfg.from_properties({cfg.PREFIX + key: value for key, value in {
         "kafka.admin.bootstrap.servers": "h:1", "storage.check.interval": "PT0S", **keys}.items()})

@@ -5,8 +5,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 from builders import AT, judged_row, sidecar_config
-from quota_sidecar.decider import Decider
-from quota_sidecar.observation import Observation, Volume
+from quota_sidecar.common.observation import Observation, Volume
+from quota_sidecar.decide.decider import Decider
 
 
 class RecordingJudge:
@@ -110,9 +110,9 @@ def test_the_rate_question_asked_ahead_is_the_one_judged_unless_this_polls_viola
     """A pass asks the aggregator its rate question beside its volumes (one round trip for both); the rows
     come from the last poll's violations, so a broker catching up outside a move that violates only now is
     asked about after the volumes, as before."""
-    from quota_sidecar.config import ReplicationConfig
-    from quota_sidecar.observation import BrokerLoad, Reassignment, ReplicationObservation
-    from quota_sidecar.throttles import ReplicationDecider
+    from quota_sidecar.common.observation import BrokerLoad, Reassignment, ReplicationObservation
+    from quota_sidecar.configuration.config import ReplicationConfig
+    from quota_sidecar.decide.throttles import ReplicationDecider
 
     asked, judged = [], []
 

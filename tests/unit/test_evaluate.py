@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from quota_sidecar.evaluate import SnapshotError, load_snapshots, observation
-from quota_sidecar.observation import BrokerLoad, Overrides, Reassignment, Volume
+from quota_sidecar.common.observation import BrokerLoad, Overrides, Reassignment, Volume
+from quota_sidecar.decide.evaluate import SnapshotError, load_snapshots, observation
 
 
 def test_an_observation_with_volumes_and_replication():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from quota_sidecar import config as cfg
+from quota_sidecar.configuration import config as cfg
 
 P = cfg.PREFIX
 EXECUTABLE = Path(sys.executable).parent / "quota-sidecar"

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from quota_sidecar.decider import Decider
-from quota_sidecar.errors import DecisionFailed, RetryableAdminError
-from quota_sidecar.failure_report import FailureReport
+from quota_sidecar.common.errors import DecisionFailed, RetryableAdminError
+from quota_sidecar.common.failure_report import FailureReport
+from quota_sidecar.common.observation import Volume
+from quota_sidecar.decide.decider import Decider
 from quota_sidecar.loop import Sidecar
-from quota_sidecar.observation import Volume
 
 from builders import AT, MiB, sidecar_config
 

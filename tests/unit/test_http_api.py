@@ -6,9 +6,9 @@ from datetime import timedelta
 import builders
 import pytest
 
-from quota_sidecar.http_api import create_app, readiness
-from quota_sidecar.throttle_factor import FactorState
-from quota_sidecar.metrics import registry_for
+from quota_sidecar.decide.throttle_factor import FactorState
+from quota_sidecar.serve.http_api import create_app, readiness
+from quota_sidecar.serve.metrics import registry_for
 
 
 class UntouchableStore:

@@ -8,7 +8,7 @@ import urllib.request
 
 from flask import Flask
 
-from quota_sidecar.http_api import HttpServer
+from quota_sidecar.serve.http_api import HttpServer
 
 
 def test_stopping_with_a_request_in_flight_answers_it_and_reports_nothing(caplog, monkeypatch):

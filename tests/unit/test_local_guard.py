@@ -5,13 +5,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from quota_sidecar import records
-from quota_sidecar.config import StorageLimit
-from quota_sidecar.local_guard import (FETCH_MAX_BYTES, RESPONSE_MAX_BYTES, LocalGuard, cancel_below,
-                                       fetch_allowance)
-from quota_sidecar.observation import Reassignment
-from quota_sidecar.snapshot import Counters
-from quota_sidecar.volumes import LocalSample
+from quota_sidecar.act.local_guard import FETCH_MAX_BYTES, RESPONSE_MAX_BYTES, LocalGuard, cancel_below, fetch_allowance
+from quota_sidecar.act.snapshot import Counters
+from quota_sidecar.common import records
+from quota_sidecar.common.observation import Reassignment
+from quota_sidecar.common.vocabulary import StorageLimit
+from quota_sidecar.observe.volumes import LocalSample
 
 MiB = 1 << 20
 AT = datetime(2026, 11, 25, 14, 0, tzinfo=timezone.utc)

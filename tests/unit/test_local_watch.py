@@ -5,13 +5,14 @@ from datetime import timedelta
 
 import pytest
 
-from quota_sidecar import config as cfg
-from quota_sidecar.config import LocalWatchConfig, StorageLimit
-from quota_sidecar.host_checks import check_host
-from quota_sidecar.local_watch import LocalWatch
-from quota_sidecar.observation import Volume
-from quota_sidecar.volumes import (LocalSample, at_the_limit, default_horizon, fill_rate, foreign_dirs, hold_the_pass, in_danger,
-                                  seconds_to_limit, time_left, until_judged)
+from quota_sidecar.common.observation import Volume
+from quota_sidecar.common.vocabulary import StorageLimit
+from quota_sidecar.configuration import config as cfg
+from quota_sidecar.configuration.config import LocalWatchConfig
+from quota_sidecar.observe.host_checks import check_host
+from quota_sidecar.observe.local_watch import LocalWatch
+from quota_sidecar.observe.volumes import (LocalSample, at_the_limit, default_horizon, fill_rate, foreign_dirs,
+                                           hold_the_pass, in_danger, seconds_to_limit, time_left, until_judged)
 
 MiB = 1 << 20
 LIMIT = StorageLimit(min_available_bytes=100 * MiB)
@@ -122,7 +123,7 @@ def test_a_dir_below_the_limit_is_in_danger_at_the_first_sample(tmp_path):
 def test_an_unreadable_dir_is_said_once_and_the_others_are_watched(tmp_path, caplog):
     missing = tmp_path / "not-mounted"
     local = watch([missing, tmp_path], StorageLimit(min_available_bytes=0), [])
-    with caplog.at_level(logging.WARNING, logger="quota_sidecar.local_watch"):
+    with caplog.at_level(logging.WARNING, logger="quota_sidecar.observe.local_watch"):
         local.sample()
         local.sample()
     assert [r.message for r in caplog.records] == [

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import pytest
 
-from quota_sidecar.decider import Decider
-from quota_sidecar.errors import RetryableAdminError
+from quota_sidecar.common.errors import RetryableAdminError
+from quota_sidecar.decide.decider import Decider
+from quota_sidecar.decide.throttle_factor import FALLBACK, INITIAL
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.shutdown import GracefulShutdown
-from quota_sidecar.throttle_factor import FALLBACK, INITIAL
 
 from builders import AT, sidecar_config
 

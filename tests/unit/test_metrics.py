@@ -6,7 +6,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from builders import judged_row
-from quota_sidecar.metrics import registry_for
+from quota_sidecar.serve.metrics import registry_for
 
 
 def scrape(snapshot) -> dict[tuple[str, tuple], float]:

@@ -4,8 +4,8 @@ ago, growth over the network window; and the log lines of the moves into one bro
 import logging
 from datetime import timedelta
 
-from quota_sidecar.moves import MoveHistory, MoveLog, leader_of, replicas_to_read
-from quota_sidecar.observation import Reassignment, ReplicaSizes
+from quota_sidecar.common.observation import Reassignment, ReplicaSizes
+from quota_sidecar.observe.moves import MoveHistory, MoveLog, leader_of, replicas_to_read
 
 MOVE = Reassignment("t", 0, replicas=(3, 1), adding=(3,), removing=(1,))
 
@@ -86,7 +86,7 @@ def move(state="moving", broker=3, reason=None):
 
 
 def test_move_log_says_once_when_a_move_into_its_broker_is_stuck_and_when_it_ends(caplog):
-    caplog.set_level(logging.INFO, logger="quota_sidecar.moves")
+    caplog.set_level(logging.INFO, logger="quota_sidecar.observe.moves")
     lines = MoveLog(3)
     lines.after([move(), move(broker=4)], (), 0.0)
     lines.after([move("stuck", reason="cannot_keep_up")], (), 10.0)

@@ -1,8 +1,8 @@
 """Hand-backs that respect other tools: a value someone changed after the sidecar's write is theirs."""
 
-from quota_sidecar import ownership
-from quota_sidecar.ownership import Write
-from quota_sidecar.records import Owned
+from quota_sidecar.act import ownership
+from quota_sidecar.act.ownership import Write
+from quota_sidecar.common.records import Owned
 
 RATE = "follower.replication.throttled.rate"
 INITIAL, SIDECAR_RATE = 1_000_000.0, 5_000_000.0  # kafka-reassign-partitions --throttle, then the sidecar's

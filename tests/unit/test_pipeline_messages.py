@@ -2,7 +2,7 @@
 another version or not JSON read as none."""
 from datetime import datetime, timezone
 
-from quota_sidecar import pipeline_messages as messages
+from quota_sidecar.common import pipeline_messages as messages
 
 AT = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
 

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from quota_sidecar.config import ReplicationConfig
-from quota_sidecar.observation import Partition
-from quota_sidecar.planning import ClusterReading, PlanError, PlannedMove, plan_rows, read_plan, summary
+from quota_sidecar.common.observation import Partition
+from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.decide.planning import ClusterReading, PlanError, PlannedMove, plan_rows, read_plan, summary
 
 
 def written(tmp_path, content) -> str:

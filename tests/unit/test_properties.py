@@ -2,8 +2,8 @@
 
 import pytest
 
-from quota_sidecar.errors import ConfigError
-from quota_sidecar.properties import client_kwargs
+from quota_sidecar.common.errors import ConfigError
+from quota_sidecar.configuration.properties import client_kwargs
 
 FULL = "client.quota.callback.static.kafka.admin."
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'

@@ -6,11 +6,12 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 from harness.waiting import eventually
-from quota_sidecar.config import LocalWatchConfig, StorageLimit
-from quota_sidecar.local_watch import LocalWatch, as_volumes
-from quota_sidecar.observation import Volume
-from quota_sidecar.volumes import LocalSample, with_published
-from quota_sidecar.znode_volumes import VOLUMES_PATH, ZnodeVolumes
+from quota_sidecar.common.observation import Volume
+from quota_sidecar.common.vocabulary import StorageLimit
+from quota_sidecar.configuration.config import LocalWatchConfig
+from quota_sidecar.observe.local_watch import LocalWatch, as_volumes
+from quota_sidecar.observe.volumes import LocalSample, with_published
+from quota_sidecar.observe.znode_volumes import VOLUMES_PATH, ZnodeVolumes
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -2,11 +2,12 @@
 
 import pytest
 
-from quota_sidecar import ownership, quotas
-from quota_sidecar.config import QuotaConfig
-from quota_sidecar.ownership import Write
-from quota_sidecar.quotas import FETCH, PRODUCE, REQUEST, UNLIMITED
-from quota_sidecar.records import Owned
+from quota_sidecar.act import ownership
+from quota_sidecar.act.ownership import Write
+from quota_sidecar.common.records import Owned
+from quota_sidecar.configuration.config import QuotaConfig
+from quota_sidecar.decide import quotas
+from quota_sidecar.decide.quotas import FETCH, PRODUCE, REQUEST, UNLIMITED
 
 
 @pytest.mark.parametrize("produce, factor, expected", [

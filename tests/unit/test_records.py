@@ -1,8 +1,8 @@
 """The records the sidecars keep in the cluster: keys written and read back by the same module."""
 
-from quota_sidecar import records
-from quota_sidecar.observation import Overrides
-from quota_sidecar.records import Owned
+from quota_sidecar.common import records
+from quota_sidecar.common.observation import Overrides
+from quota_sidecar.common.records import Owned
 
 
 def stored(*pairs) -> dict[str, dict]:

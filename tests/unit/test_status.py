@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from builders import judged_row
-from quota_sidecar import status
-from quota_sidecar.throttles import BrokerRates
-from quota_sidecar.cordoning import CordonView
+from quota_sidecar.act.cordoning import CordonView
+from quota_sidecar.decide.throttles import BrokerRates
+from quota_sidecar.serve import status
 
 
 def test_status_names_every_volume_with_its_state(a_snapshot, later):

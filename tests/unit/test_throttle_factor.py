@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from quota_sidecar.throttle_factor import FactorState, after_failure, after_incomplete, after_success
+from quota_sidecar.decide.throttle_factor import FactorState, after_failure, after_incomplete, after_success
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 VALIDITY = timedelta(minutes=2)

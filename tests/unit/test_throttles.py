@@ -4,14 +4,16 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from quota_sidecar.config import ReplicationConfig
-from quota_sidecar.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
-                                       ReplicaSizes)
-from quota_sidecar.throttles import (BROKER_OVERRIDE, COMPUTED, DIR_COPY_RATE, DISK_GUARD, FAIL_SAFE, FOLLOWER_RATE, GLOBAL_OVERRIDE,
-                                     KEEP_UP, KEPT, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH, UNCHANGED, BrokerRates, ListChange,
-                                     catching_up, count_failures, entries_of, foreign_cleanup_due,
-                                     global_override_expired, growth_rate, link_rates, list_change, measured_replicas, roles,
-                                     throttled_replicas, wanted_broker_configs, with_overrides)
+from quota_sidecar.common.observation import (FOLLOWER, LEADER, UNLIMITED, BrokerLoad, Overrides, Partition,
+                                              Reassignment, ReplicaSizes)
+from quota_sidecar.common.vocabulary import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, GLOBAL_OVERRIDE, KEEP_UP,
+                                             KEPT, UNCHANGED)
+from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.decide.throttles import (DIR_COPY_RATE, FOLLOWER_RATE, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH,
+                                            BrokerRates, ListChange, catching_up, count_failures, entries_of,
+                                            foreign_cleanup_due, global_override_expired, growth_rate, link_rates,
+                                            list_change, measured_replicas, roles, throttled_replicas,
+                                            wanted_broker_configs, with_overrides)
 
 MOVE = Reassignment("t", 0, replicas=(3, 1, 2), adding=(3,), removing=(1,))
 
@@ -223,8 +225,8 @@ def fake_rate_judge(rows):
 ])
 def test_a_broker_catching_up_outside_moves_is_a_destination_when_asked_or_guarded(catch_up, guarded, violations,
                                                                                    follower):
-    from quota_sidecar.observation import ReplicationObservation
-    from quota_sidecar.throttles import ReplicationDecider
+    from quota_sidecar.common.observation import ReplicationObservation
+    from quota_sidecar.decide.throttles import ReplicationDecider
 
     config = ReplicationConfig(capacity_default=100, throttle_catch_up=catch_up)
     observation = ReplicationObservation(broker_load={3: BrokerLoad(0, 0)}, catching_up={"t": ((0, 3),)},

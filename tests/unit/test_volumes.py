@@ -2,9 +2,9 @@
 
 from datetime import datetime, timedelta, timezone
 
-from quota_sidecar.config import StorageLimit
-from quota_sidecar.observation import Volume
-from quota_sidecar.volumes import by_broker, recorded, remember, with_history
+from quota_sidecar.common.observation import Volume
+from quota_sidecar.common.vocabulary import StorageLimit
+from quota_sidecar.observe.volumes import by_broker, recorded, remember, with_history
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MINUTE = timedelta(minutes=1)

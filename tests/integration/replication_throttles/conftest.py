@@ -16,8 +16,8 @@ import pytest
 from harness import waiting
 from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS, LocalKafkaCluster
 from harness.replication_checks import BROKER_PROPERTIES, RATE_KEYS, equal, eventually, fleet_of, sidecar_records
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cluster_store import ClusterStore
+from quota_sidecar.act.cluster_store import ClusterStore
+from quota_sidecar.observe.admin import ClusterAdmin
 
 
 class _FailureReport:

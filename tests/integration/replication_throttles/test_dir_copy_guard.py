@@ -23,10 +23,10 @@ from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
 from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, VOLUME, FreeSpace, cancelled_in_status,
                                     fill, start_guard_fleet)
 from harness.replication_checks import broker_configs, create_topic, equal, eventually
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cordons import KEY as CORDONED_LOG_DIRS
-from quota_sidecar.replication import DIR_COPY_GUARD
-from quota_sidecar.throttles import DIR_COPY_RATE
+from quota_sidecar.act.replication import DIR_COPY_GUARD
+from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
+from quota_sidecar.decide.throttles import DIR_COPY_RATE
+from quota_sidecar.observe.admin import ClusterAdmin
 
 from .conftest import ClusterLogs
 

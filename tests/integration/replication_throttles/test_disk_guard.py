@@ -15,10 +15,10 @@ import pytest
 from harness.local_cluster import SmallFilesystemUnavailable
 from harness.replication_checks import (BROKER_PROPERTIES, broker_configs, broker_down, cli, create_topic,
                                         delete_topic, equal, eventually, fleet_of, lists, moving, produce)
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.observation import UNLIMITED
-from quota_sidecar.throttles import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, REMOTE_COPY,
-                                     REMOTE_FETCH)
+from quota_sidecar.common.observation import UNLIMITED
+from quota_sidecar.decide.throttles import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, REMOTE_COPY,
+                                            REMOTE_FETCH)
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 

@@ -21,9 +21,9 @@ from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
 from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, SMALL, VOLUME, FreeSpace,
                                     cancelled_in_status, fill, start_guard_fleet)
 from harness.replication_checks import broker_configs, create_topic, equal, eventually, lists
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cordons import KEY as CORDONED_LOG_DIRS
-from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS
+from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS
+from quota_sidecar.observe.admin import ClusterAdmin
 
 from .conftest import ClusterLogs
 

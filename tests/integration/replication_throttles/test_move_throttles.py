@@ -26,8 +26,9 @@ from harness.replication_checks import (MAX_RATE, MIN_RATE, TOKEN, assert_thrott
                                         cli, create_topic, delete_topic, equal, eventually, lists, moving,
                                         own_status, produce, sidecar_records)
 from harness.sidecar_process import SidecarProcess, http
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, RULE_REASONS
+from quota_sidecar.common.vocabulary import RULE_REASONS
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 

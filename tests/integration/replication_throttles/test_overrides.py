@@ -15,7 +15,7 @@ from harness.replication_checks import (BROKER_PROPERTIES, MOVE_BYTES, PREFIX, R
                                         broker_down, cli, create_topic, equal, eventually, lists, own_status, produce,
                                         sidecar_records)
 from harness.sidecar_process import SidecarProcess, http
-from quota_sidecar.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 

@@ -15,14 +15,14 @@ from harness.replication_checks import (RATE_KEYS, REACTION, TOKEN, broker_confi
                                         sidecar_properties)
 from harness.sidecar_process import SidecarProcess, http
 from harness.zookeeper_server import children
-from quota_sidecar.admin import ClusterAdmin
-from quota_sidecar.cordons import KEY as CORDONED
-from quota_sidecar.properties import SIDECAR_CLIENT_ID
-from quota_sidecar.quotas import PRODUCE
-from quota_sidecar.throttles import FOLLOWER_RATE, LEADER_RATE
-from quota_sidecar.zookeeper_session import ZooKeeperSession
-from quota_sidecar.zookeeper_store import ZooKeeperStore
-from quota_sidecar.znode_volumes import VOLUMES_PATH
+from quota_sidecar.act.zookeeper_store import ZooKeeperStore
+from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
+from quota_sidecar.decide.cordons import KEY as CORDONED
+from quota_sidecar.decide.quotas import PRODUCE
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, LEADER_RATE
+from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.observe.znode_volumes import VOLUMES_PATH
+from quota_sidecar.observe.zookeeper_session import ZooKeeperSession
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 

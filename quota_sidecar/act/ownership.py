@@ -1,0 +1,149 @@
+"""Writes that change only what the sidecar owns, and hand back what it replaced, unless someone else changed it.
+
+A target is anything the sidecar sets on the cluster: a client quota key of one entity, a dynamic config
+key of one broker. The records (kept in the cluster, see cluster_store) say, for each target the sidecars
+wrote, the value it replaced and the value they last wrote (`records.Owned`), so clean-up restores the
+cluster even after a restart.
+
+Other tools and people write the same targets (`kafka-reassign-partitions --verify` removes every
+throttle rate, an operator raises a quota by hand). A value in force that is no longer what the sidecars
+wrote was changed by someone else: the sidecars leave it alone from then on, and when they let go of the
+target they forget it instead of putting back what they once replaced.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable, Mapping, TypeVar
+
+from ..common.records import Owned, Records
+
+Target = Hashable
+# Before leaving a target to someone else, the writer reads again after this long: a broker answering a
+# describe may lag the sidecars' last write by a moment, and another sidecar may have written since.
+SECOND_LOOK_SECONDS = 0.5
+Planned = TypeVar("Planned")
+
+
+@dataclass(frozen=True)
+class Write:
+    target: Target
+    old: float | None
+    new: float | None          # None removes the value
+    replaced: float | None     # what was there before the sidecar first wrote this target
+    forget: bool = False       # the sidecar lets go of the target: drop its record
+    left_alone: bool = False   # someone changed the value since the sidecar wrote `written`: nothing is written
+    written: float | None = None  # with left_alone: the value the sidecar had written
+
+    @property
+    def changes(self) -> bool:
+        return not self.left_alone and not same(self.old, self.new)
+
+    def record(self) -> Owned:
+        """What the record keeps once this write is done (for a write that does not forget)."""
+        if self.left_alone:
+            return Owned(self.replaced, self.written, yielded=True)
+        return Owned(self.replaced, self.new)
+
+
+def plan(wanted: Mapping[Target, float | None], in_force: Mapping[Target, float | None],
+         owned: Mapping[Target, Owned]) -> list[Write]:
+    """The writes that turn `in_force` into `wanted`, and nothing else.
+
+    A target wanted as None ("nothing from the sidecar") is only touched when a record says the sidecar
+    set it: it goes back to the value it replaced. A target someone changed after the sidecar's write is
+    left alone, and forgotten once the sidecar lets go of it.
+    """
+    writes = []
+    for target, new in wanted.items():
+        old, mine = in_force.get(target), owned.get(target)
+        if mine is not None and (mine.yielded or changed_by_others(mine, old)):
+            if new is None:
+                writes.append(_leave(target, old, mine, forget=True))
+            elif not mine.yielded:
+                writes.append(_leave(target, old, mine))
+        elif new is not None and not same(old, new):
+            writes.append(Write(target, old, new, old if mine is None else mine.replaced))
+        elif new is None and mine is not None:
+            writes.append(Write(target, old, mine.replaced, mine.replaced, forget=True))
+    return writes
+
+
+def restore(in_force: Mapping[Target, float | None], owned: Mapping[Target, Owned]) -> list[Write]:
+    """Clean-up, in the order of `owned`: every target the sidecars set goes back to the value it replaced,
+    except those someone changed since (only forgotten)."""
+    return plan(dict.fromkeys(owned), in_force, owned)
+
+
+def changed_by_others(mine: Owned, in_force: float | None) -> bool:
+    """The value in force is not the one the sidecars last wrote (unknowable for an old record: trusted)."""
+    return mine.written_known and not same(in_force, mine.written)
+
+
+def _leave(target: Target, old: float | None, mine: Owned, forget: bool = False) -> Write:
+    return Write(target, old, old, mine.replaced, forget=forget, left_alone=True, written=mine.written)
+
+
+def carry_out(writes: list[Write], store, record_key: Callable[[Target], str],
+              apply_one: Callable[[Target, float | None], None], on_change: Callable[[Write], None],
+              force: bool = False) -> None:
+    """Apply `writes`, keeping the records in `store` true; on_change(write) for each value changed or left
+    alone. `force` writes even what reads back as done: clean-up must not trust a read that may lag the
+    write before it."""
+    for write in writes:
+        key = record_key(write.target)
+        if not write.forget:
+            # Recorded before the write: a crash in between still leaves the target known as ours. Also
+            # when a record was read at the start of the pass: another sidecar's clean-up may have
+            # deleted it since; the value written is the same.
+            store.put(key, write.record().stored())
+        if write.changes or (force and not write.left_alone):
+            apply_one(write.target, write.new)
+        if write.changes or write.left_alone:
+            on_change(write)
+        if write.forget:
+            store.delete(key)
+
+
+def carry_out_together(writes: list[Write], store, record_key: Callable[[Target], str],
+                       apply_all: Callable[[list[Write]], None], on_change: Callable[[Write], None],
+                       force: bool = False) -> None:
+    """carry_out in three round trips however many writes: every record first, then every value changed (one
+    request, in the writes' order), then the records let go of."""
+    store.write_many({record_key(write.target): write.record().stored() for write in writes if not write.forget})
+    apply_all([write for write in writes if write.changes or (force and not write.left_alone)])
+    for write in writes:
+        if write.changes or write.left_alone:
+            on_change(write)
+    store.write_many({record_key(write.target): None for write in writes if write.forget})
+
+
+def left_alone_reason(write: Write, shown: Callable[[float | None], str]) -> str:
+    """One line's end for a target left alone: what is in force, what the sidecar had written."""
+    then = "forgotten" if write.forget else "left alone until the sidecar lets go of it"
+    return (f"{shown(write.old)} in force, changed by someone else since the sidecar wrote "
+            f"{shown(write.written)}: {then}")
+
+
+def same(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9)
+
+
+def leaves_alone(writes: Iterable[Write]) -> bool:
+    return any(write.left_alone for write in writes)
+
+
+def with_second_look(plan: Callable[[Records], Planned], all_records: Records, read_records: Callable[[], Records],
+                     yields: Callable[[Planned], bool] = leaves_alone,
+                     sleep: Callable[[float], None] = time.sleep) -> Planned:
+    """plan(all_records); when that leaves a target to someone else, planned once more SECOND_LOOK_SECONDS
+    later on records read anew (the broker may not show the last write yet, or another sidecar wrote)."""
+    planned = plan(all_records)
+    if yields(planned):
+        sleep(SECOND_LOOK_SECONDS)
+        planned = plan(read_records())
+    return planned

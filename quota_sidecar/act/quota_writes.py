@@ -1,0 +1,95 @@
+"""The client quotas the sidecars write: recorded first, only what changed, handed back on clean-up.
+
+What is in force for the sidecar's own entities, and how many tenants it throttles, is kept for status and
+metrics (snapshot.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..common import records
+from ..configuration.config import QuotaConfig
+from ..decide import quotas
+from . import ownership
+from .snapshot import Counters
+
+log = logging.getLogger(__name__)
+
+
+class QuotaWriter:
+    def __init__(self, config: QuotaConfig, admin, store, counters: Counters):
+        self.config, self.admin, self.store, self.counters = config, admin, store, counters
+        self.in_force: dict = {}  # the sidecar's own entities
+        self.tenants = quotas.TenantCount(0, 0)
+
+    def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False) -> None:
+        """Write what differs from `wanted`. `tighten_only`: a poll that could not decide knows nothing new, so
+        it may keep a throttle (retrying a write that failed) but lifts none: another sidecar's local verdict,
+        fresher than this one's last valid factor, stays in force."""
+        def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
+            owned = records.owned(all_records, records.QUOTA)
+            in_force = self.read(wanted, owned)
+            writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
+            return in_force, [write for write in writes if not tighten_only or _tightens(write)]
+
+        in_force, writes = ownership.with_second_look(planned, all_records, self._read_records,
+                                                      yields=lambda planned: ownership.leaves_alone(planned[1]))
+        ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written)
+        in_force = quotas.after(in_force, writes)
+        self.in_force = {entity: keys for entity, keys in in_force.items() if entity not in wanted.tenants}
+        self.tenants = quotas.tenant_count(wanted, in_force)
+
+    def read(self, wanted: quotas.ClientQuotas, owned) -> dict:
+        """The quotas in force for every entity the sidecars want or once wrote."""
+        entities = dict.fromkeys([*wanted.entities(), *(entity for entity, _ in owned)])
+        return self.admin.describe_user_quotas(list(entities))
+
+    def cleanup(self) -> records.Records:
+        """Hand back every quota the sidecars set: the value it replaced, unless someone changed it since. The
+        records as they were read, for the rest of the clean-up."""
+        exemption = (None, self.config.sidecar_client_id)
+
+        def planned(all_records: records.Records) -> tuple[records.Records, list[ownership.Write]]:
+            owned = records.owned(all_records, records.QUOTA)
+            in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in owned)))
+            return all_records, ownership.restore(quotas.flatten(in_force), owned)
+
+        all_records, writes = ownership.with_second_look(planned, self._read_records(), self._read_records,
+                                                         yields=lambda planned: ownership.leaves_alone(planned[1]))
+        # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
+        last = [write for write in writes if write.target[0] == exemption]
+        for batch in ([write for write in writes if write not in last], last):
+            ownership.carry_out_together(batch, self.store, self._record_key, self._alter_quotas, self._written,
+                                         force=True)
+        return all_records
+
+    def _read_records(self) -> records.Records:
+        return records.parse(self.store.read_all())
+
+    def _written(self, write: ownership.Write) -> None:
+        if write.left_alone:
+            log.info("%s: %s", quotas.target_label(write.target), ownership.left_alone_reason(write, quotas.rate_text))
+            return
+        self.counters.writes += 1
+        log.info("%s: %s -> %s", quotas.target_label(write.target), quotas.rate_text(write.old),
+                 quotas.rate_text(write.new))
+
+    @staticmethod
+    def _record_key(target) -> str:
+        return records.key(records.QUOTA, *target)
+
+    def _alter_quotas(self, writes: list[ownership.Write]) -> None:
+        """One AlterClientQuotas for all: a tenant more costs no round trip in the local verdict's path."""
+        changes: dict = {}
+        for write in writes:
+            entity, key = write.target
+            changes.setdefault(entity, {})[key] = write.new
+        self.admin.alter_user_quotas(changes)
+
+
+def _tightens(write: ownership.Write) -> bool:
+    """A lower rate than in force (None: no quota, unlimited), or no change at all."""
+    if not write.changes:
+        return True
+    return write.new is not None and (write.old is None or write.new < write.old)

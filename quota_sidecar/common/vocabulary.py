@@ -1,0 +1,48 @@
+"""The rules' vocabulary, spelled once for the agent and the aggregator (spark_jobs): why a replication rate
+is what it is, the states of a moving replica, and the storage limit the volume rule applies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import isodate
+
+# Why a rate is what it is, in precedence order: safety first, then the operators, then the rule.
+DISK_GUARD, BROKER_OVERRIDE, GLOBAL_OVERRIDE = "disk_guard", "broker_override", "global_override"
+# The rule's own reasons (spark_jobs/replication_rates.py spells its SQL with these); keep_up raises the
+# others to KIP-73's lower bound, the rate a move needs to end at all.
+KEEP_UP, FAIL_SAFE, KEPT, UNCHANGED, COMPUTED = "keep_up", "fail_safe", "kept", "unchanged", "computed"
+RULE_REASONS = (KEEP_UP, FAIL_SAFE, KEPT, UNCHANGED, COMPUTED)
+
+# A moving replica's state, and why a stuck one is stuck (spark_jobs/move_progress.py spells its SQL with these).
+CAUGHT_UP, MOVING, STUCK = "caught_up", "moving", "stuck"
+CANNOT_KEEP_UP, NO_PROGRESS = "cannot_keep_up", "no_progress"
+
+
+@dataclass(frozen=True)
+class StorageLimit:
+    """Exactly one of the two hard limits is set; a soft limit, if any, is of the same kind and above it."""
+    min_available_bytes: int | None = None
+    min_available_ratio: float | None = None
+    soft_min_available_bytes: int | None = None
+    soft_min_available_ratio: float | None = None
+    lead_time: timedelta = timedelta(0)  # 0: no predicted violations
+
+    def as_params(self) -> dict:
+        return {"min_available_bytes": self.min_available_bytes, "min_available_ratio": self.min_available_ratio,
+                "soft_min_available_bytes": self.soft_min_available_bytes,
+                "soft_min_available_ratio": self.soft_min_available_ratio,
+                "lead_time_seconds": self.lead_time.total_seconds()}
+
+    def describe(self) -> str:
+        if self.min_available_bytes is not None:
+            text = f"available bytes <= {self.min_available_bytes}"
+        else:
+            text = f"available ratio <= {self.min_available_ratio}"
+        soft = self.soft_min_available_bytes if self.soft_min_available_bytes is not None else self.soft_min_available_ratio
+        if soft is not None:
+            text += f", soft zone below {soft}"
+        if self.lead_time:
+            text += f", or reached within {isodate.duration_isoformat(self.lead_time)} at the fill rate"
+        return text

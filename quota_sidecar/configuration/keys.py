@@ -1,0 +1,215 @@
+"""The sidecar's keys, described once: name, parser, default and meaning.
+
+KEYS is the one description of the keys: the README's table is `quota-sidecar keys`, and a test holds
+the two together; config.py parses a configuration with them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Callable
+
+import isodate
+
+from ..common.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent, path_list,
+                         percent, port, positive_duration, positive_int, positive_number, principal_list, ratio,
+                         spark_url, state_store, text, token, zookeeper_connect)
+
+CAPACITY_KEY = "replication.capacity.bytes.per.second"
+HARD_KEYS = ("storage.per.volume.limit.min.available.bytes", "storage.per.volume.limit.min.available.ratio")
+SOFT_KEYS = ("storage.per.volume.soft.limit.min.available.bytes", "storage.per.volume.soft.limit.min.available.ratio")
+# A poll's deadline when poll.timeout is not set: this, or the admin request timeout and a margin when shorter.
+DEFAULT_POLL_TIMEOUT = timedelta(seconds=10)
+POLL_TIMEOUT_MARGIN = timedelta(seconds=5)
+# Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
+BROKER_ID_KEYS = ("node.id", "broker.id")
+LOG_DIR_KEYS = ("log.dirs", "log.dir")  # Kafka reads log.dirs first
+
+
+# ---------------------------------------------------------------- the pipeline's values
+
+def servers(raw: str) -> str:
+    """host:port[,host:port...], as bootstrap.servers; empty for none."""
+    value = raw.strip()
+    if value and not all(re.fullmatch(r"[A-Za-z0-9._-]+:\d{1,5}|\[[0-9A-Fa-f:.]+\]:\d{1,5}", part.strip())
+                         for part in value.split(",")):
+        raise ValueError
+    return ",".join(part.strip() for part in value.split(",")) if value else ""
+
+
+servers.allowed = "empty, or host:port[,host:port...] as in bootstrap.servers"
+
+
+def topic_name(raw: str) -> str:
+    """A topic name Kafka accepts: letters, digits, '.', '_' and '-', at most 249 characters."""
+    value = raw.strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", value) or value in (".", ".."):
+        raise ValueError
+    return value
+
+
+topic_name.allowed = "a topic name: letters, digits, '.', '_', '-' (at most 249)"
+
+
+def location(raw: str) -> str:
+    """An absolute path, or a URL Spark's Hadoop layer opens (s3a://bucket/path, hdfs://...); empty for the default."""
+    value = raw.strip()
+    if value and not (value.startswith("/") or re.fullmatch(r"[a-z][a-z0-9+.-]*://\S+", value)):
+        raise ValueError
+    return value
+
+
+location.allowed = "empty, an absolute path, or a URL such as s3a://bucket/path"
+
+
+# ---------------------------------------------------------------- the keys
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str], object]
+    default: object
+    doc: str                   # what it means, for the README table and `quota-sidecar keys`
+    default_doc: str = ""      # the default in words, where the value alone does not say it
+
+    @property
+    def allowed(self) -> str:
+        return self.parse.allowed
+
+    def shown_default(self) -> str:
+        if self.default_doc:
+            return self.default_doc
+        if isinstance(self.default, timedelta):
+            return isodate.duration_isoformat(self.default)
+        if isinstance(self.default, bool):
+            return str(self.default).lower()
+        if self.default in ("", ()):
+            return "empty"
+        return str(self.default)
+
+
+KEYS: tuple[Key, ...] = (
+    Key("storage.per.volume.limit.min.available.bytes", non_negative_int, None,
+        "throttle when a volume's available bytes <= this", "unset"),
+    Key("storage.per.volume.limit.min.available.ratio", ratio, None,
+        "throttle when a volume's available/total <= this (total 0 counts as 0)", "unset"),
+    Key("storage.per.volume.soft.limit.min.available.bytes", non_negative_int, None,
+        "opt-in soft zone, above the hard limit and of its kind (needs `produce`): between the two, `produce` is "
+        "scaled by (available - hard) / (soft - hard)", "unset (off)"),
+    Key("storage.per.volume.soft.limit.min.available.ratio", ratio, None,
+        "the same soft zone on available/total", "unset (off)"),
+    Key("storage.per.volume.limit.lead.time", duration, timedelta(0),
+        "opt-in: a volume also violates (a predicted violation) when at its fill rate it reaches the limit "
+        "within this time", "PT0S (off)"),
+    Key("storage.fill.window", positive_duration, timedelta(minutes=1),
+        "a volume's fill rate: the least-squares slope of its available bytes over the observations this recent "
+        "(the current one included; longer than zero)"),
+    Key("storage.check.interval", duration, timedelta(minutes=1),
+        "time between polls; PT0S disables the storage check (no limit needed then)"),
+    Key("storage.local.log.dirs", path_list, (), "this broker's log dirs as the sidecar sees them (a read-only "
+        "mount in a pod), watched with statvfs; one not made yet (its parent must exist) is watched once it appears",
+        "log.dirs (or log.dir) of the file"),
+    Key("storage.local.watch.interval", duration, timedelta(milliseconds=100),
+        "how often the local log dirs are sampled; PT0S turns the local watch off", "PT0.1S"),
+    Key("storage.local.trigger.horizon", positive_duration, None, "start a pass at once when a local volume would reach "
+        "the limit within this, at its current fill rate", "3 x the last pass's duration"),
+    Key("poll.timeout", positive_duration, DEFAULT_POLL_TIMEOUT,
+        "deadline of one poll or replication pass (admin calls, their retries, the aggregator's decision); "
+        "once it runs out the poll fails and the factor's timeline goes on",
+        "PT10S (kafka.admin.request.timeout.ms + 5 s when that is shorter)"),
+    Key("storage.cordon.log.dirs", boolean, True,
+        "while a log dir of this broker violates the limit, add it to the broker's cordoned.log.dirs (KIP-1066, "
+        "Kafka >= 4.3: no new replicas there) and remove it on recovery; needs broker.id"),
+    Key("storage.cancel.moves.at.limit", boolean, True,
+        "with replication throttles on: cancel the moves adding replicas to a log dir of this broker, and the "
+        "copies into it from another dir of the broker, when its free space keeps falling under the disk guard, "
+        "below the limit by more than the guarded fetches bring"),
+    Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
+    Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
+        "how long a factor stays valid while polls fail"),
+    Key("zookeeper.connect", zookeeper_connect, "", "the cluster's ZooKeeper (Kafka 3.x in ZooKeeper mode): the "
+        "sidecars publish their broker's local volumes in ephemeral znodes under <chroot>/quota-sidecar/volumes, "
+        "the volume source for brokers whose DescribeLogDirs has no sizes (Kafka < 3.3)", "empty (off)"),
+    Key("zookeeper.session.timeout", positive_duration, timedelta(seconds=10),
+        "the sidecar's ZooKeeper session: how long after it dies its znode goes (ZooKeeper bounds it by its tick)"),
+    Key("state.store", state_store, "topic", "where the sidecars keep their records and the overrides: the compacted "
+        "topic, or the znode <chroot>/quota-sidecar/state (versioned writes)"),
+    Key("produce", positive_number, None, "producer quota in bytes/s per principal, scaled by the factor",
+        "unset (unlimited)"),
+    Key("fetch", positive_number, None, "consumer quota in bytes/s per principal, never scaled", "unset (no quota)"),
+    Key("request", positive_number, None, "request-time quota in percent per principal, never scaled",
+        "unset (no quota)"),
+    Key("excluded.principal.name.list", principal_list, (), "principals never throttled"),
+    Key("spark.url", spark_url, "", "where the aggregator (and evaluate, plan) runs Spark: empty for an embedded "
+        "local Spark, sc:// for a Spark Connect server, else a Spark master URL; the agent runs none"),
+    Key("pipeline.bootstrap.servers", servers, "", "the cluster of the pipeline between the agents and the aggregator "
+        "(its observations and decisions topics), reached with the kafka.admin.* settings: a separate cluster's "
+        "bootstrap servers keep the decisions flowing when the watched cluster is in trouble",
+        "the watched cluster (kafka.admin.bootstrap.servers)"),
+    Key("pipeline.observations.topic", topic_name, OBSERVATIONS_TOPIC, "the agents' observations (kept 7 days)"),
+    Key("pipeline.decisions.topic", topic_name, DECISIONS_TOPIC, "the aggregator's decisions (compacted)"),
+    Key("aggregator.checkpoint.location", location, "", "the aggregator's Spark checkpoint (offsets read): a restart "
+        "resumes after the last micro-batch it decided; put it on a volume", "<temp dir>/quota-sidecar-aggregator"),
+    Key("aggregator.kafka.jars", path_list, (), "the jars of Spark's Kafka connector the aggregator loads (never "
+        "downloaded at run time)", "those of build/spark-kafka.classpath (make setup)"),
+    Key("http.host", host, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
+    Key("http.port", port, 8080, "its port (0 picks a free one, logged)"),
+    Key("api.token", token, "", "bearer token for override changes; empty refuses changes"),
+    Key("broker.id", non_negative_int, None, "the broker beside this sidecar (needed by replication throttles)",
+        "node.id/broker.id of the file"),
+    Key(CAPACITY_KEY, positive_int, None, "network capacity of every broker in bytes/s "
+        f"({CAPACITY_KEY}.<broker id> for one broker)", "unset (replication throttles off)"),
+    Key("replication.max.tx.percent", percent, 90.0, "share of free outbound capacity a source may use"),
+    Key("replication.max.rx.percent", percent, 90.0, "share of free inbound capacity a destination may use"),
+    Key("replication.min.rate.bytes.per.second", positive_int, 10_000_000, "floor and fail-safe rate in bytes/s"),
+    Key("replication.change.threshold.percent", non_negative_percent, 10.0,
+        "a new rate is written only when it moves at least this much"),
+    Key("replication.failure.threshold", non_negative_int, 1,
+        "failed network reads in a row tolerated before the fail-safe rate"),
+    Key("replication.disk.guard.rate.bytes.per.second", positive_int, 1,
+        "follower rate of a destination whose volume violates the limit"),
+    Key("replication.network.interface", text, "",
+        "interface measured with psutil; name it on a host with bridges or veths, where the default counts "
+        "bytes crossing a bridge twice (in a pod, the default sees just the pod's interface)", "empty (all but lo)"),
+    Key("replication.network.window", positive_duration, timedelta(seconds=30),
+        "network figures averaged over this window"),
+    Key("replication.check.interval", positive_duration, timedelta(seconds=10),
+        "time between replication passes (moves, network, rates; the storage check keeps its own interval); "
+        "the shorter of the two applies"),
+    Key("replication.stuck.after", positive_duration, timedelta(minutes=2),
+        "a moving replica whose bytes behind have not fallen for this long is reported stuck (no_progress)"),
+    Key("replication.keep.up.margin.percent", non_negative_percent, 20.0,
+        "keep_up: a move's throttle stays this much above the traffic its partitions take in (KIP-73's lower "
+        "bound), or the move never ends"),
+    Key("replication.throttle.catch.up", boolean, False,
+        "opt-in: throttle this broker as a destination, by the same rule, while it catches up outside any move "
+        "(out-of-sync replicas after a restart or a replacement; KIP-73 Q&A 2), with no override needed"),
+    Key("replication.cleanup.foreign.after", duration, None,
+        "opt-in: clear throttle rates other tools left on this broker once no move was seen this long",
+        "unset (off)"),
+    Key("remote.copy.max.bytes.per.second", positive_int, None,
+        "KIP-956 remote.log.manager.copy.max.bytes.per.second of this broker", "unset (untouched)"),
+    Key("remote.fetch.max.bytes.per.second", positive_int, None,
+        "KIP-956 remote.log.manager.fetch.max.bytes.per.second of this broker", "unset (untouched)"),
+    Key("remote.copy.lift.on.violation", boolean, False,
+        "lift the copy quota while this broker has a violating volume, so uploads free local disk sooner"),
+)
+KEYS_BY_NAME = {key.name: key for key in KEYS}
+PER_BROKER_CAPACITY = re.compile(re.escape(CAPACITY_KEY) + r"\.(\d+)$")
+# The admin client's keys are checked by properties.client_kwargs; the README lists what it accepts.
+ADMIN_KEYS_DOC = (
+    (ADMIN_PREFIX + "bootstrap.servers", "required", "a comma-separated list of host:port",
+     "the cluster the sidecar watches"),
+    (ADMIN_PREFIX + "*", "", "see below", "admin client properties (security included), as the Java client names them"),
+)
+
+
+def keys_table() -> str:
+    """The keys as a Markdown table: the README's, and `quota-sidecar keys --markdown`."""
+    rows = [*ADMIN_KEYS_DOC, *((key.name, key.shown_default(), key.allowed, key.doc) for key in KEYS)]
+    lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{name}` | {default} | {allowed} | {doc} |" for name, default, allowed, doc in rows]
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""The agent's end of the pipeline: it publishes an observation and reads the aggregator's decision on it.
+
+Two topics of the pipeline cluster (the watched cluster itself unless pipeline.bootstrap.servers names
+another): observations (kept by time) and decisions (compacted), created by whichever process comes first.
+An agent writes under its key (pipeline_messages.key) and reads the one partition of the decisions topic
+that key goes to (Kafka's default partitioner, as the aggregator's sink uses it), from the end: a decision
+answers the observation it names, and the agent waits for that one within the pass's deadline. No answer in
+time is a failed decision, and the factor's timeline goes on (decider.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+from typing import Callable, Mapping
+
+import kafka.errors as Errors
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.partitioner.default import murmur2
+
+from ..common import deadline, pipeline_messages as messages
+from ..common.errors import AdminError, DecisionFailed, RetryableAdminError
+from ..observe.admin import ClusterAdmin
+from ..observe.kafka_client import admin_error, close_clients, open_client, with_cause
+
+PARTITIONS = 6
+
+
+class Pipeline:
+    def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int | None,
+                 timeout: float, observations_topic: str = messages.OBSERVATIONS_TOPIC,
+                 decisions_topic: str = messages.DECISIONS_TOPIC, create_topics: bool = True):
+        self._client_config = dict(client_config)
+        self.create_topics = create_topics  # False for a look (status --direct) that must create nothing
+        self.timeout = timeout  # at most this per question, within the pass's own deadline
+        self._cluster_id = cluster_id
+        self.agent = agent
+        self.observations_topic, self.decisions_topic = observations_topic, decisions_topic
+        self._admin = ClusterAdmin(self._client_config)
+        self._producer: KafkaProducer | None = None
+        self._consumer: KafkaConsumer | None = None
+        self._lock = threading.Lock()  # one question at a time: a consumer is not thread-safe
+        self.last_decision: dict | None = None  # for status: its age, its aggregator
+        self._ahead: tuple[dict, str] | None = None  # the rows of the question asked ahead, and its id
+        self._early: dict | None = None  # its decision, when read while waiting for another
+
+    def __repr__(self) -> str:  # the client configuration holds passwords
+        return f"Pipeline(observations={self.observations_topic!r}, decisions={self.decisions_topic!r})"
+
+    def ask(self, at: datetime, **rows) -> dict:
+        """Publish an observation of `rows` (pipeline_messages.observation) and return the decision on it.
+        DecisionFailed when none comes before the pass's deadline, or the pipeline cannot be reached."""
+        asking = f"asking the aggregator through {self.observations_topic}"
+        with self._lock, deadline.within(self.timeout, asking):
+            try:
+                if self._ahead is not None and self._ahead[0] == rows:  # asked already: its answer is on its way
+                    asked, self._ahead = self._ahead[1], None
+                    self._producer.flush(timeout=deadline.left(doing=asking))
+                    decision, self._early = self._early or self._answer(asked), None
+                else:
+                    asked = self._publish(at, rows, asking)
+                    self._producer.flush(timeout=deadline.left(doing=asking))
+                    decision = self._answer(asked)
+            except (Errors.KafkaError, AdminError) as error:
+                failure = error if isinstance(error, AdminError) else admin_error(error, asking)
+                raise DecisionFailed(str(with_cause(failure, self._client_config))) from None
+        self.last_decision = decision
+        return decision
+
+    def _publish(self, at: datetime, rows: dict, doing: str) -> str:
+        """Send an observation of `rows` (not flushed yet); its id."""
+        self._connect(doing)
+        observation = messages.observation(self._cluster_id(), self.agent, at, **rows)
+        key = messages.key(self._cluster_id(), self.agent)
+        self._producer.send(self.observations_topic, key=key.encode(), value=messages.encode(observation))
+        return observation["id"]
+
+    def judge_volumes(self, rows: list[dict], limits: dict) -> tuple[float, list[dict]]:
+        """decider.VolumeJudge, by the aggregator: the factor and every usable volume judged."""
+        decided = self.ask(_now(), volumes=rows, limits=limits)["volumes"]
+        return decided["factor"], decided["rows"]
+
+    def judge_rates(self, rows: list[dict], params: dict | None = None) -> dict[str, list[dict]]:
+        """throttles.RateJudge, by the aggregator: the rates, the moves and the destinations."""
+        return self.ask(_now(), replication=[{**(params or {}), **row} for row in rows])["replication"]
+
+    def ask_rates_ahead(self, rows: list[dict]) -> None:
+        """judge_rates(rows)'s question, published now and sent with the next question: judge_rates of the same
+        rows then waits for its answer instead of asking again (decider.Decider.ask_rates_ahead: both questions
+        of a pass in one round trip). A failure here is left to judge_rates to meet and report."""
+        asking = f"asking the aggregator ahead through {self.observations_topic}"
+        question = {"replication": rows}
+        with self._lock, deadline.within(self.timeout, asking):
+            self._ahead = self._early = None
+            try:
+                self._ahead = question, self._publish(_now(), question, asking)
+            except (Errors.KafkaError, AdminError):  # judge_rates publishes it again and reports what fails
+                pass
+
+    def connect(self) -> None:
+        """Create the topics if absent and connect, before the first pass needs it."""
+        with self._lock, deadline.within(self.timeout, "connecting to the pipeline"):
+            self._connect("connecting to the pipeline")
+
+    def close(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            close_clients(self._consumer, self._producer, self.observations_topic, timeout)
+            self._producer = self._consumer = None
+        self._admin.close()
+
+    def _answer(self, observation_id: str) -> dict:
+        """The decision answering `observation_id`; one answering the question asked ahead is kept (both may
+        come in one poll, which moves the position past every record it returns)."""
+        waiting = "waiting for the aggregator's decision"
+        found = None
+        while found is None:
+            left = deadline.left(doing=waiting)  # raises once the deadline has passed
+            for batch in self._consumer.poll(timeout_ms=max(1, int(min(left, 1.0) * 1000))).values():
+                for record in batch:
+                    decision = messages.decode(record.value) or {}
+                    if decision.get("answers") == observation_id:
+                        found = decision
+                    elif self._ahead is not None and decision.get("answers") == self._ahead[1]:
+                        self._early = decision
+        return found
+
+    def _connect(self, doing: str) -> None:
+        if self._consumer is not None:
+            return
+        if self.create_topics:
+            ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
+        consumer = open_client(KafkaConsumer, {
+            **self._client_config, "group_id": None, "enable_auto_commit": False,
+            "allow_auto_create_topics": False}, deadline.left(doing=doing))
+        try:
+            partitions = consumer.partitions_for_topic(self.decisions_topic)
+            if not partitions:
+                raise RetryableAdminError(f"{doing}: {self.decisions_topic} has no partitions yet")
+            key = messages.key(self._cluster_id(), self.agent).encode()
+            mine = TopicPartition(self.decisions_topic, (murmur2(key) & 0x7FFFFFFF) % len(partitions))
+            consumer.assign([mine])
+            consumer.seek_to_end(mine)
+            # Resolved now: a decision written from here on is read.
+            consumer.position(mine, timeout_ms=max(1, int(deadline.left(doing=doing) * 1000)))
+            self._producer = open_client(KafkaProducer, {
+                **self._client_config, "acks": 1, "linger_ms": 0, "allow_auto_create_topics": False},
+                deadline.left(doing=doing))
+        except BaseException:
+            consumer.close()
+            raise
+        self._consumer = consumer
+
+
+def ensure_topics(admin: ClusterAdmin, observations_topic: str, decisions_topic: str) -> None:
+    """Create the pipeline's topics unless they exist (whichever agent or aggregator comes first); a broker
+    would otherwise auto-create the decisions topic uncompacted. Replication factor min(3, live brokers)."""
+    replication_factor = min(3, len(admin.live_broker_ids()))
+    admin.create_topic(observations_topic, PARTITIONS, replication_factor,
+                       {"retention.ms": str(messages.OBSERVATIONS_RETENTION_MS)})
+    admin.create_topic(decisions_topic, PARTITIONS, replication_factor, {"cleanup.policy": "compact"})
+
+
+def end_offsets(client_config: Mapping[str, object], topic: str, timeout: float = 30.0) -> dict[int, int]:
+    """{partition: its end offset now}: where a first aggregation starts, so that an observation published
+    once it has started is decided (Spark resolves "latest" only when its first micro-batch runs)."""
+    consumer = open_client(KafkaConsumer, {**client_config, "group_id": None, "enable_auto_commit": False}, timeout)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        ends = consumer.end_offsets(partitions) if partitions else {}
+    except Errors.KafkaError as error:
+        raise admin_error(error, f"reading the end offsets of {topic}") from error
+    finally:
+        consumer.close(autocommit=False)
+    return {partition.partition: offset for partition, offset in ends.items()}
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,170 @@
+"""This broker's own log dirs, sampled with statvfs between passes: a flood is seen within a watch interval.
+
+A pass (DescribeLogDirs of every broker, the aggregator's decision, the writes) takes a fraction of a second;
+the check interval is a minute by default, and a producer can fill a disk in less. The watch reads the
+log dirs of the sidecar's own broker every `storage.local.watch.interval` (a statvfs call costs
+microseconds) and wakes the loop when one is at the limit or would reach it within the trigger horizon
+(volumes.in_danger). In a pod, the dirs are the broker's data volume mounted read-only into the sidecar.
+Each round's samples also go to `on_sample` (the znode of the sidecar's volumes, znode_volumes.py), which
+must not wait: the watch keeps its cadence whatever ZooKeeper does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from datetime import datetime, timezone
+from typing import Callable, Iterable, Mapping
+
+from ..common.observation import Volume
+from ..common.vocabulary import StorageLimit
+from ..configuration.config import LocalWatchConfig
+from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, current_fill_rate,
+                      in_danger, time_left, until_judged)
+
+log = logging.getLogger(__name__)
+
+
+def statvfs_sample(log_dir: str, at: float) -> LocalSample:
+    """What Kafka reports for a log dir (File.getTotalSpace, File.getUsableSpace), read locally."""
+    found = os.statvfs(log_dir)
+    return LocalSample(log_dir, at, found.f_blocks * found.f_frsize, found.f_bavail * found.f_frsize)
+
+
+def as_volumes(broker_id: int, samples: Iterable[LocalSample], now: datetime) -> tuple[Volume, ...]:
+    """Samples (monotonic times) as volume measurements of this broker, at wall-clock times relative to `now`."""
+    offset = now.timestamp() - time.monotonic()
+    return tuple(Volume(broker_id, sample.log_dir, sample.total_bytes, sample.available_bytes,
+                        datetime.fromtimestamp(sample.at + offset, timezone.utc)) for sample in samples)
+
+
+def own_volumes(broker_id: int, log_dirs: Iterable[str], now: datetime) -> list[Volume]:
+    """The broker's log dirs read now, as volumes (its znode, znode_volumes.py); none that cannot be read."""
+    found = []
+    for log_dir in log_dirs:
+        try:
+            sample = statvfs_sample(log_dir, 0.0)
+        except OSError:  # the watch says so, once
+            continue
+        found.append(Volume(broker_id, log_dir, sample.total_bytes, sample.available_bytes, now))
+    return found
+
+
+class LocalWatch:
+    """Samples the dirs in a daemon thread; `wake()` is called each time a dir is in the danger zone."""
+
+    def __init__(self, config: LocalWatchConfig, limit: StorageLimit, wake: Callable[[], None],
+                 horizon: Callable[[], float], read: Callable[[str, float], LocalSample] = statvfs_sample,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_sample: Callable[[list[LocalSample]], None] | None = None, peak_window: float = 60.0):
+        self.limit, self.wake, self.horizon, self.read, self.clock = limit, wake, horizon, read, clock
+        self.on_sample = on_sample
+        self.interval = config.interval.total_seconds()
+        self.dirs = list(config.log_dirs)
+        self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
+        self.danger: list[str] = []
+        self.at_limit: list[str] = []  # the dirs the last sample found at or below the hard limit
+        # The dirs at the limit or within the horizon at the fastest fill rate of the last `peak_window` seconds:
+        # the disk guard's (local_guard.py). A move held by it fills nothing, so its current rate says nothing
+        # of the burst that lifting the guard would let through.
+        self.guard_zone: list[str] = []
+        self.peak_window = peak_window
+        self._rates: dict[str, deque[tuple[float, float]]] = {}  # dir -> (when, fill rate) within the peak window
+        self.until_judged: float | None = None  # seconds from the last sample until a dir is judged violated
+        self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="local-watch", daemon=True)
+
+    def start(self) -> LocalWatch:
+        log.info("watching the local log dirs %s every %.2gs", ", ".join(self.dirs), self.interval)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def latest(self) -> list[LocalSample]:
+        """The newest sample of every watched dir."""
+        with self._lock:
+            return [samples[-1] for samples in self._history.values() if samples]
+
+    def history(self) -> dict[str, list[LocalSample]]:
+        """The samples of the last trigger window, per watched dir."""
+        with self._lock:
+            return {log_dir: list(samples) for log_dir, samples in self._history.items() if samples}
+
+    def exclude(self, reasons: Mapping[str, str]) -> None:
+        """Stop watching dirs that turn out not to be the broker's (volumes.foreign_dirs)."""
+        with self._lock:
+            for log_dir, why in reasons.items():
+                if log_dir not in self.unreadable:
+                    log.warning("not watching %s locally: %s; passes keep their interval", log_dir, why)
+                    self.unreadable[log_dir] = why
+                    self._history.pop(log_dir, None)
+
+    def sample(self) -> list[str]:
+        """One round: read every dir, keep the window, and return the dirs in the danger zone, and those that
+        entered the guard zone this round."""
+        now = self.clock()
+        found_now = []
+        with self._lock:
+            for log_dir in list(self._history):
+                try:
+                    found = self.read(log_dir, now)
+                except OSError as error:
+                    if log_dir not in self.unreadable:
+                        why = f"cannot read it: {error.strerror or error}"
+                        log.warning("not watching %s locally: %s; passes keep their interval", log_dir, why)
+                        self.unreadable[log_dir] = why
+                    continue
+                if self.unreadable.pop(log_dir, None) is not None:
+                    log.info("watching %s locally again", log_dir)
+                samples = self._history[log_dir]
+                samples.append(found)
+                found_now.append(found)
+                while samples and now - samples[0].at > TRIGGER_WINDOW_SECONDS:
+                    samples.popleft()
+            left = time_left(self._history, self.limit)
+            horizon = self.horizon()
+            self.danger = in_danger(left, horizon)
+            guarded_before = set(self.guard_zone)
+            self.guard_zone = in_danger(time_left(self._history, self.limit, self._peak_rates(now)),
+                                        max(horizon, GUARD_HORIZON_SECONDS))
+            self.at_limit = at_the_limit(left)
+            self.until_judged = until_judged(left, self.limit)
+            wake_for = self.danger + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger]
+        if self.on_sample is not None and found_now:
+            self.on_sample(found_now)
+        return wake_for
+
+    def _peak_rates(self, now: float) -> dict[str, float]:
+        """Each dir's fastest fill rate over the peak window, this round's included."""
+        peaks = {}
+        for log_dir, samples in self._history.items():
+            rates = self._rates.setdefault(log_dir, deque())
+            if samples and (rate := current_fill_rate(samples)) is not None:
+                rates.append((now, rate))
+            while rates and now - rates[0][0] > self.peak_window:
+                rates.popleft()
+            if rates:
+                peaks[log_dir] = max(rate for _, rate in rates)
+        return peaks
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if self.sample():
+                    self.wake()
+            except Exception:  # the watch only speeds passes up; the loop goes on without it
+                log.exception("the local watch failed; passes keep their interval")
+                return
