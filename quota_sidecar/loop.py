@@ -1,9 +1,8 @@
 """The sidecar loop: poll the cluster, decide, write what changed; stop between passes on SIGTERM.
 
-One thread runs the passes and owns all their state. At the end of every pass it publishes a frozen
-Snapshot, the only thing the HTTP thread (status, metrics, health) reads. Every pass ends within
-`poll.timeout` (deadline.py); a failed poll is one WARNING naming the cause, and the first poll that
-succeeds again one INFO line saying how long they failed.
+One thread runs the passes and owns all their state; at the end of every pass it publishes a frozen Snapshot,
+the only thing the HTTP thread reads. Every pass ends within `poll.timeout` (deadline.py); a failed poll is
+one WARNING naming the cause, the first poll that succeeds again one INFO line saying how long they failed.
 """
 
 from __future__ import annotations
@@ -62,6 +61,10 @@ class Sidecar:
         self._holding = False  # the next pass waits for the watch's next sample
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
+        self._deciding_on: records.Records | None = None  # the pass's records while it waits for the aggregator
+        self._verdict_while_deciding = False
+        if pipeline is not None and self.watch is not None:
+            pipeline.while_waiting = self._while_deciding
         self.publish()
 
     def snapshot(self) -> Snapshot:
@@ -100,6 +103,7 @@ class Sidecar:
 
     def _pass(self) -> Decision:
         now = self.clock()
+        self._deciding_on, self._verdict_while_deciding = None, False
         try:
             all_records = self.read_records()
             if self._write_the_local_verdict(all_records, now):
@@ -109,7 +113,11 @@ class Sidecar:
             observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
             observation = replace(self.observe(all_records, now), local_samples=self._local_samples(now))
-        decision = self.decider.decide(observation)
+        self._deciding_on = all_records
+        try:
+            decision = self.decider.decide(observation)
+        finally:
+            self._deciding_on = None
         self.counters.polls += 1
         self.counters.poll_failures += decision.error is not None
         self.counters.fallback_applied += decision.entered_fallback
@@ -117,7 +125,9 @@ class Sidecar:
         write_error = None
         if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
             try:
-                undecided = decision.error is not None and not decision.entered_fallback
+                # A verdict written while deciding is newer than what the aggregator saw: nothing may lift it.
+                undecided = (decision.error is not None and not decision.entered_fallback) or \
+                    self._verdict_while_deciding
                 self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
@@ -137,23 +147,34 @@ class Sidecar:
 
     def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> bool:
         """Quotas first when the watch's last sample shows a dir of this broker at the hard limit (one the broker
-        reports as the same filesystem): DescribeLogDirs of every broker and the aggregator's decision, most of a pass
-        under a flood, cannot change a factor of 0. Then the disk guard while a dir is at or near the limit
-        (local_guard.py). The pass then decides as always and writes what differs. Whether anything was written.
-        Every pass while the dir stays there renews the verdict (written only when it differs): without the
-        aggregator the polls fail, and a verdict older than the validity would give way to the fallback."""
-        at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
+        reports as the same filesystem): the cluster's view and the aggregator cannot change a factor of 0. Renewed
+        by every pass while it stays there, so that failed polls never age it into the fallback. Then the disk
+        guard while a dir is at or near the limit (local_guard.py). Whether anything was written."""
         writes = self.counters.writes
-        if at_limit:
-            try:
-                self.quota_writer.apply(self.decider.judged_locally(now), all_records)
-            except AdminError as error:  # the pass's own writes try again, and report a failure
-                log.debug("writing the quotas of a local dir at the limit failed: %s", error)
-            if self.counters.writes > writes:
-                log.info("local dir %s at the limit in its statvfs sample: quotas written before the pass reads "
-                         "the cluster", ", ".join(at_limit))
+        self._write_local_quotas(all_records, now, "before the pass reads the cluster")
         guarded = self.guard is not None and self.guard.keep(all_records, now)
         return guarded or self.counters.writes > writes
+
+    def _write_local_quotas(self, all_records: records.Records, now: datetime, when: str) -> bool:
+        """The local verdict's quotas when a confirmed dir of this broker is at the limit; whether it is."""
+        at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
+        if not at_limit:
+            return False
+        writes = self.counters.writes
+        try:
+            self.quota_writer.apply(self.decider.judged_locally(now), all_records)
+        except AdminError as error:  # the pass's own writes try again, and report a failure
+            log.debug("writing the quotas of a local dir at the limit failed: %s", error)
+        if self.counters.writes > writes:
+            log.info("local dir %s at the limit in its statvfs sample: quotas written %s", ", ".join(at_limit), when)
+        return True
+
+    def _while_deciding(self) -> None:
+        """Called by the pipeline between its polls while a pass waits for the aggregator (up to poll.timeout,
+        all of it when the aggregator is down): a dir that reaches the limit meanwhile gets its quota now."""
+        if self._deciding_on is not None and not self._verdict_while_deciding:
+            self._verdict_while_deciding = self._write_local_quotas(self._deciding_on, self.clock(),
+                                                                    "while the pass waits for the aggregator")
 
     def _guarded(self) -> bool:
         """Whether this broker's disk guard is on: a volume of it violated the limit at the last poll, or the

@@ -24,6 +24,7 @@ from ..observe.admin import ClusterAdmin
 from ..observe.kafka_client import admin_error, close_clients, open_client, with_cause
 
 PARTITIONS = 6
+WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent's local verdict a turn
 
 
 class Pipeline:
@@ -42,6 +43,8 @@ class Pipeline:
         self._lock = threading.Lock()  # one question at a time: a consumer is not thread-safe
         self.last_decision: dict | None = None  # for status: its age, its aggregator
         self._ahead: tuple[dict, str] | None = None  # the rows of the question asked ahead, and its id
+        # Called between polls while waiting for a decision (the agent's local verdict must not wait for it).
+        self.while_waiting: Callable[[], None] | None = None
         self._early: dict | None = None  # its decision, when read while waiting for another
 
     def __repr__(self) -> str:  # the client configuration holds passwords
@@ -113,15 +116,18 @@ class Pipeline:
         come in one poll, which moves the position past every record it returns)."""
         waiting = "waiting for the aggregator's decision"
         found = None
+        every = 1.0 if self.while_waiting is None else WHILE_WAITING_EVERY
         while found is None:
             left = deadline.left(doing=waiting)  # raises once the deadline has passed
-            for batch in self._consumer.poll(timeout_ms=max(1, int(min(left, 1.0) * 1000))).values():
+            for batch in self._consumer.poll(timeout_ms=max(1, int(min(left, every) * 1000))).values():
                 for record in batch:
                     decision = messages.decode(record.value) or {}
                     if decision.get("answers") == observation_id:
                         found = decision
                     elif self._ahead is not None and decision.get("answers") == self._ahead[1]:
                         self._early = decision
+            if found is None and self.while_waiting is not None:
+                self.while_waiting()
         return found
 
     def _connect(self, doing: str) -> None:

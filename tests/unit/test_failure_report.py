@@ -3,6 +3,7 @@ INFO line saying how long they failed; the metrics count the same polls. Fakes i
 
 import logging
 import shutil
+import types
 from datetime import timedelta
 
 import pytest
@@ -223,6 +224,34 @@ def test_a_sidecar_that_cannot_decide_does_not_lift_the_quota_another_ones_local
 
     assert in_force[0] == (1.0, 1_000_000.0)  # both decided once: nothing violated
     assert set(in_force[1:]) == {(1.0, 1.0)}
+
+
+def test_a_dir_that_reaches_the_limit_while_a_pass_waits_for_the_aggregator_gets_its_quota_during_the_wait(tmp_path):
+    """The aggregator down, a pass waits for it up to poll.timeout; the pipeline gives the loop a turn between its
+    polls, and a dir the watch finds at the limit meanwhile gets the quota then, not at the next pass."""
+    admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
+        "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
+        "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "0.5"})
+    pipeline = types.SimpleNamespace(while_waiting=None, last_decision=None)  # its wait, in the judge below
+    in_force_during_the_wait = []
+
+    def aggregator(rows, limit):
+        if not in_force_during_the_wait:
+            in_force_during_the_wait.append(None)
+            return nothing_violated(rows, limit)  # the first pass: the dir is the broker's
+        car.watch.at_limit = [str(tmp_path)]  # what the watch's sample shows once the flood crosses
+        pipeline.while_waiting()
+        in_force_during_the_wait.append(admin.quotas[None]["producer_byte_rate"])
+        raise DecisionFailed("the poll ran out of its 10s deadline while waiting for the aggregator's decision")
+
+    car = Sidecar(config, admin, up_store(), Decider(config, aggregator), clock=Clock(), pipeline=pipeline)
+    car.run_pass()
+    car.watch.at_limit = []  # below the limit as the next pass starts
+    car.clock.now = AT + timedelta(seconds=10)
+    decision = car.run_pass()
+
+    assert in_force_during_the_wait == [None, 1.0]
+    assert (decision.throttle_factor, decision.source) == (0.0, "last_valid")
 
 
 @pytest.mark.parametrize("error, line", [
