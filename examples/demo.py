@@ -53,7 +53,7 @@ MAX_UNACKED_RECORDS = 20  # kafka-python 3 has no buffer_memory: bound what wait
 # Deleting a topic should free its disk space within seconds (the defaults wait a minute).
 BROKER_PROPERTIES = {"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"}
 
-SAMPLE_EVERY = 0.5  # seconds between looks at the disk and at sidecar 1
+SAMPLE_EVERY = 0.5  # seconds between looks at the disk and at the agent the demo asks
 PROGRESS_EVERY = 3.0  # seconds between progress lines
 STALLED_AFTER = 3.0  # no acknowledgement for this long under the 1 B/s quota counts as a stall
 SIDECARS_READY_TIMEOUT = 180.0  # the first pass waits for the aggregator's first decision: slow on 2 cores
@@ -154,7 +154,7 @@ def flood_act(cluster: LocalKafkaCluster, small_dir: str, sidecars: SidecarProce
     if flood.failure is not None:
         say(f"WARNING: the producer did not close cleanly: {flood.failure!r}")
     crossed = fine.crossed_at(MIN_AVAILABLE_BYTES)
-    written = sidecars.beside_small.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
+    written = sidecars.asked.first_line(r"producer_byte_rate: \S+ -> 1$", after=started)
     if crossed is None or written is None:
         raise DemoError(f"no crossing of the limit seen ({crossed}) or no quota of 1 B/s written ({written})")
     return {"acked": flood.acked_records, "lowest": fine.lowest(), "written": written.at - crossed,
@@ -203,8 +203,9 @@ class SidecarProcesses:
             # What the chart mounts read-only: the broker's log dirs, sampled every storage.local.watch.interval.
             PREFIX + "storage.local.log.dirs": ",".join(cluster.log_dirs(broker_id)),
         })
-        self.asked = self.fleet[1]  # the sidecar the demo asks, as an operator would ask the one beside a broker
-        self.beside_small = self.fleet[SMALL_BROKER]  # whose local watch sees the flood
+        # The agent the demo asks, as an operator would ask the one beside the broker whose disk fills: its own
+        # watch sees the flood, with or without the aggregator.
+        self.asked = self.fleet[SMALL_BROKER]
 
     def __enter__(self) -> SidecarProcesses:
         self.fleet.start(cleanup=True, ready_timeout=None)
@@ -235,11 +236,11 @@ class SidecarProcesses:
         return {entity_label(entity): keys for entity, keys in in_force.items() if keys}
 
     def wait_until_ready(self) -> None:
-        """Until every sidecar made its first poll and sidecar 1 reports the unthrottled quota in force."""
+        """Until every sidecar made its first poll and the agent asked reports the unthrottled quota in force."""
         for sidecar in self.fleet:
             sidecar.wait_ready(SIDECARS_READY_TIMEOUT)
         eventually(lambda: producer_quota(self.status()) == PRODUCE_BYTES_PER_SECOND, SIDECARS_READY_TIMEOUT,
-                   "the unthrottled quota in sidecar 1's status")
+                   "the unthrottled quota in the asked agent's status")
         say(f"every sidecar polls every 2 s; the default user may produce {PRODUCE_BYTES_PER_SECOND:,} B/s "
             f"per broker until a volume has <= {MIN_AVAILABLE_BYTES // MiB} MiB free")
 
@@ -248,7 +249,7 @@ class SidecarProcesses:
         return self.asked.get("/status")
 
     def status_table(self) -> str:
-        """What `quota-sidecar status` shows a person for sidecar 1."""
+        """What `quota-sidecar status` shows a person for the agent asked."""
         # --config as well: `status --url` alone refuses to run without a bootstrap.servers.
         command = [str(EXECUTABLE), "status", "--config", str(self.asked.config_path), "--url", self.asked.url]
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
@@ -269,7 +270,7 @@ class SidecarProcesses:
 
 
 def producer_quota(status: dict | None) -> float | None:
-    """The default user's producer_byte_rate in sidecar 1's status, None when unknown or unset."""
+    """The default user's producer_byte_rate in the asked agent's status, None when unknown or unset."""
     for row in (status or {}).get("quotas_in_force", []):
         if row["entity"] == "<default user>":
             return row["producer_byte_rate"]
@@ -337,7 +338,8 @@ def flood_until_stalled(flood: Flood, disk: DiskWatch, sidecars: SidecarProcesse
             raise DemoError(f"broker {SMALL_BROKER}'s filesystem filled up before the producer stalled")
         if not throttled and throttle_factor(status) == 0.0 and producer_quota(status) == 1:
             throttled = True
-            say("throttle engaged: sidecar 1 sees a violated volume; the default user's producer quota is 1 B/s")
+            say(f"throttle engaged: agent {SMALL_BROKER} sees its dir at the limit; the default user's producer quota "
+                "is 1 B/s")
             print(sidecars.status_table(), flush=True)
         quiet_for = time.monotonic() - (flood.last_ack_at or time.monotonic())
         if throttled and disk.crossed_at is not None and quiet_for >= STALLED_AFTER:
@@ -350,7 +352,7 @@ def flood_until_stalled(flood: Flood, disk: DiskWatch, sidecars: SidecarProcesse
 
 
 def wait_for_lift(disk: DiskWatch, sidecars: SidecarProcesses) -> float:
-    """Wait until sidecar 1 reports factor 1.0 and the full quota again; return when that was seen."""
+    """Wait until the asked agent reports factor 1.0 and the full quota again; return when that was seen."""
     deadline = time.monotonic() + LIFT_TIMEOUT
     next_line = time.monotonic()
     while True:
