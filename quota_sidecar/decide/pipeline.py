@@ -57,13 +57,12 @@ class Pipeline:
         with self._lock, deadline.within(self.timeout, asking):
             try:
                 if self._ahead is not None and self._ahead[0] == rows:  # asked already: its answer is on its way
-                    asked, self._ahead = self._ahead[1], None
-                    self._producer.flush(timeout=deadline.left(doing=asking))
-                    decision, self._early = self._early or self._answer(asked), None
+                    (_, asked), early = self._ahead, self._early
+                    self._ahead = self._early = None
                 else:
-                    asked = self._publish(at, rows, asking)
-                    self._producer.flush(timeout=deadline.left(doing=asking))
-                    decision = self._answer(asked)
+                    asked, early = self._publish(at, rows, asking), None
+                self._producer.flush(timeout=deadline.left(doing=asking))
+                decision = early or self._answer(asked)
             except (Errors.KafkaError, AdminError) as error:
                 failure = error if isinstance(error, AdminError) else admin_error(error, asking)
                 raise DecisionFailed(str(with_cause(failure, self._client_config))) from None
