@@ -103,7 +103,7 @@ class Sidecar:
 
     def _pass(self) -> Decision:
         now = self.clock()
-        self._deciding_on, self._verdict_while_deciding = None, False
+        self._verdict_while_deciding = False
         try:
             all_records = self.read_records()
             if self._write_the_local_verdict(all_records, now):
