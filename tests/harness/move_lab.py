@@ -15,12 +15,13 @@ Shared by test_network_throttle.py, test_move_progress.py and benchmarks/move_*.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import signal
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -339,7 +340,7 @@ class MoveLab:
             load = self.settings.load
             phase = (started + sample.at - self.load.origin) % load.period  # seconds into the period
             sample.peak = phase < load.peak_seconds
-            sample.late_in_peak = load.peak_seconds / 2 <= phase < load.peak_seconds
+            sample.late = phase >= (load.peak_seconds / 2 if sample.peak else load.peak_seconds + load.quiet_seconds / 2)
             samples.append(sample)
             if not sample.moving:
                 break
@@ -348,7 +349,14 @@ class MoveLab:
                                    f"{sample.replica_bytes} of {size} bytes at the destination")
             time.sleep(max(0.0, started + sample.at + 0.5 - time.monotonic()))
         ended = started + samples[-1].at
+        with open(self.work_dir / f"{mode}-samples.jsonl", "w") as out:  # the timeline, for a failure's reader
+            out.writelines(json.dumps({"wall": round(self._wall_at(started + s.at), 2), **asdict(s)}) + "\n"
+                           for s in samples)
         return summarize(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended))
+
+    @staticmethod
+    def _wall_at(monotonic: float) -> float:
+        return time.time() - (time.monotonic() - monotonic)
 
     def _sample(self, topic: str, at: float) -> Sample:
         moving = any(move.topic == topic for move in self.admin.list_reassignments())

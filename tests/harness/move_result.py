@@ -22,8 +22,8 @@ class Sample:
     leader_rate: int | None    # on the source broker
     follower_rate: int | None  # on the destination broker
     listed: bool               # both throttled-replica lists name the move's replicas
-    peak: bool = False         # the client load was in a peak phase
-    late_in_peak: bool = False  # ... in its second half
+    peak: bool = False         # the client load was in a peak phase (else a quiet one)
+    late: bool = False         # ... in the phase's second half: the sidecars' window and passes have seen it
     source_sent: int = 0       # the source's link: bytes it sent so far (the bridge's end received)
 
     @property
@@ -51,7 +51,7 @@ class MoveResult:
     replication_in_quiet: float | None
     leader_late_in_peaks: float | None  # the source's leader rate in the second halves of the peaks, once
                                         # the sidecars had time to see the peak: what equal headroom needs low
-    leader_in_quiet: float | None       # ... and in the quiet phases
+    leader_in_quiet: float | None       # ... and in the second halves of the quiet phases
     unthrottled_bytes: int        # moved before a throttle was in force (the sidecars' reaction time)
     unthrottled_seconds: float
     client_offered_peak: int
@@ -119,7 +119,8 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
     rates = [a.throttle for a, _ in throttled]
     peaks = [(a, b) for a, b in throttled if a.peak]
     quiet = [(a, b) for a, b in throttled if not a.peak]
-    late = [(a, b) for a, b in throttled if a.late_in_peak]
+    late = [(a, b) for a, b in peaks if a.late]
+    late_quiet = [(a, b) for a, b in quiet if a.late]
     return MoveResult(
         mode=mode, topic=topic, moved_bytes=size, move_seconds=round(samples[-1].at, 2),
         throttled_seconds=round(seconds, 2),
@@ -129,7 +130,7 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
         throttle_in_peaks=_time_average(peaks, "throttle"), replication_in_peaks=_rate(peaks, "replica_bytes"),
         throttle_in_quiet=_time_average(quiet, "throttle"), replication_in_quiet=_rate(quiet, "replica_bytes"),
         leader_late_in_peaks=_time_average(late, "leader_rate"),
-        leader_in_quiet=_time_average(quiet, "leader_rate"),
+        leader_in_quiet=_time_average(late_quiet, "leader_rate"),
         unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
         client_offered_peak=load.peak, client_offered_quiet=load.produce,
         client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),
