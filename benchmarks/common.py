@@ -1,5 +1,6 @@
 """What the disk-protection benchmarks share: statistics, machine facts, the load watch, a flooding
-producer, a disk sampler, `quota-sidecar run` as a subprocess, and the writer of docs/benchmarks.md.
+producer, a disk sampler, `quota-sidecar run` as a subprocess and the aggregator deciding for it, and the
+writer of docs/benchmarks.md.
 
 Every benchmark module has `run() -> Result` (its figures as Markdown, for run_all.py) and a `main()`
 that prints them, so it can also be run alone: `.venv/bin/python benchmarks/<name>.py`. The modules
@@ -16,6 +17,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,9 +28,10 @@ sys.path.insert(0, str(REPO / "tests"))  # the lab (tests/harness) is not instal
 
 from kafka import KafkaAdminClient  # noqa: E402
 
+from harness.aggregator import Aggregator  # noqa: E402
 from harness.flood import Flood  # noqa: E402
 from harness.periodic import Periodic  # noqa: E402
-from harness.local_cluster import DEFAULT_CLASSPATH_FILE  # noqa: E402
+from harness.local_cluster import DEFAULT_CLASSPATH_FILE, LocalKafkaCluster  # noqa: E402
 from harness.sidecar_process import SidecarProcess  # noqa: E402
 from quota_sidecar.configuration.properties import PREFIX  # noqa: E402
 
@@ -187,6 +190,18 @@ def connect_server():
     from harness.connect_server import ConnectServer
 
     return ConnectServer()
+
+
+@contextlib.contextmanager
+def aggregator_running():
+    """One `quota-sidecar aggregate` (harness.aggregator) for a with block, warmed up with one question, its
+    pipeline on a 1-broker cluster of its own. Like the integration tests' session aggregator it decides for
+    the agents of any cluster (given `**aggregator.agent_properties`), and nothing of it sits on a volume a
+    benchmark fills or a broker it stops. Its work dir goes when it stops."""
+    with tempfile.TemporaryDirectory(prefix="bench-aggregator-") as work_dir, \
+            LocalKafkaCluster(brokers=1) as pipeline_cluster, \
+            Aggregator(pipeline_cluster.bootstrap_servers, Path(work_dir)) as aggregator:
+        yield aggregator.warm_up()
 
 
 # ---------------------------------------------------------------- `quota-sidecar run` as a subprocess

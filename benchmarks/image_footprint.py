@@ -6,14 +6,14 @@ Needs `make image` and a Docker engine (deploy/docker-engine.sh start). Each sid
 (tests/harness/containers.py: uid 10001, read-only root, /tmp a tmpfs), polls every 2 s against a limit every
 volume violates (the throttle engaged: every part of the pass works), and its RSS (every process in the
 container, VmRSS summed) is sampled every 2 s for SECONDS (60) after its first successful pass; the
-figures are the median and the peak. The thin sidecar decides on a Spark Connect server run from the full
-image, whose RSS is given apart. Prints a Markdown table for docs/benchmarks.md.
+figures are the median and the peak. Both decide through one `quota-sidecar aggregate` run here, outside the
+images (harness.aggregator: no image runs it yet), its pipeline the same cluster (the agents' default); its
+memory is benchmarks/memory.py's. Prints a Markdown table for docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from harness import containers  # noqa: E402
+from harness.aggregator import Aggregator  # noqa: E402
 from harness.local_cluster import LocalKafkaCluster  # noqa: E402
 from harness.ports import free_loopback_ports  # noqa: E402
 from harness.waiting import eventually  # noqa: E402
@@ -53,12 +54,6 @@ def ready(port: int) -> bool:
         return False
 
 
-def listens(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 def sample(container: containers.Container, seconds: float) -> list[int]:
     samples, end = [], time.monotonic() + seconds
     while time.monotonic() < end:
@@ -76,26 +71,23 @@ def main(seconds: float = 60.0) -> None:
     if reason:
         sys.exit(f"image_footprint: {reason}")
     rows = []
-    with tempfile.TemporaryDirectory() as work, LocalKafkaCluster(brokers=1) as cluster:
+    with tempfile.TemporaryDirectory() as work, LocalKafkaCluster(brokers=1) as cluster, \
+            Aggregator(cluster.bootstrap_servers, Path(work) / "aggregator") as aggregator:
+        aggregator.warm_up()
         started = []
         try:
             port, = free_loopback_ports(1)
             full = sidecar(containers.FULL, cluster, Path(work), port)
             started.append(full)
             eventually(lambda: ready(port), timeout=300, what="the full sidecar ready", every=2)
-            rows.append((containers.FULL, "embedded Spark (local JVM)", sample(full, seconds)))
+            rows.append((containers.FULL, "the agent (`quota-sidecar run`)", sample(full, seconds)))
             full.remove()
 
-            spark_port, port = free_loopback_ports(2)
-            server = containers.run(containers.FULL, str(spark_port), entrypoint="spark-connect-server")
-            started.append(server)
-            eventually(lambda: listens(spark_port), timeout=180, what="Spark Connect listening", every=1)
-            thin = sidecar(containers.THIN, cluster, Path(work), port, **{"spark.url": f"sc://127.0.0.1:{spark_port}"})
+            port, = free_loopback_ports(1)
+            thin = sidecar(containers.THIN, cluster, Path(work), port)
             started.append(thin)
             eventually(lambda: ready(port), timeout=300, what="the thin sidecar ready", every=2)
-            rows.append((containers.THIN, "Spark Connect client", sample(thin, seconds)))
-            rows.append((f"{containers.FULL} (spark-connect-server)", "the shared server, serving this one sidecar",
-                         sample(server, 10)))
+            rows.append((containers.THIN, "the agent (`quota-sidecar run`)", sample(thin, seconds)))
         finally:
             for container in started:
                 container.remove()

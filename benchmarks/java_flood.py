@@ -1,12 +1,14 @@
 """Kafka's own Java producer against the protection: does the throttle land before the disk fills?
 
 Per run: a fresh 1-broker cluster (a run without protection in time takes its log dir offline), its
-only log dir on a tmpfs of LIMIT + MARGIN; `quota-sidecar run` beside it (a subprocess, embedded Spark,
+only log dir on a tmpfs of LIMIT + MARGIN; `quota-sidecar run` beside it (a subprocess,
 `min.available.bytes` = LIMIT, `produce` 1 GiB/s so that factor 0 means 1 B/s) at a check interval, with
-or without the local watch; then ProducerPerformance (16 KiB records, acks=all, 5 requests in flight)
-at full speed (`--throughput -1`) or at 40 MB/s into a one-partition topic there. statvfs of the dir
-every 10 ms; the sidecar's /metrics every 0.1 s for the wall time of each pass. The local watch is off,
-on, or on with a lead time (`storage.per.volume.limit.lead.time` PT10S, `storage.fill.window` PT5S).
+or without the local watch; one `quota-sidecar aggregate` decides for the agents of every run
+(common.aggregator_running: its pipeline a 1-broker cluster of its own, off the flooded volume); then
+ProducerPerformance (16 KiB records, acks=all, 5 requests in flight) at full speed (`--throughput -1`) or
+at 40 MB/s into a one-partition topic there. statvfs of the dir every 10 ms; the sidecar's /metrics every
+0.1 s for the wall time of each pass. The local watch is off, on, or on with a lead time
+(`storage.per.volume.limit.lead.time` PT10S, `storage.fill.window` PT5S).
 (one_run can also make the producer a tenant with a producer rate of its own: tenant_verdict.py.)
 Per run:
 
@@ -32,8 +34,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import MiB, LoadWatch, PassWatch, Result, Stats, cell, create_topics, print_result, provenance, \
-    sidecar_properties, sidecar_running, table, this_command
+from common import MiB, LoadWatch, PassWatch, Result, Stats, aggregator_running, cell, create_topics, print_result, \
+    provenance, sidecar_properties, sidecar_running, table, this_command
 from harness.disk import DiskSampler
 from harness.kafka_tools import kafka_configs, producer_performance
 from harness.local_cluster import DEFAULT_USERS, LocalKafkaCluster
@@ -67,15 +69,17 @@ def stalled_at(samples: list[tuple[float, int]], after: float) -> float | None:
     return None
 
 
-def one_run(interval: str, watch: str, speed: float, work_dir: Path, niceness: int = 0, tenant: str = "none") -> dict:
-    """One flood; `tenant` (of TENANTS) makes the producer a principal with a producer rate of its own."""
+def one_run(interval: str, watch: str, speed: float, work_dir: Path, pipeline: dict, niceness: int = 0,
+            tenant: str = "none") -> dict:
+    """One flood; `pipeline`: the agent's properties that reach the aggregator (Aggregator.agent_properties);
+    `tenant` (of TENANTS) makes the producer a principal with a producer rate of its own."""
     with LocalKafkaCluster(brokers=1, small_log_dirs={(1, 0): LIMIT + MARGIN}) as cluster:
         small_dir = cluster.log_dirs(1)[0]
         create_topics(cluster.bootstrap_servers, {"flood": {"assignments": {0: [1]}}})
         client, throttled = as_tenant(cluster, TENANTS[tenant])
         keys = {"storage.check.interval": interval, "storage.per.volume.limit.min.available.bytes": LIMIT,
                 "produce": 1 << 30, "storage.local.log.dirs": small_dir, **WATCH[watch]}
-        properties = {"node.id": 1, **sidecar_properties(cluster.bootstrap_servers, **keys)}
+        properties = {"node.id": 1, **sidecar_properties(cluster.bootstrap_servers, **keys), **pipeline}
         with sidecar_running(properties, work_dir, name=f"sidecar-{interval}-{watch}") as sidecar:
             sidecar.wait_for_polls(2, timeout=300)
             with DiskSampler(small_dir, every=0.01) as disk, PassWatch(sidecar, every=0.1) as passes:
@@ -119,11 +123,13 @@ def one_run(interval: str, watch: str, speed: float, work_dir: Path, niceness: i
 def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs: int = 1, niceness: int = 0,
         speeds: tuple[str, ...] = tuple(SPEEDS)) -> Result:
     rows, every_run = [], []
-    with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-java-flood-") as work_dir:
+    with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-java-flood-") as work_dir, \
+            aggregator_running() as aggregator:
         for speed_name, speed in ((name, SPEEDS[name]) for name in speeds):
             for interval in intervals:
                 for watch in watches:
-                    results = [one_run(interval, watch, speed, Path(work_dir), niceness) for _ in range(runs)]
+                    results = [one_run(interval, watch, speed, Path(work_dir), aggregator.agent_properties, niceness)
+                               for _ in range(runs)]
                     for r in results:
                         every_run.append([speed_name, f"`{interval}`", WATCH_NAMES[watch], seconds(r["crossing"]),
                                           written_text(r), seconds(r["stalled"]), f"{r['lowest'] / MiB:.0f} MiB",
@@ -138,7 +144,8 @@ def run(intervals=("PT1S", "PT10S", "PT1M"), watches=("off", "on", "lead"), runs
                                  cell(Stats.of(p for r in results for p in r["passes"]), "s")])
     markdown = "\n\n".join([
         f"A 1-broker cluster per run, its log dir on a {(LIMIT + MARGIN) // MiB} MiB tmpfs, "
-        f"`min.available.bytes` = {LIMIT // MiB} MiB; `quota-sidecar run` (embedded Spark) beside it; Kafka's "
+        f"`min.available.bytes` = {LIMIT // MiB} MiB; `quota-sidecar run` beside it, decided for by one "
+        "`quota-sidecar aggregate` (its pipeline a 1-broker cluster of its own, the same for every run); Kafka's "
         "ProducerPerformance (16 KiB records, acks=all, up to 5 requests in flight, 256 KiB batches) into a "
         "one-partition topic there. The local watch off, on (default `PT0.1S`), or on with a lead time "
         "(`storage.per.volume.limit.lead.time=PT10S`, `storage.fill.window=PT5S`). **Crossing**: flood start → "

@@ -7,7 +7,9 @@
 The lab of tests/harness/move_guard_lab.py: 3 brokers on loopback, broker 3's only log dir a 512 MiB tmpfs
 with a 128 MiB limit, one `quota-sidecar run` beside each broker at the default intervals (a storage pass a
 minute, a replication pass every 10 s), replication throttles on with a 1 GB/s capacity, and the small
-volume's free space read every 2 ms. Each scenario on a cluster of its own:
+volume's free space read every 2 ms; one `quota-sidecar aggregate` decides for the sidecars of every
+scenario (common.aggregator_running: its pipeline a 1-broker cluster of its own). Each scenario on a
+cluster of its own:
 
 - one: `kafka-reassign-partitions --execute` without `--throttle` of one partition of 560 MB (more than the
   whole volume) from broker 1 to broker 3;
@@ -37,8 +39,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-import common  # noqa: F401  (and tests/ on the path, for the harness)
-from common import LoadWatch, connect_server, provenance, table, this_command, write_section
+# common first: it puts tests/ on the path, for the harness
+from common import LoadWatch, aggregator_running, provenance, table, this_command, write_section
 from harness.kafka_tools import reassign_partitions
 from harness.local_cluster import LocalKafkaCluster
 from harness.move_guard_lab import BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, fill, guard_fleet
@@ -64,7 +66,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def scenario(name: str, spark_url: str, work: Path, watch: float) -> dict:
+def scenario(name: str, pipeline: dict, work: Path, watch: float) -> dict:
+    """`pipeline`: the sidecars' properties that reach the aggregator (Aggregator.agent_properties)."""
     settings = {"replication.disk.guard.rate.bytes.per.second": "5000000"} if name == "slow_guard" else {}
     shape = BETWEEN_DIRS if name == "between_dirs" else {"brokers": 3, "small_log_dirs": SMALL}
     broker = 1 if name == "between_dirs" else 3
@@ -76,7 +79,7 @@ def scenario(name: str, spark_url: str, work: Path, watch: float) -> dict:
         def moving() -> bool:
             return name == "catch_up" or bool(admin.list_reassignments() or admin.describe_dir_moves(broker))
         (work / name).mkdir()
-        fleet = guard_fleet(cluster, spark_url, work / name, **settings)
+        fleet = guard_fleet(cluster, pipeline, work / name, **settings)
         fleet.start()
         try:
             with FreeSpace(small_dir) as free_space:
@@ -165,11 +168,12 @@ def main(argv: list[str]) -> int:
     if unknown := [name for name in names if name not in SCENARIOS]:
         print(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="move-guard-") as work, connect_server() as spark, LoadWatch() as load:
+    with tempfile.TemporaryDirectory(prefix="move-guard-") as work, aggregator_running() as aggregator, \
+            LoadWatch() as load:
         results = []
         for name in names:
             print(f"== {name}", file=sys.stderr, flush=True)
-            results.append(scenario(name, spark.url, Path(work), args.watch))
+            results.append(scenario(name, aggregator.agent_properties, Path(work), args.watch))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(results, indent=2))

@@ -1,13 +1,15 @@
-"""The Spark part of a replication pass during a move, per sidecar: wall and CPU time.
+"""A replication pass's decision during a move, through the aggregator, per sidecar: wall and CPU time.
 
 The move lab's shape (tests/harness/move_lab.py): partitions moving from broker 1 (source and leader) to
 broker 3, broker 2 not involved. Each sidecar's pass is its ReplicationDecider.decide as
-quota_sidecar.cli.build_replication wires it, on the same observation (sizes read, growth over the window),
-embedded or over a local Spark Connect server (harness.connect_server, local[1]) as in the lab. CPU is this
-process and its children (the embedded driver's JVM) plus the Connect server's JVM: what a pass costs the
-machine, less dependent on how busy it is than the wall time.
+quota_sidecar.wiring.build_replication wires it, on the same observation (sizes read, growth over the window):
+its question goes through the pipeline (wiring.build_pipeline) to one `quota-sidecar aggregate`
+(common.aggregator_running: embedded Spark, local[1], its pipeline a local 1-broker cluster) and the pass
+waits for the decision naming it. CPU is this process and the aggregator's (its Python and its Spark JVM,
+whose query also polls the pipeline between passes), the broker's not: what a pass costs the machine, less
+dependent on how busy it is than the wall time.
 
-    .venv/bin/python benchmarks/replication_pass.py [--connect] [--passes 30] [--moves 1]
+    .venv/bin/python benchmarks/replication_pass.py [--passes 30] [--moves 1]
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ import statistics
 import time
 
 import psutil
-from common import table, uptime
+from common import aggregator_running, table, uptime
 
-from quota_sidecar.cli import build_replication
 from quota_sidecar.common.observation import BrokerLoad, MovingReplica, Overrides, Reassignment, ReplicationObservation
 from quota_sidecar.configuration.config import PREFIX, from_properties
+from quota_sidecar.wiring import build_pipeline, build_replication
 
 SOURCE, UNINVOLVED, DESTINATION = 1, 2, 3
-WARM_UP = 5  # unmeasured passes first: the first plans and compiles the query
+WARM_UP = 5  # unmeasured passes first: the aggregator's first rates question plans and compiles the rule
 
 
 def observation(moves: int) -> ReplicationObservation:
@@ -39,28 +41,41 @@ def observation(moves: int) -> ReplicationObservation:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    processes = [process for pid in pids for process in (psutil.Process(pid), *psutil.Process(pid).children(True))]
-    return sum(sum(process.cpu_times()[:2]) for process in processes)
+    """CPU of the processes and their descendants; one that ended meanwhile (a Spark Python worker) counts in
+    its parent's children times once reaped."""
+    total = 0.0
+    for pid in pids:
+        root = psutil.Process(pid)
+        for process in (root, *root.children(recursive=True)):
+            try:
+                total += sum(process.cpu_times()[:4])  # user, system, and of its reaped children
+            except psutil.NoSuchProcess:
+                pass
+    return total
 
 
-def measure(spark_url: str, passes: int, moves: int, server_pid: int | None) -> list[list[object]]:
+def measure(pipeline_servers: str, passes: int, moves: int, aggregator_pid: int) -> list[list[object]]:
     seen = observation(moves)
     rows = []
     for broker, role in ((SOURCE, "source"), (DESTINATION, "destination"), (UNINVOLVED, "not involved")):
-        config = from_properties({PREFIX + "kafka.admin.bootstrap.servers": "127.0.0.1:9092",
-                                  PREFIX + "broker.id": str(broker), PREFIX + "spark.url": spark_url,
+        # The watched cluster is the pipeline's (the agent's default); nothing else of it is read here. The
+        # timeout is the warm-up's: a first rates question waits while the aggregator compiles the rule.
+        config = from_properties({PREFIX + "kafka.admin.bootstrap.servers": pipeline_servers,
+                                  PREFIX + "broker.id": str(broker), PREFIX + "poll.timeout": "PT180S",
                                   PREFIX + "storage.per.volume.limit.min.available.bytes": "1",
                                   PREFIX + "replication.capacity.bytes.per.second": "6000000"})
-        decider = build_replication(config, None, None, measure_network=False).decider
+        pipeline = build_pipeline(config, lambda: "replication-pass-benchmark")  # any cluster id will do
+        decider = build_replication(config, None, None, pipeline, measure_network=False).decider
         for _ in range(WARM_UP):
             decider.decide(seen, ())
-        pids = [psutil.Process().pid, *([server_pid] if server_pid else [])]
+        pids = [psutil.Process().pid, aggregator_pid]
         walls, before = [], cpu_seconds(pids)
         for _ in range(passes):
             started = time.perf_counter()
             decision = decider.decide(seen, ())
             walls.append(time.perf_counter() - started)
         cpu = (cpu_seconds(pids) - before) / passes
+        pipeline.close()
         rows.append([f"{broker} ({role})", f"{statistics.median(walls) * 1000:.0f}", f"{min(walls) * 1000:.0f}",
                      f"{cpu * 1000:.0f}", len(decision.moves)])
     return rows
@@ -68,23 +83,12 @@ def measure(spark_url: str, passes: int, moves: int, server_pid: int | None) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--connect", action="store_true", help="over a local Spark Connect server (else embedded)")
     parser.add_argument("--passes", type=int, default=30)
     parser.add_argument("--moves", type=int, default=1, help="moving partitions")
     args = parser.parse_args()
-    from spark_jobs.session import stop_sessions
-
     print(f"load before: {uptime()}")
-    server = None
-    if args.connect:
-        from harness.connect_server import ConnectServer
-        server = ConnectServer().start()
-    try:
-        rows = measure(server.url if server else "", args.passes, args.moves, server.pid if server else None)
-    finally:
-        stop_sessions()
-        if server:
-            server.stop()
+    with aggregator_running() as aggregator:
+        rows = measure(aggregator.pipeline_servers, args.passes, args.moves, aggregator.process.process.pid)
     print(table(["sidecar of broker", "wall median ms", "wall min ms", "CPU ms per pass", "moves shown"], rows))
     print(f"load after: {uptime()}")
 

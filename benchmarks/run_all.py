@@ -5,7 +5,8 @@
 NAME is one of throttle_latency, java_flood, tenant_verdict, poll_cost, zookeeper_poll, spark_decision, memory; without names all of them run. Only
 the "## Disk protection" section of docs/benchmarks.md is rewritten (read, replace, write): the other
 sections of the file stay as they are, and so do the subsections of benchmarks that did not run, or
-failed (their last figures stay, with the date they were measured).
+failed (their last figures stay, with the date they were measured), or that this script does not run
+(aggregation_latency's).
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ def main(names: list[str]) -> int:
             continue
         print_result(result)
         subsections[result.title] = result.markdown
-        # Written after each benchmark: figures already measured survive a later failure or Ctrl-C.
-        write_section("\n\n".join([INTRO, *(f"### {module.TITLE}\n\n{subsections[module.TITLE]}"
-                                            for module in BENCHMARKS.values() if module.TITLE in subsections)]))
+        # Written after each benchmark: figures already measured survive a later failure or Ctrl-C. Subsections
+        # no module here writes (aggregation_latency's, written by hand around its figures) stay, after ours.
+        ours = [module.TITLE for module in BENCHMARKS.values()]
+        titles = [title for title in ours if title in subsections] + [t for t in subsections if t not in ours]
+        write_section("\n\n".join([INTRO, *(f"### {title}\n\n{subsections[title]}" for title in titles)]))
     if failed:
         print(f"failed: {', '.join(failed)}; their subsections keep their previous figures", file=sys.stderr)
     return 1 if failed else 0

@@ -6,7 +6,7 @@ user + client-id quota; default settings (check interval PT1M, the local watch o
 the limit to the sidecar's line throttling the tenant's own entity, the lowest free space, the log dir.
 
 Then the local verdict at scale. A tenant is a quota entity with a producer rate of its own (here the users tenant-00000, tenant-00001, ...,
-each at 1 GB/s). An in-process sidecar (cli.build_sidecar) beside broker 1 of a local 3-broker cluster runs a
+each at 1 GB/s). An in-process sidecar (wiring.build_sidecar) beside broker 1 of a local 3-broker cluster runs a
 pass, which reads every tenant in one DescribeClientQuotas; then the verdict's write as the local watch makes
 it (Sidecar.quota_writer.apply(decider.judged_locally()): one DescribeClientQuotas, every entity's record written to
 the sidecars' state topic with one wait, AlterClientQuotas in requests of up to 1,000 entities). Measured:
@@ -28,14 +28,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import java_flood
-from common import MiB, LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command
+from common import (MiB, LoadWatch, Result, Stats, aggregator_running, cell, print_result, provenance, table,
+                    this_command)
 from harness.local_cluster import LocalKafkaCluster
-from quota_sidecar.cli import build_sidecar
 from quota_sidecar.common import records
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.wiring import build_sidecar
 
 TITLE = "Tenants: producers with a quota of their own"  # its subsection of "## Disk protection" in docs/benchmarks.md
 OWN_RATE = 1e9
@@ -57,14 +58,15 @@ def until_every(admin: ClusterAdmin, names: list[str], rate: float, timeout: flo
         time.sleep(0.02)
 
 
-def measure(cluster: LocalKafkaCluster, admin: ClusterAdmin, count: int, rounds: int) -> dict:
+def measure(cluster: LocalKafkaCluster, admin: ClusterAdmin, count: int, rounds: int, pipeline: dict) -> dict:
+    """`pipeline`: the sidecar's properties that reach the aggregator, which decides its first pass only."""
     names = tenants(count)
     admin.alter_user_quotas({name: {PRODUCE: OWN_RATE} for name in names})
     until_every(admin, names, OWN_RATE)
     sidecar = build_sidecar(cfg.from_properties({
         cfg.PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, cfg.PREFIX + "broker.id": "1",
         cfg.PREFIX + "poll.timeout": "PT120S", cfg.PREFIX + "produce": "1000000",
-        cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": "1"}))
+        cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": "1", **pipeline}))
     reads, writes, in_force, hand_backs, back_in_force = [], [], [], [], []
     try:
         sidecar.run_pass()
@@ -93,13 +95,13 @@ def measure(cluster: LocalKafkaCluster, admin: ClusterAdmin, count: int, rounds:
             "hand_back": Stats.of(hand_backs), "back": Stats.of(back_in_force)}
 
 
-def floods(runs: int) -> list[list[str]]:
+def floods(runs: int, pipeline: dict) -> list[list[str]]:
     """java_flood.py's run with the producer as each kind of tenant, default settings."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-tenant-flood-") as work_dir:
         for tenant in ("user", "user + client id"):
-            results = [java_flood.one_run("PT1M", "on", java_flood.SPEEDS["full speed"], Path(work_dir), tenant=tenant)
-                       for _ in range(runs)]
+            results = [java_flood.one_run("PT1M", "on", java_flood.SPEEDS["full speed"], Path(work_dir), pipeline,
+                                          tenant=tenant) for _ in range(runs)]
             for r in results:
                 print(f"  a tenant's {tenant} quota: crossing {java_flood.seconds(r['crossing'])}, throttled "
                       f"{java_flood.written_text(r)}, lowest free {r['lowest'] / MiB:.0f} MiB", flush=True)
@@ -110,13 +112,13 @@ def floods(runs: int) -> list[list[str]]:
 
 
 def run(counts: tuple[int, ...] = (10, 1_000, 10_000), rounds: int = 3, flood_runs: int = 3) -> Result:
-    with LoadWatch() as load:
-        flood_rows = floods(flood_runs) if flood_runs else []
+    with LoadWatch() as load, aggregator_running() as aggregator:
+        flood_rows = floods(flood_runs, aggregator.agent_properties) if flood_runs else []
         rows = []
         with LocalKafkaCluster(brokers=3) as cluster, \
                 ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers, "request_timeout_ms": 60_000}) as admin:
             for count in counts:
-                figures = measure(cluster, admin, count, rounds)
+                figures = measure(cluster, admin, count, rounds, aggregator.agent_properties)
                 print(f"  {count:,} tenants: verdict written in {figures['write'].text('s', digits=3)}, "
                       f"in force after {figures['in_force'].text('s', digits=3)}", flush=True)
                 rows.append([f"{count:,}", cell(figures["read"], "ms", 1e-3, 0), cell(figures["write"], "ms", 1e-3, 0),

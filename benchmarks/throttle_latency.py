@@ -1,9 +1,10 @@
 """How long a flooding producer goes on at full speed once a volume crosses the limit.
 
-A local 3-broker cluster, broker 3's only log dir on a 96 MiB tmpfs. `quota-sidecar run` (a subprocess,
-embedded Spark, as deployed) watches it with min.available.bytes = 86 MiB and no `produce` (unlimited
-producers until the factor is 0, then 1 B/s). This process floods a one-partition topic on broker 3
-(16 KiB records, acks=all) and samples statvfs of the log dir every 50 ms. Per run:
+A local 3-broker cluster, broker 3's only log dir on a 96 MiB tmpfs. `quota-sidecar run` (a subprocess, as
+deployed; one `quota-sidecar aggregate` decides for it, common.aggregator_running) watches it with
+min.available.bytes = 86 MiB and no `produce` (unlimited producers until the factor is 0, then 1 B/s). This
+process floods a one-partition topic on broker 3 (16 KiB records, acks=all) and samples statvfs of the log
+dir every 50 ms. Per run:
 
 - crossing: the first statvfs sample with available bytes <= the limit;
 - quota written: the time stamp of the sidecar's log line `producer_byte_rate: none -> 1`, logged
@@ -28,8 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import (KiB, MiB, Flood, LoadWatch, PassWatch, Result, SidecarProcess, Stats, cell, create_topics,
-                    delete_topics, flood_producer, print_result, provenance, sidecar_properties, table,
+from common import (KiB, MiB, Flood, LoadWatch, PassWatch, Result, SidecarProcess, Stats, aggregator_running, cell,
+                    create_topics, delete_topics, flood_producer, print_result, provenance, sidecar_properties, table,
                     sidecar_running, this_command, uptime)
 from quota_sidecar.configuration.properties import duration
 from harness.disk import DiskSampler, free_bytes
@@ -98,13 +99,15 @@ def one_run(cluster: LocalKafkaCluster, sidecar: SidecarProcess, topic: str, del
     }
 
 
-def measure(interval: str, runs: int, cluster: LocalKafkaCluster, work_dir: Path) -> tuple[list[dict], list[float]]:
-    """The runs' figures, and the wall time of every sidecar pass meanwhile."""
+def measure(interval: str, runs: int, cluster: LocalKafkaCluster, work_dir: Path,
+            pipeline: dict) -> tuple[list[dict], list[float]]:
+    """The runs' figures, and the wall time of every sidecar pass meanwhile; `pipeline`: the sidecar's
+    properties that reach the aggregator."""
     seconds = duration(interval).total_seconds()
     properties = sidecar_properties(cluster.bootstrap_servers, **{
         "storage.check.interval": interval, "storage.per.volume.limit.min.available.bytes": LIMIT})
-    with sidecar_running(properties, work_dir, name=f"sidecar-{interval}") as sidecar:
-        sidecar.wait_for_polls(2, timeout=300)  # the first pass starts embedded Spark: slow
+    with sidecar_running({**properties, **pipeline}, work_dir, name=f"sidecar-{interval}") as sidecar:
+        sidecar.wait_for_polls(2, timeout=300)
         results = []
         with PassWatch(sidecar) as passes:
             for run in range(runs):
@@ -127,10 +130,11 @@ def describe(result: dict) -> str:
 def run(runs: int = 4, intervals: tuple[str, ...] = ("PT1S", "PT10S")) -> Result:
     rows, run_rows = [], []
     with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-throttle-") as work_dir, \
+            aggregator_running() as aggregator, \
             LocalKafkaCluster(brokers=3, small_log_dirs={(SMALL_BROKER, 0): SMALL_FS},
                               broker_properties=BROKER_PROPERTIES) as cluster:
         for interval in intervals:
-            results, passes = measure(interval, runs, cluster, Path(work_dir))
+            results, passes = measure(interval, runs, cluster, Path(work_dir), aggregator.agent_properties)
 
             def stats(key):
                 return Stats.of(r[key] for r in results if r[key] is not None)
@@ -145,7 +149,8 @@ def run(runs: int = 4, intervals: tuple[str, ...] = ("PT1S", "PT10S")) -> Result
                           seconds(r["after_write"]), f"{r['pre_rate'] / MiB:.2f} MiB/s", r["load"]]
                          for index, r in enumerate(results)]
     markdown = "\n\n".join([
-        f"Limit crossed → producer throttled, `quota-sidecar run` as a subprocess (embedded Spark), "
+        f"Limit crossed → producer throttled, `quota-sidecar run` as a subprocess (decided for by one "
+        "`quota-sidecar aggregate`, its pipeline a 1-broker cluster of its own), "
         f"{runs} runs per check interval, median (min–max). Broker {SMALL_BROKER}'s only log dir on a "
         f"{SMALL_FS // MiB} MiB tmpfs, `min.available.bytes={LIMIT}` (10 MiB below the empty filesystem's "
         "free space), no `produce` (so 1 B/s at factor 0, unlimited before); one producer (this process, "
@@ -159,8 +164,8 @@ def run(runs: int = 4, intervals: tuple[str, ...] = ("PT1S", "PT10S")) -> Result
         "broker applies it when it replays the metadata log). **Throttled**: the first instant from which "
         f"every 1 s window of the next {STAY:.0f} s holds less than {THRESHOLD // KiB} KiB of acknowledged "
         "records (acknowledged rate < 64 KiB/s). **Latency** = throttled − crossing. **Sidecar pass**: wall "
-        "time of every pass (read its records, DescribeCluster + DescribeLogDirs, Spark decision, read and "
-        "write quotas) during the runs, from its `/metrics`; a pass starts one check interval after the "
+        "time of every pass (read its records, DescribeCluster + DescribeLogDirs, the aggregator's decision, read "
+        "and write quotas) during the runs, from its `/metrics`; a pass starts one check interval after the "
         "previous one ended, so crossing → quota written is the wait for the next pass (0 to interval + "
         "pass) plus that pass. **Throttled rate**: what this producer still got acknowledged under the "
         "1 B/s quota in the 5 s after (one request now and then gets through; its size and the delivery "
