@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
 from typing import Callable
 
 from .act.cordoning import Cordoner
 from .act.local_guard import LocalGuard
+from .act.local_verdict import LocalVerdict
 from .act.quota_writes import QuotaWriter
 from .act.replication import ReplicationRunner
 from .act.snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
@@ -27,7 +29,7 @@ from .configuration.config import SidecarConfig
 from .decide import quotas
 from .decide.decider import Decider, Decision
 from .observe.local_watch import LocalWatch, as_volumes, own_volumes
-from .observe.volumes import default_horizon, foreign_dirs, hold_the_pass, with_published
+from .observe.volumes import default_horizon, hold_the_pass, with_published
 from .observe.znode_volumes import ZnodeVolumes
 from .shutdown import GracefulShutdown
 
@@ -55,16 +57,15 @@ class Sidecar:
         self.watch = self._local_watch()
         self.guard = None if replication is None or self.watch is None else LocalGuard(
             replication, admin, store, config.storage_limit, config.cancel_moves_at_limit, self.counters, self.watch)
+        self.verdict = None if self.watch is None else LocalVerdict(
+            self.watch, self.quota_writer, decider.judged_locally, self.counters, clock)
         self._near_the_limit = False
-        self._confirmed_dirs: set[str] = set()  # local dirs the broker reported as the same filesystem
         self._held_since: float | None = None  # since when the next pass waits (_held)
         self._holding = False  # the next pass waits for the watch's next sample
         self._lock = threading.Lock()  # guards the published snapshot, swapped by the loop, read over HTTP
         self._published: Snapshot | None = None
-        self._deciding_on: records.Records | None = None  # the pass's records while it waits for the aggregator
-        self._verdict_while_deciding = False
-        if pipeline is not None and self.watch is not None:
-            pipeline.while_waiting = self._while_deciding
+        if pipeline is not None and self.verdict is not None:
+            pipeline.while_waiting = self.verdict.while_deciding
         self.publish()
 
     def snapshot(self) -> Snapshot:
@@ -103,7 +104,6 @@ class Sidecar:
 
     def _pass(self) -> Decision:
         now = self.clock()
-        self._verdict_while_deciding = False
         try:
             all_records = self.read_records()
             if self._write_the_local_verdict(all_records, now):
@@ -113,11 +113,8 @@ class Sidecar:
             observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
             observation = replace(self.observe(all_records, now), local_samples=self._local_samples(now))
-        self._deciding_on = all_records
-        try:
+        with self.verdict.deciding(all_records) if self.verdict is not None else nullcontext():
             decision = self.decider.decide(observation)
-        finally:
-            self._deciding_on = None
         self.counters.polls += 1
         self.counters.poll_failures += decision.error is not None
         self.counters.fallback_applied += decision.entered_fallback
@@ -127,7 +124,7 @@ class Sidecar:
             try:
                 # A verdict written while deciding is newer than what the aggregator saw: nothing may lift it.
                 undecided = (decision.error is not None and not decision.entered_fallback) or \
-                    self._verdict_while_deciding
+                    (self.verdict is not None and self.verdict.written_while_deciding)
                 self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
@@ -137,44 +134,19 @@ class Sidecar:
                 self.counters.pass_failures += 1
                 write_error = str(error)
         self._report(decision, write_error)
-        if self.watch is not None and self.config.broker_id is not None and decision.error is None:
-            latest = {log_dir: samples[-1] for log_dir, samples in self.watch.history().items()}
-            own = [v for v in decision.volumes if v.broker_id == self.config.broker_id]
-            foreign = foreign_dirs(latest, own)
-            self.watch.exclude(foreign)
-            self._confirmed_dirs = {v.log_dir for v in own if v.usable} - set(foreign)
+        if self.verdict is not None and self.config.broker_id is not None and decision.error is None:
+            self.verdict.confirm(v for v in decision.volumes if v.broker_id == self.config.broker_id)
         return decision
 
     def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> bool:
-        """Quotas first when the watch's last sample shows a dir of this broker at the hard limit (one the broker
-        reports as the same filesystem): the cluster's view and the aggregator cannot change a factor of 0. Renewed
-        by every pass while it stays there, so that failed polls never age it into the fallback. Then the disk
-        guard while a dir is at or near the limit (local_guard.py). Whether anything was written."""
+        """The local verdict's quotas first (local_verdict.py; renewed by every pass while a dir stays at the limit,
+        so that failed polls never age them into the fallback), then the disk guard while a dir is at or near
+        the limit (local_guard.py). Whether anything was written."""
         writes = self.counters.writes
-        self._write_local_quotas(all_records, now, "before the pass reads the cluster")
+        if self.verdict is not None:
+            self.verdict.write(all_records, now, "before the pass reads the cluster")
         guarded = self.guard is not None and self.guard.keep(all_records, now)
         return guarded or self.counters.writes > writes
-
-    def _write_local_quotas(self, all_records: records.Records, now: datetime, when: str) -> bool:
-        """The local verdict's quotas when a confirmed dir of this broker is at the limit; whether it is."""
-        at_limit = [d for d in self.watch.at_limit if d in self._confirmed_dirs] if self.watch is not None else []
-        if not at_limit:
-            return False
-        writes = self.counters.writes
-        try:
-            self.quota_writer.apply(self.decider.judged_locally(now), all_records)
-        except AdminError as error:  # the pass's own writes try again, and report a failure
-            log.debug("writing the quotas of a local dir at the limit failed: %s", error)
-        if self.counters.writes > writes:
-            log.info("local dir %s at the limit in its statvfs sample: quotas written %s", ", ".join(at_limit), when)
-        return True
-
-    def _while_deciding(self) -> None:
-        """Called by the pipeline between its polls while a pass waits for the aggregator (up to poll.timeout,
-        all of it when the aggregator is down): a dir that reaches the limit meanwhile gets its quota now."""
-        if self._deciding_on is not None and not self._verdict_while_deciding:
-            self._verdict_while_deciding = self._write_local_quotas(self._deciding_on, self.clock(),
-                                                                    "while the pass waits for the aggregator")
 
     def _guarded(self) -> bool:
         """Whether this broker's disk guard is on: a volume of it violated the limit at the last poll, or the

@@ -55,6 +55,7 @@ class LabSettings:
     move_sizes: tuple[tuple[str, int], ...] = ()    # (move, bytes) for a move of another size
     move_sources: tuple[tuple[str, int], ...] = ()  # (move, broker) for a move whose topic is not on SOURCE
     load_history_bytes: int = 32 << 20   # what the client topic holds for the replaying reader
+    load_retention_bytes: int = 64 << 20  # and at most keeps (retention.bytes), as a move of it has to copy
     moves: tuple[str, ...] = ("static", "adaptive")  # one topic per move: move-<name>
     max_percent: float = 90.0            # replication.max.tx/rx.percent, and the static rate's share
     network_window_seconds: int = 4      # replication.network.window
@@ -169,7 +170,7 @@ class MoveLab:
     def _fill_topics(self) -> None:
         """The moved topics filled on a fast network, then every link limited to the capacity."""
         topics = [self.load_topic, *self.move_topics.values()]
-        self.admin.create_topic(self.load_topic, 1, 1, {"retention.bytes": str(64 << 20)})
+        self.admin.create_topic(self.load_topic, 1, 1, {"retention.bytes": str(self.settings.load_retention_bytes)})
         for topic in self.move_topics.values():
             self.admin.create_topic(topic, 1, 1)
         # CreateTopics places the replica anywhere; an empty partition moves to its broker at once.

@@ -56,7 +56,7 @@ def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_
             return describe_volumes(*args, **kwargs)
 
         sidecar.admin.describe_volumes = probed
-        with caplog.at_level("INFO", logger="quota_sidecar.loop"):
+        with caplog.at_level("INFO", logger="quota_sidecar.act.local_verdict"):
             decision = sidecar.run_pass()
     finally:
         admin.delete_topics([unique_name])

@@ -50,8 +50,9 @@ SETTINGS = LabSettings(
     sidecar_capacity=3_000_000,
     # Steady: the replaying reader's "peak" lasts an hour.
     load=LoadProfile(produce=PRODUCE, replay=1_600_000, peak_seconds=3600, quiet_seconds=1),
-    move_bytes=64 << 20,
+    move_bytes=48 << 20,  # at OVERRIDE, 50 s: an ETA reported at ETA_AT for 30 s more
     load_history_bytes=16 << 20,
+    load_retention_bytes=32 << 20,  # what (e) moves: it catches up at the keep_up floor less the producer's rate
     moves=("eta", "inbound", "spread", "gather-1", "gather-2"),
     move_sizes=(("inbound", 16 << 20), ("spread", 24 << 20), ("gather-1", 24 << 20), ("gather-2", 24 << 20)),
     move_sources=(("gather-2", 2),),

@@ -1,0 +1,77 @@
+"""The local verdict: the hard limit's quotas written from the local watch alone.
+
+When the watch's last sample shows a dir of this broker at the hard limit, and the broker reported that dir as
+the same filesystem (confirmed by the last poll that succeeded), the factor is 0 whatever the cluster's view or
+the aggregator say: the quotas are written before a pass reads the cluster, and again while it waits for the
+aggregator (up to poll.timeout, all of it when the aggregator is down), without waiting for either.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Callable, Iterable, Iterator, Mapping
+
+from ..common import records
+from ..common.errors import AdminError
+from ..common.observation import Volume
+from ..observe.local_watch import LocalWatch
+from ..observe.volumes import foreign_dirs
+from .quota_writes import QuotaWriter
+from .snapshot import Counters
+
+log = logging.getLogger(__name__)
+
+
+class LocalVerdict:
+    def __init__(self, watch: LocalWatch, quota_writer: QuotaWriter, judged_locally: Callable[[datetime], Mapping],
+                 counters: Counters, clock: Callable[[], datetime]):
+        self.watch = watch
+        self.quota_writer = quota_writer
+        self.judged_locally = judged_locally  # the quotas of a factor of 0 (Decider.judged_locally)
+        self.counters = counters
+        self.clock = clock
+        self.confirmed_dirs: set[str] = set()  # local dirs the broker reported as the same filesystem
+        self.written_while_deciding = False  # by the pass under way, while it waited for the aggregator
+        self._deciding_on: records.Records | None = None  # that pass's records
+
+    def write(self, all_records: records.Records, now: datetime, when: str) -> bool:
+        """The quotas, when a confirmed dir of this broker is at the limit; whether one is."""
+        at_limit = [d for d in self.watch.at_limit if d in self.confirmed_dirs]
+        if not at_limit:
+            return False
+        writes = self.counters.writes
+        try:
+            self.quota_writer.apply(self.judged_locally(now), all_records)
+        except AdminError as error:  # the pass's own writes try again, and report a failure
+            log.debug("writing the quotas of a local dir at the limit failed: %s", error)
+        if self.counters.writes > writes:
+            log.info("local dir %s at the limit in its statvfs sample: quotas written %s", ", ".join(at_limit), when)
+        return True
+
+    @contextmanager
+    def deciding(self, all_records: records.Records | None) -> Iterator[None]:
+        """Around a pass's wait for the aggregator: while_deciding writes with the pass's records meanwhile."""
+        self.written_while_deciding = False
+        self._deciding_on = all_records
+        try:
+            yield
+        finally:
+            self._deciding_on = None
+
+    def while_deciding(self) -> None:
+        """Called by the pipeline between its polls while a pass waits for the aggregator: a dir that reaches the
+        limit meanwhile gets its quota now, once a pass."""
+        if self._deciding_on is not None and not self.written_while_deciding:
+            self.written_while_deciding = self.write(self._deciding_on, self.clock(),
+                                                     "while the pass waits for the aggregator")
+
+    def confirm(self, own: Iterable[Volume]) -> None:
+        """After a poll that succeeded, with this broker's volumes as the broker reported them: the watch stops
+        sampling dirs on another filesystem, and only the usable ones of the same filesystem may trigger."""
+        own = list(own)
+        latest = {log_dir: samples[-1] for log_dir, samples in self.watch.history().items()}
+        foreign = foreign_dirs(latest, own)
+        self.watch.exclude(foreign)
+        self.confirmed_dirs = {v.log_dir for v in own if v.usable} - set(foreign)
