@@ -18,10 +18,11 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from ..common import deadline, text
 from ..common.errors import AdminError, RetryableAdminError
+from ..common.records import TOPIC
 from ..observe.admin import ClusterAdmin
 from ..observe.kafka_client import admin_error, close_clients, open_client, with_cause
 
-DEFAULT_TOPIC = "__quota_sidecar_state"
+DEFAULT_TOPIC = TOPIC
 DEFAULT_TIMEOUT_MS = 30_000
 
 
