@@ -18,10 +18,11 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from ..common import deadline, text
 from ..common.errors import AdminError, RetryableAdminError
+from ..common.records import TOPIC
 from ..observe.admin import ClusterAdmin
 from ..observe.kafka_client import admin_error, close_clients, open_client, with_cause
 
-DEFAULT_TOPIC = "__quota_sidecar_state"
+DEFAULT_TOPIC = TOPIC
 DEFAULT_TIMEOUT_MS = 30_000
 
 
@@ -52,10 +53,13 @@ class ClusterStore:
         """Every live record: the topic read from its beginning up to the end offset seen at the start.
 
         With create=False a cluster without the topic (no sidecar ran there yet) has no records, and keeps
-        no topic either: a reader such as `status --direct` writes nothing.
+        no topic either: a reader such as `status --direct` writes nothing. A topic found there is read
+        without a CreateTopics, which Kafka's authorizer refuses without CREATE even when the topic exists.
         """
-        if not create and not self._topic_ready and not self._admin.describe_partitions([self.topic]):
-            return {}
+        if not create and not self._topic_ready:
+            if not self._admin.describe_partitions([self.topic]):
+                return {}
+            self._topic_ready = True
         reading = f"reading {self.topic}"
         with self._lock, deadline.within(self._timeout_ms / 1000, reading), self._naming_the_cause():
             consumer = self._ready_consumer()

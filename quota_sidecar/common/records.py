@@ -24,6 +24,8 @@ from typing import Mapping
 
 from .observation import Overrides
 
+# The compacted topic that holds them (state.store=topic, the default).
+TOPIC = "__quota_sidecar_state"
 QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE, CANCELLED = "quota", "config", "entries", "cordon", "override", "cancelled"
 Records = Mapping[tuple, dict]
 

@@ -1,0 +1,241 @@
+"""`quota-sidecar acls`: the ACLs each process needs with a configuration, and nothing more (decide/acls.py),
+printed as kafka-acls commands, a table and JSON (cli.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from quota_sidecar.cli import acl_table, main
+from quota_sidecar.configuration import config as configuration
+from quota_sidecar.decide import acls
+from quota_sidecar.decide.acls import (AGGREGATE, ALTER, ALTER_CONFIGS, CLEANUP, CREATE, DESCRIBE, DESCRIBE_CONFIGS,
+                                       PIPELINE, PLAN, PROCESSES, READ, RUN, STATUS_DIRECT, WATCHED, WRITE)
+
+WATCHED_SERVERS, PIPELINE_SERVERS = "kafka-1:9092,kafka-2:9092", "pipeline:9092"
+BASE = [f"kafka.admin.bootstrap.servers={WATCHED_SERVERS}", "storage.per.volume.limit.min.available.bytes=1000"]
+REPLICATION = ["broker.id=1", "replication.capacity.bytes.per.second=100000000"]
+GUARDED = REPLICATION + ["storage.local.log.dirs=/var/lib/kafka/data"]  # a local watch: the disk guard
+APART = [f"pipeline.bootstrap.servers={PIPELINE_SERVERS}"]
+ZOOKEEPER = ["zookeeper.connect=zk:2181/kafka", "state.store=zookeeper", "broker.id=1", "storage.cordon.log.dirs=false"]
+EVERYTHING = BASE + GUARDED + APART
+
+CLUSTER = "CLUSTER"
+STATE, OBSERVATIONS, DECISIONS = ("TOPIC __quota_sidecar_state", "TOPIC __quota_sidecar_observations",
+                                  "TOPIC __quota_sidecar_decisions")
+ANY = "TOPIC *"
+RECORDS = {(WATCHED, CREATE, STATE), (WATCHED, READ, STATE), (WATCHED, WRITE, STATE)}
+ASKING = {(PIPELINE, CREATE, OBSERVATIONS), (PIPELINE, WRITE, OBSERVATIONS), (PIPELINE, CREATE, DECISIONS),
+          (PIPELINE, READ, DECISIONS)}
+QUOTAS = {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)}
+LISTS = {(WATCHED, DESCRIBE, ANY), (WATCHED, ALTER_CONFIGS, ANY)}
+
+
+def config(*overrides, aggregator=False):
+    return configuration.load((), [*BASE, *overrides], aggregator)
+
+
+def granted(config, *processes):
+    return {(acl.cluster, acl.operation, str(acl.resource)) for acl in acls.required(config, processes)}
+
+
+@pytest.mark.parametrize("overrides, processes, expected", [
+    pytest.param([], [RUN], QUOTAS | RECORDS | ASKING, id="default agent"),
+    pytest.param(["storage.check.interval=PT0S"], [RUN], {(WATCHED, ALTER_CONFIGS, CLUSTER)} | RECORDS | ASKING,
+                 id="no storage check: no DescribeLogDirs"),
+    pytest.param(REPLICATION, [RUN], QUOTAS | RECORDS | ASKING | LISTS, id="replication throttles"),
+    pytest.param(GUARDED, [RUN], {(WATCHED, ALTER, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)} | RECORDS | ASKING
+                 | LISTS, id="the disk guard cancels moves: ALTER, which implies DESCRIBE"),
+    pytest.param(GUARDED + ["storage.cancel.moves.at.limit=false"], [RUN], QUOTAS | RECORDS | ASKING | LISTS,
+                 id="the disk guard without cancelling"),
+    pytest.param(APART, [RUN], QUOTAS | RECORDS | ASKING, id="pipeline on another cluster"),
+    pytest.param(ZOOKEEPER, [RUN], QUOTAS | ASKING, id="ZooKeeper mode: records in a znode, no topic"),
+    pytest.param(APART, [STATUS_DIRECT], {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, DESCRIBE_CONFIGS, CLUSTER),
+                                          (WATCHED, READ, STATE), (PIPELINE, WRITE, OBSERVATIONS),
+                                          (PIPELINE, READ, DECISIONS)},
+                 id="status --direct creates and alters nothing"),
+    pytest.param(REPLICATION, [STATUS_DIRECT], {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, DESCRIBE_CONFIGS, CLUSTER),
+                                                (WATCHED, READ, STATE), (WATCHED, DESCRIBE, ANY),
+                                                (PIPELINE, WRITE, OBSERVATIONS), (PIPELINE, READ, DECISIONS)},
+                 id="status --direct with replication throttles"),
+    pytest.param([], [PLAN], {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, DESCRIBE_CONFIGS, CLUSTER),
+                              (WATCHED, DESCRIBE, ANY)}, id="plan"),
+    pytest.param(REPLICATION, [CLEANUP], {(WATCHED, ALTER_CONFIGS, CLUSTER), (WATCHED, ALTER_CONFIGS, ANY)} | RECORDS,
+                 id="run --cleanup"),
+])
+def test_the_acls_of_a_configuration(overrides, processes, expected):
+    assert granted(config(*overrides), *processes) == expected
+
+
+def test_the_aggregator_needs_its_two_topics_and_no_consumer_group():
+    aggregator = configuration.load((), [f"pipeline.bootstrap.servers={PIPELINE_SERVERS}"], aggregator=True)
+    assert granted(aggregator, AGGREGATE) == {(PIPELINE, CREATE, OBSERVATIONS), (PIPELINE, READ, OBSERVATIONS),
+                                              (PIPELINE, CREATE, DECISIONS), (PIPELINE, WRITE, DECISIONS)}
+
+
+def test_topic_names_come_from_the_configuration():
+    renamed = config("pipeline.observations.topic=ops.asked", "pipeline.decisions.topic=ops.decided")
+    topics = {resource for _, _, resource in granted(renamed, RUN, AGGREGATE) if resource.startswith("TOPIC")}
+    assert topics == {STATE, "TOPIC ops.asked", "TOPIC ops.decided"}
+
+
+def test_one_principal_for_several_processes_gets_the_union_without_repeats():
+    everything = config(*GUARDED, *APART)
+    together = acls.required(everything, PROCESSES)
+    assert len({(a.cluster, a.operation, a.resource) for a in together}) == len(together)
+    assert set().union(*(granted(everything, p) for p in PROCESSES)) >= granted(everything, *PROCESSES)
+    # the aggregator's READ of the observations and WRITE of the decisions come with the agent's own
+    assert {(PIPELINE, READ, OBSERVATIONS), (PIPELINE, WRITE, DECISIONS)} <= granted(everything, *PROCESSES)
+
+
+@pytest.mark.parametrize("overrides", [[], REPLICATION, GUARDED, GUARDED + APART, ZOOKEEPER])
+@pytest.mark.parametrize("process", PROCESSES)
+def test_every_api_called_is_allowed_and_every_acl_is_needed_by_itself(overrides, process):
+    """Each need is served by an ACL that allows it, and no ACL is implied by the others: removing any one of
+    them stops what its needs name (what issue 22's live-authorizer test will check one ACL at a time)."""
+    conf = configuration.load((), [*BASE, *overrides], process == AGGREGATE)
+    needs = acls.needed(conf, [process])
+    found = acls.required(conf, [process])
+    keys = [(acl.cluster, acl.operation, acl.resource) for acl in found]
+    for need in needs:
+        serving = [acl for acl in found if need in acl.needs]
+        assert len(serving) == 1, need
+        assert acls._implies((serving[0].cluster, serving[0].operation, serving[0].resource),
+                             (need.cluster, need.operation, need.resource))
+    for key in keys:
+        assert not any(acls._implies(other, key) for other in keys if other != key), key
+
+
+def test_cleanup_needs_nothing_that_run_has_not():
+    everything = config(*GUARDED)
+    run = [(a.cluster, a.operation, a.resource) for a in acls.required(everything, [RUN])]
+    for acl in acls.required(everything, [CLEANUP]):
+        assert any(acls._implies(key, (acl.cluster, acl.operation, acl.resource)) for key in run), acl
+
+
+def test_a_read_or_write_implies_describe_and_alter_configs_implies_describe_configs():
+    topic = acls.Resource(acls.TOPIC, "t")
+    found = acls.acls([acls.Need(RUN, DESCRIBE, topic, "f", "Metadata", "x"),
+                       acls.Need(RUN, READ, topic, "f", "Fetch", "y"),
+                       acls.Need(RUN, DESCRIBE_CONFIGS, acls.Resource(acls.CLUSTER), "g", "DescribeConfigs", "z"),
+                       acls.Need(RUN, ALTER_CONFIGS, acls.Resource(acls.CLUSTER), "g", "IncrementalAlterConfigs", "w"),
+                       acls.Need(RUN, DESCRIBE_CONFIGS, topic, "h", "DescribeConfigs", "v")])
+    assert [(a.operation, str(a.resource), [n.api for n in a.needs]) for a in found] == [
+        ("ALTER_CONFIGS", "CLUSTER", ["IncrementalAlterConfigs", "DescribeConfigs"]),
+        ("READ", "TOPIC t", ["Fetch", "Metadata"]),
+        ("DESCRIBE_CONFIGS", "TOPIC t", ["DescribeConfigs"]),  # READ does not imply DESCRIBE_CONFIGS
+    ]
+
+
+def test_an_acl_on_one_cluster_implies_nothing_on_the_other():
+    topic = acls.Resource(acls.TOPIC, "t")
+    found = acls.acls([acls.Need(RUN, READ, topic, "f", "Fetch", "x", WATCHED),
+                       acls.Need(RUN, DESCRIBE, topic, "f", "Metadata", "y", PIPELINE)])
+    assert [(a.cluster, a.operation) for a in found] == [(WATCHED, READ), (PIPELINE, DESCRIBE)]
+
+
+def test_an_unknown_process_is_refused():
+    with pytest.raises(ValueError, match="status"):
+        acls.needed(config(), ["status"])
+
+
+# ---------------------------------------------------------------- the command
+
+def invoke(*args):
+    return CliRunner().invoke(main, ["acls", *args])
+
+
+def commands(output):
+    return [line for line in output.splitlines() if line.startswith("kafka-acls.sh")]
+
+
+def sets(overrides):
+    return [arg for pair in overrides for arg in ("--set", pair)]
+
+
+def test_the_default_agent_gets_these_commands_each_after_what_needs_it():
+    result = invoke("--principal", "User:quota-sidecar", *sets(BASE))
+    assert result.exit_code == 0, result.output
+    start = f"kafka-acls.sh --bootstrap-server {WATCHED_SERVERS} --add --allow-principal User:quota-sidecar"
+    assert commands(result.output) == [
+        f"{start} --operation Describe --cluster",
+        f"{start} --operation AlterConfigs --cluster",
+        f"{start} --operation Create --topic __quota_sidecar_state",
+        f"{start} --operation Read --topic __quota_sidecar_state",
+        f"{start} --operation Write --topic __quota_sidecar_state",
+        f"{start} --operation Create --topic __quota_sidecar_observations",
+        f"{start} --operation Write --topic __quota_sidecar_observations",
+        f"{start} --operation Create --topic __quota_sidecar_decisions",
+        f"{start} --operation Read --topic __quota_sidecar_decisions",
+    ]
+    lines = result.output.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("kafka-acls.sh"):
+            assert lines[index - 1].startswith("# ") and "Without it: " in "\n".join(lines[index - 4:index])
+    assert ("# disk protection: DescribeLogDirs of every broker: the volumes. Without it: every poll fails"
+            in result.output)
+
+
+def test_the_pipelines_topics_are_granted_on_the_pipeline_cluster_and_star_is_quoted_and_explained():
+    result = invoke("--principal", "User:agent", "--command-config", "admin client.properties", *sets(EVERYTHING))
+    assert result.exit_code == 0, result.output
+    listed = commands(result.output)
+    assert all(f"--bootstrap-server {PIPELINE_SERVERS} " in line for line in listed if "__quota_sidecar_o" in line
+               or "__quota_sidecar_d" in line)
+    assert all(f"--bootstrap-server {WATCHED_SERVERS} " in line for line in listed if "--cluster" in line
+               or "'*'" in line or "__quota_sidecar_state" in line)
+    assert all("--command-config 'admin client.properties' " in line for line in listed)
+    lines = result.output.splitlines()
+    for index, line in enumerate(lines):
+        if line.endswith("--topic '*'"):
+            assert any("'*'" in comment for comment in lines[index - 6:index] if comment.startswith("# TOPIC '*': "))
+        if line.endswith("--operation Alter --cluster"):
+            assert lines[index - 1].startswith("# CAUTION: ALTER on CLUSTER also allows CreateAcls")
+
+
+def test_status_and_plan_of_one_principal_name_the_process_of_each_need():
+    result = invoke("--principal", "User:ops", "--for", "status-direct,plan", *sets(BASE))
+    assert result.exit_code == 0, result.output
+    assert "# status --direct: disk protection: DescribeLogDirs" in result.output
+    assert "# plan: plan: DescribeLogDirs of the leaders" in result.output
+    assert not [line for line in commands(result.output) if " --operation Create " in line or "Alter" in line]
+
+
+def test_aggregator_flag_reads_an_aggregators_configuration():
+    result = invoke("--principal", "User:aggregator", "--aggregator", "--set",
+                    f"pipeline.bootstrap.servers={PIPELINE_SERVERS}")  # no storage limit: the aggregator needs none
+    assert result.exit_code == 0, result.output
+    assert len(commands(result.output)) == 4
+
+
+def test_json_for_machines():
+    result = invoke("--principal", "User:quota-sidecar", "--json", *sets(EVERYTHING))
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    assert len(found) == len(acls.required(config(*GUARDED, *APART), [RUN]))
+    alter = next(acl for acl in found if acl["operation"] == "ALTER")
+    assert alter["resource_type"] == "CLUSTER" and alter["bootstrap_servers"] == WATCHED_SERVERS
+    assert alter["caution"].startswith("ALTER on CLUSTER also allows CreateAcls")
+    assert {need["api"].split(" ")[0] for need in alter["needs"]} >= {"DescribeLogDirs", "AlterPartitionReassignments"}
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--principal", "quota-sidecar"], "--principal 'quota-sidecar': expected Type:name, e.g. User:quota-sidecar"),
+    (["--principal", ":quota-sidecar"], "expected Type:name"),
+    (["--principal", "User:"], "expected Type:name"),
+    (["--principal", "User:a", "--for", "run,status"], "--for status: expected one of run, aggregate, status-direct, "
+                                                       "plan, cleanup"),
+    (["--principal", "User:a", "--table", "--json"], "--table and --json: give one of them"),
+    (["--principal", "User:a", "--set", "storage.check.intervall=PT1S"], "storage.check.intervall is not a known key"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, says):
+    result = invoke(*args, *sets(BASE))
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and says in result.output, result.output
+
+
+def test_the_readme_has_the_table_of_every_process():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = acl_table(*(acls.required(configuration.load((), EVERYTHING, p == AGGREGATE), [p]) for p in PROCESSES))
+    assert table in readme, "the README's ACL table is stale: paste tests/unit/test_acls.py's acl_table(...)"
