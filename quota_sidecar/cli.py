@@ -18,6 +18,7 @@ from .common.errors import AdminError, ConfigError
 from .configuration import config as configuration
 from .decide import acls as permissions
 from .observe import host_checks
+from .serve import acls_text
 
 # Exit codes, as `quota-sidecar --help` documents them.
 OK, UNREACHABLE, BAD_CONFIGURATION = 0, 1, 2
@@ -282,86 +283,8 @@ def acls_command(config_paths: tuple[str, ...], overrides: tuple[str, ...], prin
     config = load_config(config_paths, overrides, aggregator=wanted == [permissions.AGGREGATE])
     found = permissions.required(config, wanted)
     if as_table:
-        click.echo(acl_table(found))
+        click.echo(acls_text.table(found))
     elif as_json:
-        click.echo(json.dumps([_acl_json(acl, principal, _servers(config, acl.cluster)) for acl in found], indent=2))
+        click.echo(json.dumps(acls_text.as_json(found, config, principal), indent=2))
     else:
-        click.echo(_acl_commands(found, config, principal, wanted, command_config))
-
-
-def _servers(config: configuration.SidecarConfig, cluster: str) -> str:
-    watched = cluster == permissions.WATCHED
-    return config.admin_properties["bootstrap.servers"] if watched else config.pipeline.bootstrap_servers
-
-
-def _acl_commands(found, config: configuration.SidecarConfig, principal: str, processes: list[str],
-                  command_config: str | None) -> str:
-    import shlex
-
-    lines = [f"# What {principal} needs for {', '.join(permissions.SHOWN[p] for p in processes)} with this "
-             "configuration, as Kafka's authorizer checks it (README: Least privilege).",
-             "# Not listed: what a listed ACL implies (READ, WRITE and ALTER imply DESCRIBE, ALTER_CONFIGS implies "
-             "DESCRIBE_CONFIGS), and ZooKeeper, reached with its own authentication."]
-    headers = {permissions.WATCHED: "the watched cluster: kafka.admin.bootstrap.servers="
-                                    + _servers(config, permissions.WATCHED),
-               permissions.PIPELINE: "the pipeline's topics: pipeline.bootstrap.servers="
-                                     + _servers(config, permissions.PIPELINE)
-                                     + ("" if config.pipeline.named else " (not set: the watched cluster)")}
-    config_option = ["--command-config", shlex.quote(command_config)] if command_config else []
-    for cluster, header in headers.items():
-        listed = [acl for acl in found if acl.cluster == cluster]
-        lines += ["", f"# ---- {header}"] if listed else []
-        for acl in listed:
-            lines += [f"# {line}" for line in _acl_reasons(acl, several=len(processes) > 1)]
-            resource = (["--cluster"] if acl.resource.kind == permissions.CLUSTER
-                        else ["--topic", shlex.quote(acl.resource.name)])
-            lines.append(" ".join(["kafka-acls.sh", "--bootstrap-server", shlex.quote(_servers(config, cluster)),
-                                   *config_option, "--add", "--allow-principal", shlex.quote(principal), "--operation",
-                                   acl.operation.title().replace("_", ""), *resource]))
-    return "\n".join(lines)
-
-
-def _acl_reasons(acl, several: bool) -> list[str]:
-    """One line per need: the feature and the Kafka API, what happens without it; why '*' for a topic."""
-    lines = []
-    for need in acl.needs:
-        who = f"{permissions.SHOWN[need.process]}: " if several else ""
-        implied = "" if acl.grants(need) else f" ({need.operation} on {need.resource}, which this ACL implies)"
-        lines.append(f"{who}{need.feature}: {need.api}{implied}. Without it: {need.without}")
-    if acl.resource.name == permissions.ANY_TOPIC:
-        lines.append(f"TOPIC '*': {permissions.ANY_TOPIC_WHY}")
-    if acl.caution:
-        lines.append(f"CAUTION: {acl.caution}")
-    return list(dict.fromkeys(lines))
-
-
-def acl_table(*acl_sets) -> str:
-    """The ACLs as a Markdown table: one row per ACL of each set (the README's: one set per process), one line
-    per feature in a cell."""
-    def by_feature(acl, text) -> str:
-        grouped: dict[str, list[str]] = {}
-        for need in acl.needs:
-            grouped.setdefault(need.feature, []).append(text(acl, need))
-        return "<br>".join(f"{feature}: {'; '.join(dict.fromkeys(texts))}" for feature, texts in grouped.items())
-
-    def api(acl, need) -> str:
-        return need.api + ("" if acl.grants(need) else f" ({need.operation}, implied)")
-
-    lines = ["| process | operation | resource | which feature needs it (Kafka API) | what happens without it |",
-             "|---|---|---|---|---|"]
-    for found in acl_sets:
-        for acl in found:
-            resource = "CLUSTER" if acl.resource.kind == permissions.CLUSTER else f"TOPIC `{acl.resource.name}`"
-            lines.append(f"| {', '.join(permissions.SHOWN[p] for p in acl.processes)} | {acl.operation} | {resource}"
-                         f"{' (pipeline)' if acl.cluster == permissions.PIPELINE else ''} | {by_feature(acl, api)} | "
-                         f"{by_feature(acl, lambda _, need: need.without)} |")
-    return "\n".join(lines)
-
-
-def _acl_json(acl, principal: str, servers: str) -> dict:
-    return {"cluster": acl.cluster, "bootstrap_servers": servers, "principal": principal, "host": "*",
-            "permission": "ALLOW", "operation": acl.operation, "resource_type": acl.resource.kind,
-            "resource_name": acl.resource.name, "pattern_type": "LITERAL", "processes": list(acl.processes),
-            "caution": acl.caution,
-            "needs": [{"process": n.process, "feature": n.feature, "api": n.api, "operation": n.operation,
-                       "resource": str(n.resource), "without": n.without} for n in acl.needs]}
+        click.echo(acls_text.commands(found, config, principal, wanted, command_config))

@@ -1,5 +1,5 @@
 """`quota-sidecar acls`: the ACLs each process needs with a configuration, and nothing more (decide/acls.py),
-printed as kafka-acls commands, a table and JSON (cli.py)."""
+printed as kafka-acls commands, a table and JSON (serve/acls_text.py, cli.py)."""
 
 import json
 from pathlib import Path
@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from quota_sidecar.cli import acl_table, main
+from quota_sidecar.cli import main
+from quota_sidecar.serve.acls_text import table as acl_table
 from quota_sidecar.configuration import config as configuration
 from quota_sidecar.decide import acls
 from quota_sidecar.decide.acls import (AGGREGATE, ALTER, ALTER_CONFIGS, CLEANUP, CREATE, DESCRIBE, DESCRIBE_CONFIGS,
