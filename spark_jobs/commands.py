@@ -153,8 +153,8 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     except Exception as error:  # Spark's errors come as many types; one line says which
         fail(f"cannot start the aggregation: {session.reason(error)}")
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
-    log.info("deciding for the agents of %s: %s -> %s (checkpoint %s)", pipeline.bootstrap_servers,
-             pipeline.observations_topic, pipeline.decisions_topic, checkpoint)
+    log.info("deciding for the agents of %s: %s -> %s (checkpoint %s, Spark %s)", pipeline.bootstrap_servers,
+             pipeline.observations_topic, pipeline.decisions_topic, checkpoint, config.spark_url or "embedded")
     try:
         while not shutdown.event.wait(1.0):
             if not query.isActive:  # a micro-batch failed (a write timed out...): resume from the checkpoint

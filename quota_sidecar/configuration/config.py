@@ -129,7 +129,7 @@ class SidecarConfig:
                 "cancel_moves_at_limit": self.cancel_moves_at_limit,
                 "fallback_factor": self.fallback_factor,
                 "validity": isodate.duration_isoformat(self.validity),
-                "spark_url": self.spark_url or "embedded", "broker_id": self.broker_id,
+                "broker_id": self.broker_id,  # (no spark.url: the agent runs no Spark; the aggregator logs its own)
                 "pipeline": self.pipeline.bootstrap_servers,
                 "zookeeper_connect": self.zookeeper_connect or None, "state_store": self.state_store}
 
