@@ -18,8 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, as pytest's rootdir conftest puts it
 
 from harness.connect_server import ConnectServer  # noqa: E402
-
-EVALUATE = Path(sys.executable).with_name("quota-sidecar")
+from harness.sidecar_process import EXECUTABLE  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +28,7 @@ def main(argv: list[str]) -> int:
     folder = Path(argv[0])
     failed = 0
     with ConnectServer() as server:
-        command = f"{shlex.quote(str(EVALUATE))} evaluate --set spark.url={server.url}"
+        command = f"{shlex.quote(str(EXECUTABLE))} evaluate --set spark.url={server.url}"
         for cases in sorted(p for p in folder.glob("cases*") if p.is_dir()):
             failed += subprocess.run([sys.executable, str(folder / "run.py"), str(cases), "--cmd", command]).returncode != 0
     return 1 if failed else 0

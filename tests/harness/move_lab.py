@@ -350,14 +350,11 @@ class MoveLab:
                                    f"{sample.replica_bytes} of {size} bytes at the destination")
             time.sleep(max(0.0, started + sample.at + 0.5 - time.monotonic()))
         ended = started + samples[-1].at
+        wall = time.time() - time.monotonic()  # + a monotonic time: its wall-clock time, as the sidecars log it
         with open(self.work_dir / f"{mode}-samples.jsonl", "w") as out:  # the timeline, for a failure's reader
-            out.writelines(json.dumps({"wall": round(self._wall_at(started + s.at), 2), **asdict(s)}) + "\n"
+            out.writelines(json.dumps({"wall": round(wall + started + s.at, 2), **asdict(s)}) + "\n"
                            for s in samples)
         return summarize(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended))
-
-    @staticmethod
-    def _wall_at(monotonic: float) -> float:
-        return time.time() - (time.monotonic() - monotonic)
 
     def _sample(self, topic: str, at: float) -> Sample:
         moving = any(move.topic == topic for move in self.admin.list_reassignments())
