@@ -22,8 +22,12 @@ from harness.sidecar_process import EXECUTABLE  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or not Path(argv[0], "run.py").is_file():
+    if len(argv) != 1:
         print(f"usage: {Path(__file__).name} CONFORMANCE_DIR (the folder with run.py and cases*/)", file=sys.stderr)
+        return 2
+    if not Path(argv[0], "run.py").is_file():
+        print(f"no conformance cases at {argv[0]} (no run.py there): make conformance CONFORMANCE=<that folder>",
+              file=sys.stderr)
         return 2
     folder = Path(argv[0])
     failed = 0
