@@ -122,9 +122,10 @@ class Sidecar:
         write_error = None
         if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
             try:
-                # A verdict written while deciding is newer than what the aggregator saw: nothing may lift it.
+                # A verdict written while deciding is newer than what the aggregator saw, and one that holds
+                # now judges denser samples: nothing may lift it.
                 undecided = (decision.error is not None and not decision.entered_fallback) or \
-                    (self.verdict is not None and self.verdict.written_while_deciding)
+                    (self.verdict is not None and (self.verdict.written_while_deciding or bool(self.verdict.holds())))
                 self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
@@ -325,7 +326,7 @@ class Sidecar:
         offer = None if self.znodes is None or self.config.broker_id is None else (
             lambda samples: self.znodes.offer(as_volumes(self.config.broker_id, samples, self.clock())))
         return LocalWatch(settings, limit, self.wake.set, self._horizon, on_sample=offer,
-                          peak_window=self.config.fill_window.total_seconds())
+                          fill_window=self.config.fill_window.total_seconds())
 
     def _horizon(self) -> float:
         """How far ahead of the limit a local volume asks for a pass: the configured horizon or a few passes,

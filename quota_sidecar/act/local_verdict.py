@@ -1,9 +1,11 @@
-"""The local verdict: the hard limit's quotas written from the local watch alone.
+"""The local verdict: a violation's quotas written from the local watch alone.
 
-When the watch's last sample shows a dir of this broker at the hard limit, and the broker reported that dir as
-the same filesystem (confirmed by the last poll that succeeded), the factor is 0 whatever the cluster's view or
-the aggregator say: the quotas are written before a pass reads the cluster, and again while it waits for the
-aggregator (up to poll.timeout, all of it when the aggregator is down), without waiting for either.
+When the watch's last sample shows a dir of this broker at the hard limit, or with a lead time reaching it
+within the lead time at its fill rate over the fill window (the aggregator's rule, on the watch's own samples
+every watch interval), and the broker reported that dir as the same filesystem (confirmed by the last poll that
+succeeded), the factor is 0 whatever the cluster's view or the aggregator say: the quotas are written before a
+pass reads the cluster, and again while it waits for the aggregator (up to poll.timeout, all of it when the
+aggregator is down), without waiting for either; and while the verdict holds, a decision lifts none of them.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ class LocalVerdict:
         self.written_while_deciding = False  # by the pass under way, while it waited for the aggregator
         self._deciding_on: records.Records | None = None  # that pass's records
 
+    def holds(self) -> list[str]:
+        """The confirmed dirs of this broker the watch's last sample judges violated."""
+        return [d for d in self.watch.judged if d in self.confirmed_dirs]
+
     def write(self, all_records: records.Records, now: datetime, when: str) -> bool:
-        """The quotas, when a confirmed dir of this broker is at the limit; whether one is."""
-        at_limit = [d for d in self.watch.at_limit if d in self.confirmed_dirs]
-        if not at_limit:
+        """The quotas, when a confirmed dir of this broker is judged violated; whether one is."""
+        judged = self.holds()
+        if not judged:
             return False
         writes = self.counters.writes
         try:
@@ -47,7 +53,9 @@ class LocalVerdict:
         except AdminError as error:  # the pass's own writes try again, and report a failure
             log.debug("writing the quotas of a local dir at the limit failed: %s", error)
         if self.counters.writes > writes:
-            log.info("local dir %s at the limit in its statvfs sample: quotas written %s", ", ".join(at_limit), when)
+            reasons = [d + (" at the limit" if d in self.watch.at_limit else
+                            " within the lead time of the limit at its fill rate") for d in judged]
+            log.info("local dir %s in its statvfs samples: quotas written %s", "; ".join(reasons), when)
         return True
 
     @contextmanager

@@ -23,7 +23,7 @@ from ..common.observation import Volume
 from ..common.vocabulary import StorageLimit
 from ..configuration.config import LocalWatchConfig
 from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, current_fill_rate,
-                      in_danger, time_left, until_judged)
+                      in_danger, predicted, time_left, until_judged)
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class LocalWatch:
     def __init__(self, config: LocalWatchConfig, limit: StorageLimit, wake: Callable[[], None],
                  horizon: Callable[[], float], read: Callable[[str, float], LocalSample] = statvfs_sample,
                  clock: Callable[[], float] = time.monotonic,
-                 on_sample: Callable[[list[LocalSample]], None] | None = None, peak_window: float = 60.0):
+                 on_sample: Callable[[list[LocalSample]], None] | None = None, fill_window: float = 60.0):
         self.limit, self.wake, self.horizon, self.read, self.clock = limit, wake, horizon, read, clock
         self.on_sample = on_sample
         self.interval = config.interval.total_seconds()
@@ -67,12 +67,17 @@ class LocalWatch:
         self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
         self.danger: list[str] = []
         self.at_limit: list[str] = []  # the dirs the last sample found at or below the hard limit
-        # The dirs at the limit or within the horizon at the fastest fill rate of the last `peak_window` seconds:
+        # Those, and with a lead time the dirs that reach the limit within it at their fill rate over the fill
+        # window: the local verdict's (local_verdict.py).
+        self.judged: list[str] = []
+        # The dirs at the limit or within the horizon at the fastest fill rate of the last `fill_window` seconds:
         # the disk guard's (local_guard.py). A move held by it fills nothing, so its current rate says nothing
         # of the burst that lifting the guard would let through.
         self.guard_zone: list[str] = []
-        self.peak_window = peak_window
-        self._rates: dict[str, deque[tuple[float, float]]] = {}  # dir -> (when, fill rate) within the peak window
+        self.fill_window = fill_window
+        # dir -> its samples within the fill window, kept only for a lead time's predictions
+        self._fill: dict[str, deque[LocalSample]] = {}
+        self._rates: dict[str, deque[tuple[float, float]]] = {}  # dir -> (when, fill rate) within the fill window
         self.until_judged: float | None = None  # seconds from the last sample until a dir is judged violated
         self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
         self._lock = threading.Lock()
@@ -111,6 +116,7 @@ class LocalWatch:
                     log.warning("not watching %s locally: %s; passes keep their interval", log_dir, why)
                     self.unreadable[log_dir] = why
                     self._history.pop(log_dir, None)
+                    self._fill.pop(log_dir, None)
 
     def sample(self) -> list[str]:
         """One round: read every dir, keep the window, and return the dirs in the danger zone, and those that
@@ -134,6 +140,11 @@ class LocalWatch:
                 found_now.append(found)
                 while samples and now - samples[0].at > TRIGGER_WINDOW_SECONDS:
                     samples.popleft()
+                if self.limit.lead_time:
+                    window = self._fill.setdefault(log_dir, deque())
+                    window.append(found)
+                    while now - window[0].at > self.fill_window:
+                        window.popleft()
             left = time_left(self._history, self.limit)
             horizon = self.horizon()
             self.danger = in_danger(left, horizon)
@@ -141,6 +152,7 @@ class LocalWatch:
             self.guard_zone = in_danger(time_left(self._history, self.limit, self._peak_rates(now)),
                                         max(horizon, GUARD_HORIZON_SECONDS))
             self.at_limit = at_the_limit(left)
+            self.judged = self.at_limit + predicted(self._fill, self.limit)
             self.until_judged = until_judged(left, self.limit)
             wake_for = self.danger + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger]
         if self.on_sample is not None and found_now:
@@ -148,13 +160,13 @@ class LocalWatch:
         return wake_for
 
     def _peak_rates(self, now: float) -> dict[str, float]:
-        """Each dir's fastest fill rate over the peak window, this round's included."""
+        """Each dir's fastest fill rate over the fill window, this round's included."""
         peaks = {}
         for log_dir, samples in self._history.items():
             rates = self._rates.setdefault(log_dir, deque())
             if samples and (rate := current_fill_rate(samples)) is not None:
                 rates.append((now, rate))
-            while rates and now - rates[0][0] > self.peak_window:
+            while rates and now - rates[0][0] > self.fill_window:
                 rates.popleft()
             if rates:
                 peaks[log_dir] = max(rate for _, rate in rates)

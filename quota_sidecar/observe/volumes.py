@@ -145,6 +145,15 @@ def at_the_limit(left: Mapping[str, float]) -> list[str]:
     return [log_dir for log_dir, seconds in left.items() if seconds <= 0.0]
 
 
+def predicted(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> list[str]:
+    """The local dirs above the limit that reach it within the lead time at their fill rate over the samples
+    given (those of the fill window): the aggregator's predicted violation (spark_jobs/volume_violations.py), on
+    the watch's own samples. None without a lead time."""
+    lead = limit.lead_time.total_seconds()
+    return [log_dir for log_dir, samples in history.items() if lead and samples
+            and (seconds := seconds_to_limit(samples, limit, fill_rate(samples))) is not None and 0.0 < seconds <= lead]
+
+
 def in_danger(left: Mapping[str, float], horizon: float) -> list[str]:
     """The local dirs at the limit, or that would reach it within `horizon` seconds (`left`: time_left)."""
     return [log_dir for log_dir, seconds in left.items() if seconds <= horizon]
@@ -159,8 +168,8 @@ def until_judged(left: Mapping[str, float], limit: StorageLimit) -> float | None
 def hold_the_pass(until: float | None, pass_seconds: float, held_for: float) -> bool:
     """Whether a pass should wait for the next sample: the watch expects a dir to be judged violated before the
     pass could end, too late for its decision (made on the free space at its start) to see it, and the loop busy
-    with it when the sample that shows the crossing comes. That sample brings the quotas of a local dir at the
-    limit at once (loop.py); a pass started just before would only delay them. Passes under load vary by half,
+    with it when the sample that shows the crossing comes. That sample brings the quotas of a local dir judged
+    violated at once (local_verdict.py); a pass started just before would only delay them. Passes under load vary by half,
     and the forecast with them: HOLD_PASSES of the last one. Never for longer: the forecast may be wrong."""
     longest = HOLD_PASSES * pass_seconds
     return until is not None and 0.0 < until < longest and held_for < longest

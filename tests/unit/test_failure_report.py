@@ -239,19 +239,38 @@ def test_a_dir_that_reaches_the_limit_while_a_pass_waits_for_the_aggregator_gets
         if not in_force_during_the_wait:
             in_force_during_the_wait.append(None)
             return nothing_violated(rows, limit)  # the first pass: the dir is the broker's
-        car.watch.at_limit = [str(tmp_path)]  # what the watch's sample shows once the flood crosses
+        car.watch.at_limit = car.watch.judged = [str(tmp_path)]  # what the watch's sample shows once the flood crosses
         pipeline.while_waiting()
         in_force_during_the_wait.append(admin.quotas[None]["producer_byte_rate"])
         raise DecisionFailed("the poll ran out of its 10s deadline while waiting for the aggregator's decision")
 
     car = Sidecar(config, admin, up_store(), Decider(config, aggregator), clock=Clock(), pipeline=pipeline)
     car.run_pass()
-    car.watch.at_limit = []  # below the limit as the next pass starts
+    car.watch.at_limit = car.watch.judged = []  # below the limit as the next pass starts
     car.clock.now = AT + timedelta(seconds=10)
     decision = car.run_pass()
 
     assert in_force_during_the_wait == [None, 1.0]
     assert (decision.throttle_factor, decision.source) == (0.0, "last_valid")
+
+
+def test_while_the_watch_predicts_a_violation_a_decision_that_does_not_lifts_no_quota(tmp_path):
+    """With a lead time the watch judges its dir on every sample of the fill window; the aggregator's decision,
+    made on the few samples a pass publishes, may not see it yet: while the local verdict holds, it lifts nothing."""
+    admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
+        "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
+        "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "0.0001",
+        "storage.per.volume.limit.lead.time": "PT10S"})
+    car = Sidecar(config, admin, up_store(), Decider(config, nothing_violated), clock=Clock())
+    car.run_pass()  # the dir is the broker's: confirmed by this first decision
+    in_force = []
+    for judged in ([str(tmp_path)], [str(tmp_path)], []):
+        car.watch.judged = judged  # as a sample within the lead time of the limit at the fill rate finds
+        car.clock.now += timedelta(seconds=10)
+        decision = car.run_pass()
+        in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
+
+    assert in_force == [(1.0, 1.0), (1.0, 1.0), (1.0, 1_000_000.0)]  # lifted once the watch no longer predicts it
 
 
 @pytest.mark.parametrize("error, line", [

@@ -12,7 +12,8 @@ from quota_sidecar.configuration.config import LocalWatchConfig
 from quota_sidecar.observe.host_checks import check_host
 from quota_sidecar.observe.local_watch import LocalWatch
 from quota_sidecar.observe.volumes import (LocalSample, at_the_limit, default_horizon, fill_rate, foreign_dirs,
-                                           hold_the_pass, in_danger, seconds_to_limit, time_left, until_judged)
+                                           hold_the_pass, in_danger, predicted, seconds_to_limit, time_left,
+                                           until_judged)
 
 MiB = 1 << 20
 LIMIT = StorageLimit(min_available_bytes=100 * MiB)
@@ -76,6 +77,41 @@ def test_a_dir_is_judged_violated_at_the_limit_or_a_lead_time_before_it():
     long_lead = StorageLimit(100 * MiB, lead_time=timedelta(seconds=5))
     assert until_judged(time_left(history, long_lead), long_lead) == 0.0
     assert until_judged(time_left({"/still": filling(0, 400 * MiB)}, LIMIT), LIMIT) is None
+
+
+def test_a_dir_is_predicted_to_violate_when_its_fill_rate_over_the_window_brings_it_to_the_limit_within_the_lead():
+    lead = StorageLimit(100 * MiB, lead_time=timedelta(seconds=5))
+    fast, slow = filling(100 * MiB, 400 * MiB, seconds=2), filling(10 * MiB, 400 * MiB, seconds=2)
+    assert predicted({"/fast": fast, "/slow": slow}, lead) == ["/fast"]  # 1 s left at 100 MiB/s; 28 s at 10
+    assert predicted({"/fast": fast}, LIMIT) == []  # no lead time, no prediction
+    below = [LocalSample("/below", 0.0, 1000 * MiB, 99 * MiB)]
+    assert predicted({"/below": below}, lead) == []  # at the limit already: a violation, not a prediction
+
+
+def test_a_burst_of_a_second_in_a_calm_window_is_no_predicted_violation():
+    """The fill window's slope, as the aggregator judges it, not the last second's: a writeback of dirty pages
+    takes the free space down at once, and a second's slope would call that a flood."""
+    lead = StorageLimit(100 * MiB, lead_time=timedelta(seconds=5))
+    calm = [LocalSample("/data", i * 0.1, 1000 * MiB, 600 * MiB) for i in range(50)]
+    burst = [*calm, *(LocalSample("/data", 5.0 + i * 0.1, 1000 * MiB, (600 - 30 * i) * MiB) for i in range(1, 11))]
+    assert time_left({"/data": burst[-11:]}, lead)["/data"] < 5.0  # the last second alone: within the lead
+    assert predicted({"/data": burst}, lead) == []
+
+
+def test_the_watch_judges_its_dirs_on_the_samples_of_the_fill_window():
+    readings = iter(range(600, 0, -10))  # MiB free, 100 MiB/s at a sample each 0.1 s
+    clock = iter(i / 10 for i in range(100))
+    config = LocalWatchConfig(("/data",), timedelta(milliseconds=100))
+    lead = StorageLimit(100 * MiB, lead_time=timedelta(seconds=3))
+    local = LocalWatch(config, lead, lambda: None, horizon=lambda: 0.5,
+                       read=lambda log_dir, at: LocalSample(log_dir, at, 1000 * MiB, next(readings) * MiB),
+                       clock=lambda: next(clock), fill_window=2.0)
+    judged = []
+    for _ in range(25):
+        local.sample()
+        judged.append(local.judged)
+    assert judged[18] == [] and judged[20] == ["/data"]  # 300 MiB left at 100 MiB/s: 3 s, the lead time
+    assert len(local._fill["/data"]) == 21  # two seconds of samples
 
 
 def test_a_pass_waits_when_the_verdict_would_change_before_it_could_end():
@@ -162,7 +198,7 @@ def test_the_guard_zone_remembers_the_fastest_fill_of_the_peak_window():
     woken = []
     local = LocalWatch(config, LIMIT, lambda: woken.append(True), horizon=lambda: 0.5,
                        read=lambda log_dir, at: LocalSample(log_dir, at, 1000 * MiB, next(readings) * MiB),
-                       clock=lambda: next(clock), peak_window=60.0)
+                       clock=lambda: next(clock), fill_window=60.0)
     rounds = [local.sample() for _ in range(23)]
 
     assert rounds[1] == ["/data"]  # 1000 MiB/s with 200 MiB free, 100 MiB above the limit: in danger
@@ -176,7 +212,7 @@ def test_the_guard_zone_forgets_a_peak_older_than_its_window():
     config = LocalWatchConfig(("/data",), timedelta(milliseconds=100))
     local = LocalWatch(config, LIMIT, lambda: None, horizon=lambda: 0.5,
                        read=lambda log_dir, at: LocalSample(log_dir, at, 1000 * MiB, next(readings) * MiB),
-                       clock=lambda: next(clock), peak_window=10.0)
+                       clock=lambda: next(clock), fill_window=10.0)
     local.sample(), local.sample(), local.sample()
     assert local.guard_zone == ["/data"]
     local.sample()
