@@ -3,11 +3,15 @@
 import logging
 from datetime import timedelta
 
+from prometheus_client import generate_latest
+
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.common.observation import Volume
 from quota_sidecar.common.vocabulary import StorageLimit
 from quota_sidecar.decide.cover import to_cover
 from quota_sidecar.observe.cover_watch import CoverWatch
+from quota_sidecar.serve import status
+from quota_sidecar.serve.metrics import registry_for
 
 from builders import AT, MiB
 
@@ -81,3 +85,13 @@ def test_a_failed_describe_keeps_what_was_judged_and_is_said_once(caplog):
     with caplog.at_level(logging.WARNING):
         assert watch.sample() == [(3, "/data")] and watch.sample() == [(3, "/data")]
     assert caplog.text.count("DescribeLogDirs of a covered broker failed") == 1
+
+
+def test_status_names_the_agents_heard_and_the_brokers_covered(a_snapshot, later):
+    built = status.build(a_snapshot(), later, mode="running")
+    assert built["cover"] == {"covering": [3], "every_seconds": 0.2, "agents_heard": {"1": 0.3, "3": 12.5},
+                              "down_after_seconds": 2.0}
+    assert ("agents heard: 1 (0.3s ago), 3 (12.5s ago); down after 2s silent; covering broker 3 (DescribeLogDirs "
+            "every 0.2s)") in status.render(built)
+    snapshot = a_snapshot()
+    assert "quota_sidecar_covered_brokers 1.0" in generate_latest(registry_for(lambda: snapshot)).decode()
