@@ -74,17 +74,12 @@ def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[],
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
                     config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics,
-                    config.pipeline.heartbeats_topic if covering(config) else None)
-
-
-def covering(config: configuration.SidecarConfig) -> bool:
-    """Whether the agent beats and covers brokers whose agent is down: it knows its broker, checks storage."""
-    return bool(config.cover_after) and config.broker_id is not None and config.storage_check_enabled
+                    config.pipeline.heartbeats_topic if config.covering else None)
 
 
 def build_cover(config: configuration.SidecarConfig, admin):
     """The heartbeats and the watch of the brokers whose agent is down (cover.after), or None."""
-    if not covering(config):
+    if not config.covering:
         return None
     from .decide.cover import Cover
     from .observe.cover_watch import CoverWatch

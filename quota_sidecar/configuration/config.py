@@ -121,6 +121,12 @@ class SidecarConfig:
     def storage_check_enabled(self) -> bool:
         return self.check_interval > timedelta(0)
 
+    @property
+    def covering(self) -> bool:
+        """Whether the agent beats and covers brokers whose agent is down: cover.after, its broker known, storage
+        checked."""
+        return bool(self.cover_after) and self.broker_id is not None and self.storage_check_enabled
+
     def redacted(self) -> dict:
         """Every effective setting with secrets masked: safe for logs and status."""
         admin = {f"{PREFIX}{ADMIN_PREFIX}{k}": (MASK if is_secret(k) else v) for k, v in self.admin_properties.items()}

@@ -353,7 +353,7 @@ def _asking(process: str, config: SidecarConfig, create: bool, without: str = NO
 def _covering(config: SidecarConfig) -> list[Need]:
     """The heartbeats on the pipeline cluster (decide/cover.py); DescribeLogDirs of a covered broker is the
     poll's own ACL."""
-    if not (config.cover_after and config.broker_id is not None and config.storage_check_enabled):
+    if not config.covering:
         return []
     heartbeats, cluster = Resource(TOPIC, config.pipeline.heartbeats_topic), PIPELINE
     alone = "the other agents take it for down and cover its broker; it covers none"
