@@ -20,7 +20,7 @@ from .act.local_guard import LocalGuard
 from .act.local_verdict import LocalVerdict
 from .act.quota_writes import QuotaWriter
 from .act.replication import ReplicationRunner
-from .act.snapshot import Counters, LocalWatchView, ReplicationView, Snapshot, utcnow
+from .act.snapshot import Counters, CoverView, LocalWatchView, ReplicationView, Snapshot, utcnow
 from .common import deadline, records
 from .common.errors import AdminError, DecisionFailed, RetryableAdminError
 from .common.failure_report import FailureReport
@@ -28,6 +28,7 @@ from .common.observation import Observation, Volume
 from .configuration.config import SidecarConfig
 from .decide import quotas
 from .decide.decider import Decider, Decision
+from .observe.cover_watch import CoverWatch
 from .observe.local_watch import LocalWatch, as_volumes, own_volumes
 from .observe.volumes import default_horizon, hold_the_pass, with_published
 from .observe.znode_volumes import ZnodeVolumes
@@ -39,7 +40,8 @@ log = logging.getLogger(__name__)
 class Sidecar:
     def __init__(self, config: SidecarConfig, admin, store, decider: Decider,
                  clock: Callable[[], datetime] = utcnow, replication: ReplicationRunner | None = None,
-                 cordoner: Cordoner | None = None, znodes: ZnodeVolumes | None = None, pipeline=None):
+                 cordoner: Cordoner | None = None, znodes: ZnodeVolumes | None = None, pipeline=None,
+                 cover: CoverWatch | None = None):
         self.config = config
         self.pipeline = pipeline  # asks the aggregator (None in tests that give the decider judges of their own)
         self.znodes = znodes  # the sidecars' volumes in ZooKeeper, when zookeeper.connect is set
@@ -57,8 +59,11 @@ class Sidecar:
         self.watch = self._local_watch()
         self.guard = None if replication is None or self.watch is None else LocalGuard(
             replication, admin, store, config.storage_limit, config.cancel_moves_at_limit, self.counters, self.watch)
-        self.verdict = None if self.watch is None else LocalVerdict(
-            self.watch, self.quota_writer, decider.judged_locally, self.counters, clock)
+        self.cover = cover  # watches the brokers whose agent is down, when this agent covers them
+        if cover is not None:
+            cover.wake = self.wake.set
+        self.verdict = None if self.watch is None and cover is None else LocalVerdict(
+            self.watch, cover, self.quota_writer, decider.judged_locally, self.counters, clock)
         self._near_the_limit = False
         self._held_since: float | None = None  # since when the next pass waits (_held)
         self._holding = False  # the next pass waits for the watch's next sample
@@ -82,7 +87,8 @@ class Sidecar:
                             {entity: dict(keys) for entity, keys in self.quota_writer.in_force.items()}, view,
                             watch, self.cordoner.view if self.cordoner else None, self.quota_writer.tenants,
                             tuple(self.guard.moves) if self.guard else (),
-                            self.pipeline.last_decision if self.pipeline else None)
+                            self.pipeline.last_decision if self.pipeline else None,
+                            None if self.cover is None else CoverView(self.cover.heard(), tuple(self.cover.covered)))
         with self._lock:
             self._published = snapshot
 
@@ -137,6 +143,8 @@ class Sidecar:
         self._report(decision, write_error)
         if self.verdict is not None and self.config.broker_id is not None and decision.error is None:
             self.verdict.confirm(v for v in decision.volumes if v.broker_id == self.config.broker_id)
+        if self.cover is not None and decision.error is None:
+            self.cover.brokers = observation.brokers
         return decision
 
     def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> bool:
@@ -271,8 +279,9 @@ class Sidecar:
             log.info("the pipeline is not connected yet: %s", failure)
 
     def close(self) -> None:
-        if self.watch is not None:
-            self.watch.stop()
+        for watch in (self.watch, self.cover):
+            if watch is not None:
+                watch.stop()
         if self.replication is not None:
             self.replication.close()
         self.admin.close()
@@ -291,8 +300,9 @@ class Sidecar:
         if self.replication is not None:  # replication passes in between, when they are more frequent
             every = min(full_every, self.config.replication.check_interval.total_seconds())
         shutdown.also_wakes(self.wake)
-        if self.watch is not None:
-            self.watch.start()
+        for watch in (self.watch, self.cover):
+            if watch is not None:
+                watch.start()
         next_full = next_any = time.monotonic()
         while not shutdown.event.is_set():
             started = time.monotonic()
@@ -337,8 +347,8 @@ class Sidecar:
         return horizon + self.config.storage_limit.lead_time.total_seconds()
 
     def _pass_now(self) -> bool:
-        """Whether the local watch asked for a pass now; one line when a dir comes near the limit, one when
-        none is any more."""
+        """Whether the local watch (or the cover's) asked for a pass now; one line when a dir comes near the
+        limit, one when none is any more."""
         asked = self.wake.is_set()
         self.wake.clear()
         near = list(self.watch.danger) if self.watch is not None else []
@@ -349,7 +359,8 @@ class Sidecar:
             log.info("local dirs away from the limit again: passes every %gs", self.config.check_interval.total_seconds())
         self._near_the_limit = bool(near)
         self._holding = bool(near) and self._held()
-        now = asked and bool(near) and not self._holding
+        # A covered broker's volume judged violated: the pass writes its verdict first (the cover says so).
+        now = asked and (bool(near) and not self._holding or bool(self.cover and self.cover.judged))
         self.counters.watch_passes += now
         return now
 

@@ -6,6 +6,7 @@ every watch interval), and the broker reported that dir as the same filesystem (
 succeeded), the factor is 0 whatever the cluster's view or the aggregator say: the quotas are written before a
 pass reads the cluster, and again while it waits for the aggregator (up to poll.timeout, all of it when the
 aggregator is down), without waiting for either; and while the verdict holds, a decision lifts none of them.
+The agent that covers brokers whose agent is down (observe/cover_watch.py) writes their verdict alike.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 from ..common import records
 from ..common.errors import AdminError
 from ..common.observation import Volume
+from ..observe.cover_watch import CoverWatch
 from ..observe.local_watch import LocalWatch
 from ..observe.volumes import foreign_dirs
 from .quota_writes import QuotaWriter
@@ -27,9 +29,9 @@ log = logging.getLogger(__name__)
 
 
 class LocalVerdict:
-    def __init__(self, watch: LocalWatch, quota_writer: QuotaWriter, judged_locally: Callable[[datetime], Mapping],
-                 counters: Counters, clock: Callable[[], datetime]):
-        self.watch = watch
+    def __init__(self, watch: LocalWatch | None, cover: CoverWatch | None, quota_writer: QuotaWriter,
+                 judged_locally: Callable[[datetime], Mapping], counters: Counters, clock: Callable[[], datetime]):
+        self.watch, self.cover = watch, cover
         self.quota_writer = quota_writer
         self.judged_locally = judged_locally  # the quotas of a factor of 0 (Decider.judged_locally)
         self.counters = counters
@@ -39,13 +41,21 @@ class LocalVerdict:
         self._deciding_on: records.Records | None = None  # that pass's records
 
     def holds(self) -> list[str]:
-        """The confirmed dirs of this broker the watch's last sample judges violated."""
-        return [d for d in self.watch.judged if d in self.confirmed_dirs]
+        """Why the verdict holds: each confirmed dir of this broker the watch's last sample judges violated, and
+        each volume of a covered broker the cover's judges so; none when it does not."""
+        local = [] if self.watch is None else [
+            f"local dir {d} " + ("at the limit" if d in self.watch.at_limit else "within the lead time of the limit "
+                                 "at its fill rate") + " in its statvfs samples"
+            for d in self.watch.judged if d in self.confirmed_dirs]
+        covered = [] if self.cover is None else [
+            f"broker {broker}'s {log_dir} judged violated in DescribeLogDirs (its agent is down)"
+            for broker, log_dir in self.cover.judged]
+        return local + covered
 
     def write(self, all_records: records.Records, now: datetime, when: str) -> bool:
-        """The quotas, when a confirmed dir of this broker is judged violated; whether one is."""
-        judged = self.holds()
-        if not judged:
+        """The quotas, when the verdict holds; whether it does."""
+        reasons = self.holds()
+        if not reasons:
             return False
         writes = self.counters.writes
         try:
@@ -53,9 +63,7 @@ class LocalVerdict:
         except AdminError as error:  # the pass's own writes try again, and report a failure
             log.debug("writing the quotas of a local dir at the limit failed: %s", error)
         if self.counters.writes > writes:
-            reasons = [d + (" at the limit" if d in self.watch.at_limit else
-                            " within the lead time of the limit at its fill rate") for d in judged]
-            log.info("local dir %s in its statvfs samples: quotas written %s", "; ".join(reasons), when)
+            log.info("%s: quotas written %s", "; ".join(reasons), when)
         return True
 
     @contextmanager
@@ -78,6 +86,8 @@ class LocalVerdict:
     def confirm(self, own: Iterable[Volume]) -> None:
         """After a poll that succeeded, with this broker's volumes as the broker reported them: the watch stops
         sampling dirs on another filesystem, and only the usable ones of the same filesystem may trigger."""
+        if self.watch is None:
+            return
         own = list(own)
         latest = {log_dir: samples[-1] for log_dir, samples in self.watch.history().items()}
         foreign = foreign_dirs(latest, own)

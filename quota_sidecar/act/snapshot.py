@@ -54,6 +54,14 @@ class LocalWatchView:
 
 
 @dataclass(frozen=True)
+class CoverView:
+    """The agents heard (broker -> seconds since its agent's last beat was read) and the brokers this agent
+    covers (decide/cover.py)."""
+    heard: Mapping[int, float]
+    covering: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The sidecar's state at the end of a pass: what status, metrics and /healthz show."""
     config: SidecarConfig
@@ -67,3 +75,4 @@ class Snapshot:
     tenants: TenantCount = TenantCount(0, 0)  # entities with a producer rate of their own, throttled
     cancelled_moves: tuple[Mapping, ...] = ()  # the moves onto this broker its sidecar cancelled (records.py)
     last_aggregation: Mapping | None = None  # the aggregator's last decision for this agent (pipeline_messages)
+    cover: CoverView | None = None  # when this agent beats (cover.after)

@@ -10,10 +10,12 @@ log = logging.getLogger("quota_sidecar.loop")  # the loop's lines, where operato
 
 
 class FailureReport:
-    """One WARNING per failed poll (or pass) naming the cause; one INFO line when they succeed again."""
+    """One WARNING per failed poll (or pass) naming the cause; one INFO line when they succeed again. With
+    `first_only` (what is tried several times a second), one WARNING for the first failure of a run only."""
 
-    def __init__(self, what: str, plural: str, monotonic: Callable[[], float] = time.monotonic):
-        self.what, self.plural, self.monotonic = what, plural, monotonic
+    def __init__(self, what: str, plural: str, monotonic: Callable[[], float] = time.monotonic,
+                 first_only: bool = False):
+        self.what, self.plural, self.monotonic, self.first_only = what, plural, monotonic, first_only
         self.failed = 0
         self.since: float | None = None
 
@@ -21,7 +23,8 @@ class FailureReport:
         if self.since is None:
             self.since = self.monotonic()
         self.failed += 1
-        log.warning("%s failed: %s", self.what, cause)
+        if self.failed == 1 or not self.first_only:
+            log.warning("%s failed: %s%s", self.what, cause, "; said once until it succeeds" if self.first_only else "")
 
     def success(self) -> None:
         if self.failed:

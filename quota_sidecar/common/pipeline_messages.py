@@ -1,4 +1,5 @@
-"""The two messages between the agents and the aggregator, in JSON on two topics of the pipeline cluster.
+"""The two messages between the agents and the aggregator, in JSON on two topics of the pipeline cluster, and
+the agents' heartbeats on a third.
 
 An observation is what one agent asks in one pass: the rows of a rule as a batch run would judge them (its
 volumes with their measurements in the fill window and the limits; or its broker's replication rows). A
@@ -17,9 +18,11 @@ from typing import Mapping
 VERSION = 1
 OBSERVATIONS_TOPIC = "__quota_sidecar_observations"
 DECISIONS_TOPIC = "__quota_sidecar_decisions"
+HEARTBEATS_TOPIC = "__quota_sidecar_heartbeats"
 # The observations are kept this long (retention.ms), for a restarted aggregator and for history; the
-# decisions topic is compacted: each agent's latest decision.
+# decisions topic is compacted: each agent's latest decision. A heartbeat matters for seconds.
 OBSERVATIONS_RETENTION_MS = 7 * 24 * 3600 * 1000
+HEARTBEATS_RETENTION_MS = 10 * 60 * 1000
 
 
 def key(cluster: str, agent: int | None) -> str:
@@ -38,6 +41,12 @@ def observation(cluster: str, agent: int | None, at: datetime, volumes: list[dic
         "volumes": None if volumes is None else {"rows": volumes, "limits": dict(limits or {})},
         "replication": None if replication is None else {"rows": replication},
     }
+
+
+def heartbeat(cluster: str, agent: int, at: datetime) -> dict:
+    """An agent saying it is alive (observe/heartbeats.py); `at` for people reading the topic: readers time a
+    beat by their own clock."""
+    return {"version": VERSION, "cluster": cluster, "agent": agent, "at": at.isoformat()}
 
 
 def encode(message: Mapping) -> bytes:

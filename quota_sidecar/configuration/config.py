@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import isodate
 
 from ..common.errors import ConfigError
-from ..common.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from ..common.vocabulary import StorageLimit
 from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS, KEYS, KEYS_BY_NAME, LOG_DIR_KEYS,
                    PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN, SOFT_KEYS)
@@ -83,6 +83,7 @@ class PipelineConfig:
     named: bool = False  # pipeline.bootstrap.servers was set
     observations_topic: str = OBSERVATIONS_TOPIC
     decisions_topic: str = DECISIONS_TOPIC
+    heartbeats_topic: str = HEARTBEATS_TOPIC
     checkpoint: str = ""
     kafka_jars: tuple[str, ...] = ()
     client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
@@ -100,6 +101,8 @@ class SidecarConfig:
     poll_timeout: timedelta = DEFAULT_POLL_TIMEOUT
     cordon_log_dirs: bool = True
     cancel_moves_at_limit: bool = True
+    cover_after: timedelta = timedelta(seconds=2)  # an agent silent this long is down; 0: no heartbeats, no cover
+    cover_interval: timedelta = timedelta(milliseconds=200)
     fallback_factor: float = 1.0
     validity: timedelta = timedelta(minutes=5)
     spark_url: str = ""
@@ -117,6 +120,12 @@ class SidecarConfig:
     @property
     def storage_check_enabled(self) -> bool:
         return self.check_interval > timedelta(0)
+
+    @property
+    def covering(self) -> bool:
+        """Whether the agent beats and covers brokers whose agent is down: cover.after, its broker known, storage
+        checked."""
+        return bool(self.cover_after) and self.broker_id is not None and self.storage_check_enabled
 
     def redacted(self) -> dict:
         """Every effective setting with secrets masked: safe for logs and status."""
@@ -200,6 +209,8 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
         poll_timeout=values["poll.timeout"] if "poll.timeout" in ours else _default_poll_timeout(admin_client),
         cordon_log_dirs=values["storage.cordon.log.dirs"],
         cancel_moves_at_limit=values["storage.cancel.moves.at.limit"],
+        cover_after=values["cover.after"],
+        cover_interval=values["cover.interval"],
         fallback_factor=values["throttle.factor.fallback"],
         validity=values["throttle.factor.validity.duration"],
         spark_url=values["spark.url"],
@@ -241,7 +252,8 @@ def _pipeline(values: Mapping[str, object], admin: Mapping[str, str]) -> Pipelin
     servers = values["pipeline.bootstrap.servers"] or admin["bootstrap.servers"]
     java = {**admin, "bootstrap.servers": servers}
     return PipelineConfig(servers, bool(values["pipeline.bootstrap.servers"]), values["pipeline.observations.topic"],
-                          values["pipeline.decisions.topic"], values["aggregator.checkpoint.location"],
+                          values["pipeline.decisions.topic"], values["pipeline.heartbeats.topic"],
+                          values["aggregator.checkpoint.location"],
                           values["aggregator.kafka.jars"], client_kwargs(java), java)
 
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 import isodate
 
-from ..common.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent, path_list,
                          percent, port, positive_duration, positive_int, positive_number, principal_list, ratio,
                          spark_url, state_store, text, token, zookeeper_connect)
@@ -127,6 +127,12 @@ KEYS: tuple[Key, ...] = (
         "with replication throttles on: cancel the moves adding replicas to a log dir of this broker, and the "
         "copies into it from another dir of the broker, when its free space keeps falling under the disk guard, "
         "below the limit by more than the guarded fetches bring"),
+    Key("cover.after", duration, timedelta(seconds=2),
+        "an agent whose heartbeat (every cover.after / 4, on pipeline.heartbeats.topic) no other has read for this "
+        "long is down: the live agent of the lowest broker id watches that broker's volumes until it is back; "
+        "PT0S turns heartbeats and covering off"),
+    Key("cover.interval", positive_duration, timedelta(milliseconds=200),
+        "how often the covering agent asks a broker whose agent is down for its volumes (DescribeLogDirs)"),
     Key("throttle.factor.fallback", ratio, 1.0, "factor once no valid factor is left"),
     Key("throttle.factor.validity.duration", duration, timedelta(minutes=5),
         "how long a factor stays valid while polls fail"),
@@ -151,6 +157,8 @@ KEYS: tuple[Key, ...] = (
         "the watched cluster (kafka.admin.bootstrap.servers)"),
     Key("pipeline.observations.topic", topic_name, OBSERVATIONS_TOPIC, "the agents' observations (kept 7 days)"),
     Key("pipeline.decisions.topic", topic_name, DECISIONS_TOPIC, "the aggregator's decisions (compacted)"),
+    Key("pipeline.heartbeats.topic", topic_name, HEARTBEATS_TOPIC, "the agents' heartbeats (one partition, kept "
+        "10 minutes)"),
     Key("aggregator.checkpoint.location", location, "", "the aggregator's Spark checkpoint (offsets read): a restart "
         "resumes after the last micro-batch it decided; put it on a volume", "<temp dir>/quota-sidecar-aggregator"),
     Key("aggregator.kafka.jars", path_list, (), "the jars of Spark's Kafka connector the aggregator loads (never "

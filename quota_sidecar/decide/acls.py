@@ -160,6 +160,7 @@ ASKING = "the aggregator's decisions"
 REPLICATION = "replication throttles"
 GUARD = "the disk guard"
 CORDONS = "cordoned log dirs"
+COVER = "covering a broker whose agent is down"
 
 NO_POLL = "every poll fails: the factor keeps its last valid value, then the fallback"
 NO_DECISION = ("no decision: every poll fails and the factor goes to its fallback; only the local verdict "
@@ -179,6 +180,7 @@ def _run(config: SidecarConfig) -> list[Need]:
     ]
     needs += _records(RUN, config, create=True)
     needs += _asking(RUN, config, create=True)
+    needs += _covering(config)
     if config.replication.enabled:
         needs += _replication(RUN)
         needs += [
@@ -345,6 +347,21 @@ def _asking(process: str, config: SidecarConfig, create: bool, without: str = NO
         Need(process, WRITE, observations, ASKING, "Produce: its observations", without, cluster),
         Need(process, DESCRIBE, decisions, ASKING, "Metadata and ListOffsets", without, cluster),
         Need(process, READ, decisions, ASKING, "Fetch: the decisions on them", without, cluster),
+    ]
+
+
+def _covering(config: SidecarConfig) -> list[Need]:
+    """The heartbeats on the pipeline cluster (decide/cover.py); DescribeLogDirs of a covered broker is the
+    poll's own ACL."""
+    if not config.covering:
+        return []
+    heartbeats, cluster = Resource(TOPIC, config.pipeline.heartbeats_topic), PIPELINE
+    alone = "the other agents take it for down and cover its broker; it covers none"
+    return [
+        Need(RUN, CREATE, heartbeats, COVER, "CreateTopics at start (the topic ensured)", alone, cluster),
+        Need(RUN, DESCRIBE, heartbeats, COVER, "Metadata and ListOffsets", alone, cluster),
+        Need(RUN, WRITE, heartbeats, COVER, "Produce: its heartbeat", alone, cluster),
+        Need(RUN, READ, heartbeats, COVER, "Fetch: the other agents' heartbeats", alone, cluster),
     ]
 
 

@@ -58,6 +58,9 @@ class SidecarCollector:
             yield _gauge("last_success_timestamp_seconds", "When the last poll succeeded.",
                          factor.last_success_at.timestamp())
         yield from _aggregation(snapshot.last_aggregation)
+        if snapshot.cover is not None:
+            yield _gauge("covered_brokers", "Brokers whose agent is down that this agent covers (watches their "
+                         "volumes with DescribeLogDirs).", len(snapshot.cover.covering))
         if decision is None:
             return
         yield _gauge("active_brokers", "Brokers whose volumes the last decision considered.", decision.active_brokers)

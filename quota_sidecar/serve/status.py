@@ -50,6 +50,10 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         "watched": [d for d in watch.watched if d not in watch.not_watched], "not_watched": dict(watch.not_watched),
         "near_the_limit": list(watch.near_the_limit), "every_seconds": config.local_watch.interval.total_seconds(),
         "passes_started": snapshot.counters.watch_passes}
+    if snapshot.cover is not None:
+        status["cover"] = {"covering": list(snapshot.cover.covering), "every_seconds": config.cover_interval.total_seconds(),
+                           "agents_heard": {str(b): round(age, 1) for b, age in snapshot.cover.heard.items()},
+                           "down_after_seconds": config.cover_after.total_seconds()}
     if snapshot.cordons is not None:
         status["cordoned"] = _cordoned(snapshot.cordons)
     if snapshot.cancelled_moves:
@@ -144,6 +148,7 @@ def render(status: dict) -> str:
     if throttle["last_error"]:
         lines.append(f"last poll failed: {throttle['last_error']}")
     lines += _render_watch(status.get("local_watch"))
+    lines += _render_cover(status.get("cover"))
     znodes = any("published_available_bytes" in v for v in status["volumes"])  # side by side
     lines += ["", table(["broker", "log dir", "total", "available", *(["znode avail."] if znodes else []), "ratio",
                          "margin", "fill", "limit", "state"],
@@ -185,6 +190,15 @@ def _render_watch(watch: dict | None) -> list[str]:
                      f"({watch['passes_started']} passes started early){near}")
     lines += [f"local watch: not watching {path}: {why}" for path, why in watch["not_watched"].items()]
     return lines
+
+
+def _render_cover(cover: dict | None) -> list[str]:
+    if cover is None:
+        return []
+    heard = ", ".join(f"{b} ({age:g}s ago)" for b, age in cover["agents_heard"].items()) or "none yet"
+    covering = (f"covering broker {', '.join(map(str, cover['covering']))} (DescribeLogDirs every "
+                f"{cover['every_seconds']:g}s)" if cover["covering"] else "covering no broker")
+    return [f"agents heard: {heard}; down after {cover['down_after_seconds']:g}s silent; {covering}"]
 
 
 def _render_cordoned(cordoned: dict) -> str:

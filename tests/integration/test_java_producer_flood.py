@@ -7,6 +7,8 @@ and every record the producer saw acknowledged is read back.
 
 With the aggregator killed (SIGKILL) as the flood begins, the local verdict alone keeps the disk from filling,
 the failed polls keep the factor of 0 on its timeline, and the decisions come back once it has restarted.
+With the agent beside broker 3 stopped (SIGSTOP), the agent beside broker 1 covers broker 3 (heartbeats,
+DescribeLogDirs every cover.interval) and writes the quota.
 
 The full-speed flood runs on Kafka 4.4 in KRaft mode and on Kafka 3.2 in ZooKeeper mode, whose
 DescribeLogDirs has no sizes (before KIP-827): there the sidecar knows broker 3's volume only from the znode
@@ -215,3 +217,51 @@ def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosse
     print(f"quota written {throttled.at - started:.2f} s after the flood began; limit crossed: "
           + ("never" if crossed is None else f"{crossed - started:.2f} s"))
     assert crossed is None or throttled.at < crossed, "the quota came after the crossing"
+
+
+def test_with_its_agent_stopped_the_broker_is_covered_and_a_full_speed_flood_never_fills_the_disk(
+        flooded_broker, pipeline, tmp_path):
+    """Default settings. The agent beside broker 3 is stopped (SIGSTOP: a long pause; an OOM kill or a restart
+    leave its broker alike) before the flood; the agent beside broker 1, which has no local dir of broker 3, sees
+    its heartbeats stop and watches broker 3's volume with DescribeLogDirs: the quota lands within a second of
+    the crossing. Once broker 3's agent runs again, it is not covered any more."""
+    cluster, small_dir, topic = flooded_broker
+    beside_3 = sidecar_beside_broker_3(cluster, pipeline, small_dir, tmp_path)
+    beside_1 = SidecarProcess("sidecar-1", tmp_path, {
+        "node.id": 1, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
+        PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT, PREFIX + "produce": 1 << 30, **pipeline})
+    output = tmp_path / "producer.log"
+    with beside_3, beside_1:
+        beside_3.wait_ready(), beside_1.wait_ready()
+        eventually(lambda: "3" in beside_1.status()["cover"]["agents_heard"], 30, "broker 1's agent hears broker 3's")
+        stopped = time.monotonic()
+        beside_3.send(signal.SIGSTOP)
+        try:
+            covering = beside_1.wait_for_line(r"covering broker 3: no heartbeat", timeout=30, after=stopped)
+            with DiskSampler(small_dir, every=0.01) as free:
+                started = time.monotonic()
+                producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD,
+                                                -1, output, reporting_interval_ms=500, **FLOOD)
+                try:
+                    throttled = beside_1.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
+                    time.sleep(5)  # what is still in flight lands, or not
+                finally:
+                    producer.send_signal(signal.SIGTERM)
+                    producer.wait(30)
+        finally:
+            beside_3.send(signal.SIGCONT)
+        beside_1.wait_for_line(r"not covering broker 3 any more", timeout=30, after=started)
+        verdict = beside_1.first_line(r"broker 3's \S+ judged violated in DescribeLogDirs", after=started)
+    crossed = free.crossed_at(LIMIT)
+    print(f"covering {covering.at - stopped:.1f} s after the stop; the limit crossed {crossed - started:.2f} s after "
+          f"the flood began; quota written {throttled.at - crossed:+.2f} s from it; lowest free "
+          f"{free.lowest() / MiB:.1f} MiB")
+    assert verdict is not None, "the quota was not written by the cover"
+    assert throttled.at - crossed < 1.0, f"the quota came {throttled.at - crossed:.2f} s after the crossing"
+    assert free.lowest() > 0, "the filesystem filled up"
+    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
+    assert volume.error is None, f"the log dir went offline: {volume.error}"
+    acknowledged = acknowledged_so_far(output.read_text())
+    read, high_watermark = read_back(cluster.bootstrap_servers, topic)
+    assert acknowledged > 0 and read == high_watermark >= acknowledged, (read, high_watermark, acknowledged)

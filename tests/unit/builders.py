@@ -3,7 +3,7 @@ Snapshot), so that status, metrics and the HTTP endpoint are tested on a known s
 
 from datetime import datetime, timezone
 
-from quota_sidecar.act.snapshot import Counters, ReplicationView, Snapshot
+from quota_sidecar.act.snapshot import Counters, CoverView, ReplicationView, Snapshot
 from quota_sidecar.common.observation import BrokerLoad, Overrides, Reassignment, ReplicationObservation, Volume
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide import quotas
@@ -47,7 +47,8 @@ def snapshot(replication: bool = False, **changes) -> Snapshot:
         view = ReplicationView(3, 40_000_000, observation, rates)
     made = Snapshot(config, FactorState(0.0, COMPUTED, 0.0, AT, AT), decision,
                     Counters(polls=4, poll_failures=1, limit_violations=2, writes=3, last_poll_seconds=0.25),
-                    {None: {quotas.PRODUCE: 1.0}, (None, "quota-sidecar"): {quotas.PRODUCE: quotas.UNLIMITED}}, view)
+                    {None: {quotas.PRODUCE: 1.0}, (None, "quota-sidecar"): {quotas.PRODUCE: quotas.UNLIMITED}}, view,
+                    cover=CoverView({1: 0.3, 3: 12.5}, (3,)))  # broker 3's agent silent, covered by this one
     return Snapshot(**{**made.__dict__, **changes})
 
 

@@ -23,14 +23,17 @@ ZOOKEEPER = ["zookeeper.connect=zk:2181/kafka", "state.store=zookeeper", "broker
 EVERYTHING = BASE + GUARDED + APART
 
 CLUSTER = "CLUSTER"
-STATE, OBSERVATIONS, DECISIONS = ("TOPIC __quota_sidecar_state", "TOPIC __quota_sidecar_observations",
-                                  "TOPIC __quota_sidecar_decisions")
+STATE, OBSERVATIONS, DECISIONS, HEARTBEATS = (
+    "TOPIC __quota_sidecar_state", "TOPIC __quota_sidecar_observations", "TOPIC __quota_sidecar_decisions",
+    "TOPIC __quota_sidecar_heartbeats")
 ANY = "TOPIC *"
 RECORDS = {(WATCHED, CREATE, STATE), (WATCHED, READ, STATE), (WATCHED, WRITE, STATE)}
 ASKING = {(PIPELINE, CREATE, OBSERVATIONS), (PIPELINE, WRITE, OBSERVATIONS), (PIPELINE, CREATE, DECISIONS),
           (PIPELINE, READ, DECISIONS)}
 QUOTAS = {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)}
 LISTS = {(WATCHED, DESCRIBE, ANY), (WATCHED, ALTER_CONFIGS, ANY)}
+# An agent that knows its broker beats, and covers brokers whose agent is down (cover.after).
+BEATING = {(PIPELINE, CREATE, HEARTBEATS), (PIPELINE, READ, HEARTBEATS), (PIPELINE, WRITE, HEARTBEATS)}
 
 
 def config(*overrides, aggregator=False):
@@ -45,13 +48,15 @@ def granted(config, *processes):
     pytest.param([], [RUN], QUOTAS | RECORDS | ASKING, id="default agent"),
     pytest.param(["storage.check.interval=PT0S"], [RUN], {(WATCHED, ALTER_CONFIGS, CLUSTER)} | RECORDS | ASKING,
                  id="no storage check: no DescribeLogDirs"),
-    pytest.param(REPLICATION, [RUN], QUOTAS | RECORDS | ASKING | LISTS, id="replication throttles"),
+    pytest.param(REPLICATION, [RUN], QUOTAS | RECORDS | ASKING | LISTS | BEATING, id="replication throttles"),
+    pytest.param(REPLICATION + ["cover.after=PT0S"], [RUN], QUOTAS | RECORDS | ASKING | LISTS,
+                 id="no heartbeats, no cover"),
     pytest.param(GUARDED, [RUN], {(WATCHED, ALTER, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)} | RECORDS | ASKING
-                 | LISTS, id="the disk guard cancels moves: ALTER, which implies DESCRIBE"),
-    pytest.param(GUARDED + ["storage.cancel.moves.at.limit=false"], [RUN], QUOTAS | RECORDS | ASKING | LISTS,
-                 id="the disk guard without cancelling"),
+                 | LISTS | BEATING, id="the disk guard cancels moves: ALTER, which implies DESCRIBE"),
+    pytest.param(GUARDED + ["storage.cancel.moves.at.limit=false"], [RUN],
+                 QUOTAS | RECORDS | ASKING | LISTS | BEATING, id="the disk guard without cancelling"),
     pytest.param(APART, [RUN], QUOTAS | RECORDS | ASKING, id="pipeline on another cluster"),
-    pytest.param(ZOOKEEPER, [RUN], QUOTAS | ASKING, id="ZooKeeper mode: records in a znode, no topic"),
+    pytest.param(ZOOKEEPER, [RUN], QUOTAS | ASKING | BEATING, id="ZooKeeper mode: records in a znode, no topic"),
     pytest.param(APART, [STATUS_DIRECT], {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, DESCRIBE_CONFIGS, CLUSTER),
                                           (WATCHED, READ, STATE), (PIPELINE, WRITE, OBSERVATIONS),
                                           (PIPELINE, READ, DECISIONS)},

@@ -45,6 +45,8 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("storage.local.watch.interval", "0.1", {}),
     ("storage.local.trigger.horizon", "PT0S", {}),
     ("poll.timeout", "PT0S", {}),
+    ("cover.after", "2s", {}),
+    ("cover.interval", "PT0S", {}),
     ("throttle.factor.fallback", "2", {}),
     ("throttle.factor.validity.duration", "P1M", {}),
     ("produce", "0", {}),
@@ -55,6 +57,7 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("pipeline.bootstrap.servers", "pipeline-kafka", {}),  # no port
     ("pipeline.observations.topic", "observations of the fleet", {}),
     ("pipeline.decisions.topic", "", {}),
+    ("pipeline.heartbeats.topic", "heart/beats", {}),
     ("aggregator.checkpoint.location", "checkpoints/aggregator", {}),  # relative to what?
     ("aggregator.kafka.jars", "build/kafka.jar", {}),
     ("zookeeper.connect", "zk1:2181/kafka/", {}),

@@ -13,6 +13,7 @@ from quota_sidecar.common.failure_report import FailureReport
 from quota_sidecar.common.observation import Volume
 from quota_sidecar.decide.decider import Decider
 from quota_sidecar.loop import Sidecar
+from quota_sidecar.observe.cover_watch import CoverWatch
 
 from builders import AT, MiB, sidecar_config
 
@@ -271,6 +272,24 @@ def test_while_the_watch_predicts_a_violation_a_decision_that_does_not_lifts_no_
         in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
 
     assert in_force == [(1.0, 1.0), (1.0, 1.0), (1.0, 1_000_000.0)]  # lifted once the watch no longer predicts it
+
+
+def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_that_covers_it(tmp_path):
+    """Broker 3's agent is down; broker 1's covers it: its volume judged at the limit in DescribeLogDirs brings the
+    quotas at the pass's start, and no decision lifts them while it stays judged."""
+    admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
+        "broker.id": 1, "produce": "1000000", "storage.per.volume.limit.min.available.bytes": str(MiB)})
+    heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0})  # the heartbeats, as read before 3 went silent
+    cover = CoverWatch(heard, lambda brokers, now: [3], admin, config.storage_limit, 0.2, 60.0)
+    car = Sidecar(config, admin, up_store(), Decider(config, nothing_violated), clock=Clock(), cover=cover)
+    in_force = []
+    for judged in ([], [(3, "/data")], [(3, "/data")], []):
+        cover.judged = judged
+        car.clock.now += timedelta(seconds=10)
+        decision = car.run_pass()
+        in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
+
+    assert car.watch is None and in_force == [(1.0, 1_000_000.0), (1.0, 1.0), (1.0, 1.0), (1.0, 1_000_000.0)]
 
 
 @pytest.mark.parametrize("error, line", [

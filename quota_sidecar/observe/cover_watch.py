@@ -1,0 +1,92 @@
+"""The volumes of the brokers whose agent is down, read by the agent that covers them (`targets`: decide/cover.py).
+
+Every `cover.interval` it asks those brokers, and only those, for their volumes with DescribeLogDirs (no
+topics: ~260 bytes an answer, whatever the number of partitions), and judges them as the local watch judges
+its own dirs: at the limit, or with a lead time within it at the fill rate of the fill window. A volume judged
+so wakes the loop, whose pass writes the local verdict's quotas first (act/local_verdict.py), as the agent
+beside that broker would have.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from datetime import datetime, timezone
+from typing import Callable, Iterable
+
+from ..common import deadline
+from ..common.errors import AdminError
+from ..common.failure_report import FailureReport
+from ..common.vocabulary import StorageLimit
+from .heartbeats import Heartbeats
+from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, predicted, time_left
+
+log = logging.getLogger(__name__)
+
+
+class CoverWatch:
+    def __init__(self, heartbeats: Heartbeats, targets: Callable[[Iterable[int], float], list[int]], admin,
+                 limit: StorageLimit, interval: float, fill_window: float,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 utcnow: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+        self.heartbeats, self.targets, self.admin, self.limit = heartbeats, targets, admin, limit
+        self.interval, self.monotonic, self.utcnow = interval, monotonic, utcnow
+        self.window = max(fill_window if limit.lead_time else 0.0, TRIGGER_WINDOW_SECONDS)
+        self.wake: Callable[[], None] = lambda: None  # the loop's (loop.py)
+        self.brokers: tuple[int, ...] = ()  # the cluster's live brokers at the last poll that succeeded (loop.py)
+        self.covered: list[int] = []  # the brokers of the last round
+        self.judged: list[tuple[int, str]] = []  # (broker, log dir) at the limit, or within the lead time of it
+        self._history: dict[tuple[int, str], deque[LocalSample]] = {}
+        self._report = FailureReport("DescribeLogDirs of a covered broker", "DescribeLogDirs of covered brokers",
+                                     first_only=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cover-watch", daemon=True)
+
+    def start(self) -> CoverWatch:
+        self.heartbeats.start()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        self.heartbeats.stop()
+
+    def heard(self) -> dict[int, float]:
+        """Each agent heard: seconds since its last beat was read."""
+        now = self.monotonic()
+        return {agent: now - seen for agent, seen in sorted(self.heartbeats.last_seen().items())}
+
+    def sample(self) -> list[tuple[int, str]]:
+        """One round: which brokers to cover, their volumes now, and those judged violated."""
+        now = self.monotonic()
+        self.covered = covered = self.targets(self.brokers, now)
+        self._history = {key: samples for key, samples in self._history.items() if key[0] in covered}
+        if covered:
+            try:
+                with deadline.within(max(self.interval, 1.0), "covering"):
+                    volumes = self.admin.describe_volumes(covered, self.utcnow())
+                self._report.success()
+            except AdminError as error:  # the next round asks again; what was judged stays judged meanwhile
+                self._report.failure(str(error))
+                return self.judged
+            for volume in volumes:
+                if volume.usable:
+                    samples = self._history.setdefault((volume.broker_id, volume.log_dir), deque())
+                    samples.append(LocalSample(volume.log_dir, now, volume.total_bytes, volume.available_bytes))
+                    while now - samples[0].at > self.window:
+                        samples.popleft()
+        self.judged = sorted(at_the_limit(time_left(self._history, self.limit)) + predicted(self._history, self.limit))
+        return self.judged
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if self.sample():
+                    self.wake()
+            except Exception:  # covering only adds to the passes; the loop goes on without it
+                log.exception("covering the brokers whose agent is down failed; their volumes wait for the passes")
+                return

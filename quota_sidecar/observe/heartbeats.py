@@ -1,0 +1,111 @@
+"""The agents' heartbeats: each agent beats on a topic of the pipeline cluster and reads everyone's.
+
+A beat is ~120 bytes, every `cover.after` / 4 seconds, into one partition that every agent reads (from a minute
+back at its start: the agents there are): N agents write 4N/`cover.after` records a second, and each reads them
+all. A beat counts from when this agent read it, on its own clock: the clocks of different hosts are never
+compared. An agent whose own beats do not come back (the pipeline cluster unreachable) knows nothing of the
+others (decide/cover.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Callable, Mapping
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as Errors
+
+from ..common import pipeline_messages as messages
+from ..common.errors import AdminError
+from ..common.failure_report import FailureReport
+from .kafka_client import close_clients, open_client
+
+log = logging.getLogger(__name__)
+
+HISTORY_SECONDS = 60.0
+
+
+class Heartbeats:
+    def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int, topic: str,
+                 every: float, monotonic: Callable[[], float] = time.monotonic):
+        self._client_config = dict(client_config)
+        self._cluster_id, self.agent, self.topic, self.every, self.monotonic = cluster_id, agent, topic, every, monotonic
+        self.reading_since = float("inf")  # when this agent started reading the beats: none heard before
+        self._last_seen: dict[int, float] = {}  # agent -> when its newest beat was read
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._report = FailureReport("heartbeat", "heartbeats", first_only=True)
+        self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
+
+    def __repr__(self) -> str:  # the client configuration holds passwords
+        return f"Heartbeats(topic={self.topic!r})"
+
+    def start(self) -> Heartbeats:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+    def last_seen(self) -> dict[int, float]:
+        with self._lock:
+            return dict(self._last_seen)
+
+    def _run(self) -> None:
+        producer = consumer = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    if consumer is None:
+                        producer, consumer = self._connect()
+                    self._beat(producer, consumer)
+                    self._report.success()
+                except (AdminError, Errors.KafkaError) as error:  # the pipeline cluster away: this agent covers none
+                    self._report.failure(str(error) if isinstance(error, AdminError) else repr(error))
+                    close_clients(consumer, producer, self.topic, self.every)
+                    producer = consumer = None
+                    self._stop.wait(self.every)
+        finally:
+            close_clients(consumer, producer, self.topic, self.every)
+
+    def _connect(self) -> tuple[KafkaProducer, KafkaConsumer]:
+        consumer = open_client(KafkaConsumer, {**self._client_config, "group_id": None, "enable_auto_commit": False,
+                                               "allow_auto_create_topics": False}, 10.0)
+        try:
+            partition = TopicPartition(self.topic, 0)
+            consumer.assign([partition])
+            # The last minute's beats: which agents there are (decide/cover.py covers only those that beat).
+            since = int((time.time() - HISTORY_SECONDS) * 1000)
+            found = consumer.offsets_for_times({partition: since}).get(partition)
+            if found is None:
+                consumer.seek_to_end(partition)
+            else:
+                consumer.seek(partition, found.offset)
+            consumer.position(partition, timeout_ms=10000)
+            producer = open_client(KafkaProducer, {**self._client_config, "acks": 1, "linger_ms": 0,
+                                                   "allow_auto_create_topics": False}, 10.0)
+        except BaseException:
+            consumer.close(autocommit=False)
+            raise
+        self.reading_since = self.monotonic()
+        return producer, consumer
+
+    def _beat(self, producer: KafkaProducer, consumer: KafkaConsumer) -> None:
+        """Send this agent's beat, then read beats until the next is due."""
+        cluster = self._cluster_id()
+        beat = messages.heartbeat(cluster, self.agent, datetime.now(timezone.utc))
+        producer.send(self.topic, key=messages.key(cluster, self.agent).encode(), value=messages.encode(beat))
+        due = self.monotonic() + self.every
+        while (left := due - self.monotonic()) > 0 and not self._stop.is_set():
+            for batch in consumer.poll(timeout_ms=max(1, int(left * 1000))).values():
+                read_at = self.monotonic()
+                with self._lock:
+                    for record in batch:
+                        message = messages.decode(record.value) or {}
+                        if message.get("cluster") == cluster and isinstance(message.get("agent"), int):
+                            self._last_seen[message["agent"]] = read_at
