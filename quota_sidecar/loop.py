@@ -355,12 +355,14 @@ class Sidecar:
         if near and not self._near_the_limit:
             log.info("pass now: local dir %s at or near the limit (within %.1fs at its fill rate); passes follow "
                      "at the watch's pace while it stays there", ", ".join(near), self._horizon())
-        elif self._near_the_limit and not near:
-            log.info("local dirs away from the limit again: passes every %gs", self.config.check_interval.total_seconds())
+        recovered = self._near_the_limit and not near  # a pass now lifts what the dirs no longer need
+        if recovered:
+            log.info("local dirs away from the limit again: a pass now, then every %gs",
+                     self.config.check_interval.total_seconds())
         self._near_the_limit = bool(near)
         self._holding = bool(near) and self._held()
         # A covered broker's volume judged violated: the pass writes its verdict first (the cover says so).
-        now = asked and (bool(near) and not self._holding or bool(self.cover and self.cover.judged))
+        now = asked and (bool(near) and not self._holding or recovered or bool(self.cover and self.cover.judged))
         self.counters.watch_passes += now
         return now
 

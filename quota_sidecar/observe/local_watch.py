@@ -119,8 +119,9 @@ class LocalWatch:
                     self._fill.pop(log_dir, None)
 
     def sample(self) -> list[str]:
-        """One round: read every dir, keep the window, and return the dirs in the danger zone, and those that
-        entered the guard zone this round."""
+        """One round: read every dir, keep the window, and return the dirs in the danger zone, those that
+        entered the guard zone this round, and those that left the danger zone (a pass lifts what they no longer
+        need)."""
         now = self.clock()
         found_now = []
         with self._lock:
@@ -147,14 +148,15 @@ class LocalWatch:
                         window.popleft()
             left = time_left(self._history, self.limit)
             horizon = self.horizon()
-            self.danger = in_danger(left, horizon)
+            danger_before, self.danger = self.danger, in_danger(left, horizon)
             guarded_before = set(self.guard_zone)
             self.guard_zone = in_danger(time_left(self._history, self.limit, self._peak_rates(now)),
                                         max(horizon, GUARD_HORIZON_SECONDS))
             self.at_limit = at_the_limit(left)
             self.judged = self.at_limit + predicted(self._fill, self.limit)
             self.until_judged = until_judged(left, self.limit)
-            wake_for = self.danger + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger]
+            wake_for = self.danger + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger] \
+                + [d for d in danger_before if d not in self.danger]
         if self.on_sample is not None and found_now:
             self.on_sample(found_now)
         return wake_for

@@ -60,6 +60,8 @@ __all__ = ["BEFORE_KIP_827", "BEFORE_KIP_827_NAME", "DEFAULT_CLASSPATH_FILE", "D
 
 log = logging.getLogger(__name__)
 
+STOP_ALL_GRACE = 10.0  # seconds
+
 DEFAULT_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
 _USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -218,8 +220,10 @@ class LocalKafkaCluster:
         return self
 
     def stop(self) -> None:
-        """Stop every broker, unmount what was mounted, remove the base dir made; safe to repeat."""
-        self._stop_processes(list(self._nodes.values()))
+        """Stop every broker, unmount what was mounted, remove the base dir made; safe to repeat. The data goes:
+        a broker still in its clean shutdown after STOP_ALL_GRACE (all stopped at once, a KRaft broker may wait
+        for controllers that are stopping too: 30 s a few times a suite) is killed."""
+        self._stop_processes(list(self._nodes.values()), min(self._stop_timeout, STOP_ALL_GRACE))
         if self.zookeeper is not None:
             self.zookeeper.stop()
         self._unmount_all()
@@ -345,17 +349,18 @@ class LocalKafkaCluster:
         return serving_broker_ids({node_id: [self.broker_addresses[node_id], self.sasl_broker_addresses[node_id]]
                                    for node_id in running}, self.zookeeper_mode)
 
-    def _stop_processes(self, nodes: list[BrokerNode]) -> None:
+    def _stop_processes(self, nodes: list[BrokerNode], timeout: float | None = None) -> None:
         """SIGTERM (a broker's clean shutdown) to all at once, SIGKILL to those still running at the timeout."""
+        timeout = self._stop_timeout if timeout is None else timeout
         running = [node for node in nodes if node.process is not None]
         for node in running:
             node.process.terminate()
-        deadline = time.monotonic() + self._stop_timeout
+        deadline = time.monotonic() + timeout
         for node in running:
             try:
                 node.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                log.warning("Kafka broker %d did not stop within %.0fs: killing it", node.node_id, self._stop_timeout)
+                log.warning("Kafka broker %d did not stop within %.0fs: killing it", node.node_id, timeout)
                 node.process.kill()
                 node.process.wait()
             node.process = None

@@ -206,6 +206,17 @@ def test_the_guard_zone_remembers_the_fastest_fill_of_the_peak_window():
     assert rounds[-1] == []  # sample() says when a dir enters the zone, not every round after
 
 
+def test_a_dir_that_leaves_the_danger_zone_wakes_the_loop_once():
+    readings = iter([100, 100, 400, 400])  # MiB free: at the limit, then room again (records deleted)
+    clock = iter(i / 10 for i in range(10))
+    config = LocalWatchConfig(("/data",), timedelta(milliseconds=100))
+    local = LocalWatch(config, LIMIT, lambda: None, horizon=lambda: 0.5,
+                       read=lambda log_dir, at: LocalSample(log_dir, at, 1000 * MiB, next(readings) * MiB),
+                       clock=lambda: next(clock))
+    assert [local.sample() for _ in range(4)] == [["/data"], ["/data"], ["/data"], []]
+    assert local.danger == []
+
+
 def test_the_guard_zone_forgets_a_peak_older_than_its_window():
     readings = iter([400, 300, 300, 300])
     clock = iter([0.0, 0.1, 0.2, 30.0])

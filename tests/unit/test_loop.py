@@ -138,6 +138,20 @@ def test_a_pass_the_watch_asks_for_waits_while_the_dir_is_judged_violated_only_d
     assert car._pass_now() and car.counters.watch_passes == 1
 
 
+def test_a_dir_away_from_the_limit_again_brings_one_pass_now_to_lift_what_it_no_longer_needs(tmp_path, caplog):
+    car = sidecar(FailingStore(RuntimeError("unused")), **{"storage.local.log.dirs": str(tmp_path)})
+    car.watch.danger = [str(tmp_path)]
+    car.wake.set()
+    assert car._pass_now()
+    car.watch.danger = []  # records deleted: the watch's next sample finds room, and wakes the loop
+    car.wake.set()
+    with caplog.at_level("INFO", logger="quota_sidecar.loop"):
+        assert car._pass_now()
+    car.wake.set()  # a wake for something else afterwards: no pass of the watch's
+    assert not car._pass_now() and car.counters.watch_passes == 2
+    assert "local dirs away from the limit again: a pass now, then every 60s" in caplog.text
+
+
 def test_without_local_dirs_there_is_no_watch_and_the_interval_holds():
     car = sidecar(FailingStore(RuntimeError("unused")))
     assert car.watch is None and car.snapshot().local_watch is None
