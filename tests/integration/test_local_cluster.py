@@ -11,7 +11,7 @@ from kafka.errors import KafkaError
 
 from harness.local_cluster import BEFORE_KIP_827, GENERATIONS, LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.harness]
 
 SMALL_BYTES = 16 << 20
 
