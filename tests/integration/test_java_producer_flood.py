@@ -29,7 +29,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from harness.disk import DiskSampler
 from harness.kafka_tools import acknowledged_so_far, producer_performance
 from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS
-from harness.sidecar_process import SidecarProcess
+from harness.sidecar_process import LogLine, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.observe.admin import ClusterAdmin
@@ -95,9 +95,34 @@ def read_back(bootstrap: str, topic: str) -> tuple[int, int]:
         consumer.close()
 
 
+def full_speed_until_throttled(sidecar: SidecarProcess, cluster, topic: str, output: Path, started: float) -> LogLine:
+    """Kafka's Java producer at full speed until `sidecar` writes the quota of 1 B/s, and 5 s more (what is still
+    in flight lands, or not)."""
+    producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD, -1, output,
+                                    reporting_interval_ms=500, **FLOOD)
+    try:
+        throttled = sidecar.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
+        time.sleep(5)
+    finally:
+        producer.send_signal(signal.SIGTERM)
+        producer.wait(30)
+    return throttled
+
+
+def assert_online_and_every_acknowledged_record_read(cluster, small_dir: str, topic: str, output: Path) -> None:
+    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
+    assert volume.error is None, f"the log dir went offline: {volume.error}"
+    # acks=all on one replica: every acknowledged record is below the high watermark. ProducerPerformance
+    # prints its acknowledgements every half second, so its count is a lower bound (short by the last one).
+    acknowledged = acknowledged_so_far(output.read_text())
+    read, high_watermark = read_back(cluster.bootstrap_servers, topic)
+    assert acknowledged > 0 and read == high_watermark >= acknowledged, (read, high_watermark, acknowledged)
+
+
 @pytest.mark.parametrize("flooded_broker", list(FLOODED), indirect=True)
 def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_interval(flooded_broker, pipeline, tmp_path):
-    """...and once the topic is deleted, the next regular pass lifts the throttle."""
+    """...and once the topic is deleted, the pass the watch asks for as the dir leaves the limit lifts the throttle."""
     cluster, small_dir, topic = flooded_broker
     sidecar = sidecar_beside_broker_3(cluster, pipeline, small_dir, tmp_path)
     with sidecar:
@@ -107,14 +132,7 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
         output = tmp_path / "producer.log"
         with DiskSampler(small_dir, every=0.01) as free:
             started = time.monotonic()
-            producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD, -1,
-                                            output, reporting_interval_ms=500, **FLOOD)
-            try:
-                throttled = sidecar.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
-                time.sleep(5)  # what is still in flight lands, or not
-            finally:
-                producer.send_signal(signal.SIGTERM)
-                producer.wait(30)
+            throttled = full_speed_until_throttled(sidecar, cluster, topic, output, started)
         local = sidecar.first_line(r"pass now: local dir", after=started)
         acknowledged = acknowledged_so_far(output.read_text())
         crossed = free.crossed_at(LIMIT)
@@ -123,18 +141,12 @@ def test_a_java_producer_at_full_speed_never_fills_the_disk_at_the_default_inter
               f"{acknowledged} records acknowledged")
         assert local is not None, "the pass was not started by the local watch"
         assert free.lowest() > 0, "the filesystem filled up"
-        with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
-            [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
-        assert volume.error is None, f"the log dir went offline: {volume.error}"
-        # acks=all on one replica: every acknowledged record is below the high watermark. ProducerPerformance
-        # prints its acknowledgements every half second, so its count is a lower bound (short by the last one).
-        read, high_watermark = read_back(cluster.bootstrap_servers, topic)
-        assert acknowledged > 0 and read == high_watermark >= acknowledged, (read, high_watermark, acknowledged)
+        assert_online_and_every_acknowledged_record_read(cluster, small_dir, topic, output)
 
         deleted = time.monotonic()
         with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
             admin.delete_topics([topic])
-        sidecar.wait_for_line(r"producer_byte_rate: 1 -> \d+$", timeout=150, after=deleted)  # a minute apart
+        sidecar.wait_for_line(r"producer_byte_rate: 1 -> \d+$", timeout=150, after=deleted)
 
 
 def test_with_the_aggregator_killed_a_full_speed_flood_is_held_by_the_local_verdict_and_decisions_resume(
@@ -188,12 +200,7 @@ def test_with_the_aggregator_killed_a_full_speed_flood_is_held_by_the_local_verd
     assert lifted is None, f"the quota was lifted while the dir stayed at the limit: {lifted.text}"
     assert set(outage) == {(0.0, "last_valid")}, outage  # the local verdict, renewed by every failed poll
     assert final["factor"] == 0.0 and final["source"] == "computed", final  # the dir is still at the limit
-    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
-        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
-    assert volume.error is None, f"the log dir went offline: {volume.error}"
-    acknowledged = acknowledged_so_far(output.read_text())
-    read, high_watermark = read_back(cluster.bootstrap_servers, topic)
-    assert acknowledged > 0 and read == high_watermark >= acknowledged, (read, high_watermark, acknowledged)
+    assert_online_and_every_acknowledged_record_read(cluster, small_dir, topic, output)
 
 
 def test_with_a_lead_time_the_quota_is_in_force_before_a_half_speed_flood_crosses(flooded_broker, pipeline, tmp_path):
@@ -240,14 +247,7 @@ def test_with_its_agent_stopped_the_broker_is_covered_and_a_full_speed_flood_nev
             covering = beside_1.wait_for_line(r"covering broker 3: no heartbeat", timeout=30, after=stopped)
             with DiskSampler(small_dir, every=0.01) as free:
                 started = time.monotonic()
-                producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD,
-                                                -1, output, reporting_interval_ms=500, **FLOOD)
-                try:
-                    throttled = beside_1.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
-                    time.sleep(5)  # what is still in flight lands, or not
-                finally:
-                    producer.send_signal(signal.SIGTERM)
-                    producer.wait(30)
+                throttled = full_speed_until_throttled(beside_1, cluster, topic, output, started)
         finally:
             beside_3.send(signal.SIGCONT)
         beside_1.wait_for_line(r"not covering broker 3 any more", timeout=30, after=started)
@@ -259,9 +259,4 @@ def test_with_its_agent_stopped_the_broker_is_covered_and_a_full_speed_flood_nev
     assert verdict is not None, "the quota was not written by the cover"
     assert throttled.at - crossed < 1.0, f"the quota came {throttled.at - crossed:.2f} s after the crossing"
     assert free.lowest() > 0, "the filesystem filled up"
-    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
-        [volume] = [v for v in admin.describe_volumes([3], datetime.now(timezone.utc)) if v.log_dir == small_dir]
-    assert volume.error is None, f"the log dir went offline: {volume.error}"
-    acknowledged = acknowledged_so_far(output.read_text())
-    read, high_watermark = read_back(cluster.bootstrap_servers, topic)
-    assert acknowledged > 0 and read == high_watermark >= acknowledged, (read, high_watermark, acknowledged)
+    assert_online_and_every_acknowledged_record_read(cluster, small_dir, topic, output)
