@@ -1,6 +1,6 @@
 """The agents' heartbeats: each agent beats on a topic of the pipeline cluster and reads everyone's.
 
-A beat is ~120 bytes, every `cover.after` / 4 seconds, into one partition that every agent reads (from a minute
+A beat is ~100 bytes, every `cover.after` / 4 seconds, into one partition that every agent reads (from a minute
 back at its start: the agents there are): N agents write 4N/`cover.after` records a second, and each reads them
 all. A beat counts from when this agent read it, on its own clock: the clocks of different hosts are never
 compared. An agent whose own beats do not come back (the pipeline cluster unreachable) knows nothing of the
@@ -21,7 +21,7 @@ from kafka import errors as Errors
 from ..common import pipeline_messages as messages
 from ..common.errors import AdminError
 from ..common.failure_report import FailureReport
-from .kafka_client import close_clients, open_client
+from .kafka_client import admin_error, close_clients, open_client
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Heartbeats:
                     self._beat(producer, consumer)
                     self._report.success()
                 except (AdminError, Errors.KafkaError) as error:  # the pipeline cluster away: this agent covers none
-                    self._report.failure(str(error) if isinstance(error, AdminError) else repr(error))
+                    self._report.failure(str(admin_error(error, f"beating on {self.topic}")))
                     close_clients(consumer, producer, self.topic, self.every)
                     producer = consumer = None
                     self._stop.wait(self.every)
