@@ -146,9 +146,9 @@ def at_the_limit(left: Mapping[str, float]) -> list[str]:
 
 
 def predicted(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> list[str]:
-    """The local dirs above the limit that reach it within the lead time at their fill rate over the samples
-    given (those of the fill window): the aggregator's predicted violation (spark_jobs/volume_violations.py), on
-    the watch's own samples. None without a lead time."""
+    """The dirs (or a cover's volumes) above the limit that reach it within the lead time at their fill rate over
+    the samples given (those of the fill window): the aggregator's predicted violation
+    (spark_jobs/volume_violations.py), on the watch's own samples. None without a lead time."""
     lead = limit.lead_time.total_seconds()
     return [log_dir for log_dir, samples in history.items() if lead and samples
             and (seconds := seconds_to_limit(samples, limit, fill_rate(samples))) is not None and 0.0 < seconds <= lead]
