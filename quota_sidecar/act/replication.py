@@ -65,7 +65,8 @@ class ReplicationRunner:
         partitions = self.admin.describe_partitions(None if with_override else {m.topic for m in moves})
         leaders = {key: partition.leader for key, partition in partitions.items()}
         sizes = self._replica_sizes(replicas_to_read(moves, leaders))
-        now = ReplicaSizes(self.clock(), sizes, self.sampler.counters() if self.sampler else None)
+        adding = frozenset((m.topic, m.partition, broker) for m in moves for broker in m.destinations)
+        now = ReplicaSizes(self.clock(), sizes, self.sampler.counters() if self.sampler else None, adding)
         earlier = within(self.history.readings, now.at, self.config.network_window.total_seconds())
         # The link over the replicas' growth interval; the sampler's own window until two passes have read it.
         rates = (link_rates(earlier, now) or self.sampler.rates()) if self.sampler else None

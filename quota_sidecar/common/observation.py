@@ -87,6 +87,18 @@ class ReplicaSizes:
     at: float
     sizes: Mapping[tuple[str, int, int], int]
     link: tuple[int, int] | None = None  # the host link's (sent, received) byte counters, read with the sizes
+    adding: frozenset[tuple[str, int, int]] | None = None  # the adding replicas the moves listed; None: not known
+
+    def size_before(self, replica: tuple[str, int, int], later: ReplicaSizes) -> int | None:
+        """The replica's bytes at this reading, as a later one measures its growth from: 0 for a replica being
+        added later that no move listed here (it did not exist yet), so that the first pass to see a move
+        measures the replication since the pass before rather than not at all (then the unthrottled copy
+        counted as the clients' traffic, and the first rate was a fraction of the right one); None when unread."""
+        if replica in self.sizes:
+            return self.sizes[replica]
+        if self.adding is not None and later.adding is not None and replica in later.adding - self.adding:
+            return 0
+        return None
 
 
 @dataclass(frozen=True)

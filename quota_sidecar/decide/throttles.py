@@ -59,8 +59,8 @@ def link_rates(earlier: Sequence[ReplicaSizes], now: ReplicaSizes) -> tuple[floa
 
 def growth_rate(earlier: Sequence[ReplicaSizes], now: ReplicaSizes,
                 replicas: Iterable[tuple[str, int, int]]) -> float | None:
-    """Bytes/s the replicas grew by, each since the oldest earlier reading that has it; None when no
-    replica was read before. `earlier` is oldest first.
+    """Bytes/s the replicas grew by, each since the oldest earlier reading that has it (or had no move adding
+    it yet: `ReplicaSizes.size_before`); None when no replica was read before. `earlier` is oldest first.
 
     A replica that shrank (retention deleted a segment) counts as no growth, and a move that ends
     between two readings drops out: the figure errs low, towards the rate in force.
@@ -70,10 +70,12 @@ def growth_rate(earlier: Sequence[ReplicaSizes], now: ReplicaSizes,
         return 0.0  # not the leader of any moving partition: it sends no throttled traffic
     total, measured = 0.0, False
     for replica in replicas:
-        first = next((r for r in earlier if replica in r.sizes and r.at < now.at), None)
+        first = next(((r, size) for r in earlier
+                      if r.at < now.at and (size := r.size_before(replica, now)) is not None), None)
         if first is None or replica not in now.sizes:
             continue
-        total += max(now.sizes[replica] - first.sizes[replica], 0) / (now.at - first.at)
+        reading, size = first
+        total += max(now.sizes[replica] - size, 0) / (now.at - reading.at)
         measured = True
     return total if measured else None
 

@@ -40,6 +40,13 @@ class LoadProfile:
     def in_peak(self, since_origin: float) -> bool:
         return since_origin % self.period < self.peak_seconds
 
+    def in_late_half(self, since_origin: float) -> bool:
+        """In the second half of its phase: where the sidecars' window and passes have seen the phase."""
+        phase = since_origin % self.period
+        if phase < self.peak_seconds:
+            return phase >= self.peak_seconds / 2
+        return phase >= self.peak_seconds + self.quiet_seconds / 2
+
 
 
 class ClientLoad:
@@ -98,17 +105,20 @@ class ClientLoad:
         time.sleep(max(0.0, start - time.monotonic()))
         return start
 
-    def throughput(self, start: float, end: float) -> tuple[float, float]:
-        """Bytes/s the consumer received in the peak phases and in the quiet phases of [start, end]."""
+    def throughput(self, start: float, end: float, late_only: bool = False) -> tuple[float, float]:
+        """Bytes/s the consumer received in the peak phases and in the quiet phases of [start, end]; with
+        late_only, in their second halves alone."""
+        counted = lambda at: not late_only or self.profile.in_late_half(at - self.origin)  # noqa: E731
         with self._lock:
-            consumed = [(at, size) for at, size in self.consumed if start <= at < end]
+            consumed = [(at, size) for at, size in self.consumed if start <= at < end and counted(at)]
         totals = {True: 0, False: 0}
         for at, size in consumed:
             totals[self.profile.in_peak(at - self.origin)] += size
         durations = {True: 0.0, False: 0.0}
         step, at = 0.05, start
         while at < end:
-            durations[self.profile.in_peak(at - self.origin)] += min(step, end - at)
+            if counted(at):
+                durations[self.profile.in_peak(at - self.origin)] += min(step, end - at)
             at += step
         return (totals[True] / durations[True] if durations[True] else 0.0,
                 totals[False] / durations[False] if durations[False] else 0.0)

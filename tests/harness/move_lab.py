@@ -338,10 +338,9 @@ class MoveLab:
         samples = []
         while True:
             sample = self._sample(topic, time.monotonic() - started)
-            load = self.settings.load
-            phase = (started + sample.at - self.load.origin) % load.period  # seconds into the period
-            sample.peak = phase < load.peak_seconds
-            sample.late = phase >= (load.peak_seconds / 2 if sample.peak else load.peak_seconds + load.quiet_seconds / 2)
+            since_origin = started + sample.at - self.load.origin
+            sample.peak = self.settings.load.in_peak(since_origin)
+            sample.late = self.settings.load.in_late_half(since_origin)
             samples.append(sample)
             if not sample.moving:
                 break
@@ -354,7 +353,8 @@ class MoveLab:
         with open(self.work_dir / f"{mode}-samples.jsonl", "w") as out:  # the timeline, for a failure's reader
             out.writelines(json.dumps({"wall": round(wall + started + s.at, 2), **asdict(s)}) + "\n"
                            for s in samples)
-        return summarize(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended))
+        return summarize(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended),
+                         self.load.throughput(started, ended, late_only=True)[0])
 
     def _sample(self, topic: str, at: float) -> Sample:
         moving = any(move.topic == topic for move in self.admin.list_reassignments())

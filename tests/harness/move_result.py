@@ -58,6 +58,7 @@ class MoveResult:
     client_offered_quiet: int
     client_peak_throughput: float   # bytes/s the consumer received during the move's peak phases
     client_quiet_throughput: float  # ... and during its quiet phases
+    client_late_peak_throughput: float  # ... in the second halves of the peaks, once the sidecars have seen them
     link_in_peaks: float | None     # bytes/s the source sent on its link during the throttled peak phases
     clients_on_link_late_in_peaks: float | None  # ... less the replication, in their second halves: the clients'
                                                  # traffic as the sidecar sees it once its window has the peak
@@ -110,7 +111,7 @@ class PassWatch:
 
 
 def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: LoadProfile,
-              client: tuple[float, float]) -> MoveResult:
+              client: tuple[float, float], client_late_peak: float) -> MoveResult:
     throttled = [(a, b) for a, b in zip(samples, samples[1:]) if a.throttle is not None]
     if not throttled:
         raise AssertionError(f"{mode} move of {topic}: no throttle was ever in force; samples: {samples}")
@@ -134,6 +135,7 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
         unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
         client_offered_peak=load.peak, client_offered_quiet=load.produce,
         client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),
+        client_late_peak_throughput=round(client_late_peak),
         link_in_peaks=_rate(peaks, "source_sent"),
         clients_on_link_late_in_peaks=_difference(_rate(late, "source_sent"), _rate(late, "replica_bytes")),
         samples=samples,

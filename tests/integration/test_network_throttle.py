@@ -52,7 +52,9 @@ RATE_LOWER, RATE_UPPER = 0.5, 1.1
 # the rate in force for the replication traffic (no measurement) left it at 0.9-1.2x its quiet level
 # and 1.5-2.6x the static rate; measured, it was about 1.1x the static rate and 0.7x its quiet level.
 PEAK_SLACK, PEAK_BELOW_QUIET = 1.5, 0.8
-# ...and the clients get about what they get under the static rate in their peaks (98% in the benchmark).
+# ...and there the clients get about what they get under the static rate (98% in the benchmark). In the first half
+# of a peak the sidecars have not seen it yet: beside two busy processes a pass took 6 s, and the quiet phase's
+# throttle held 8.6 s into the peak (a whole-peak comparison then failed with the second half as asked).
 CLIENT_SHARE = 0.9
 # On a busy machine the clients may not reach their peak during the move (their replay starved of CPU, not of the
 # link): the sidecars then rightly leave replication more, and equal headroom is judged against the clients'
@@ -105,5 +107,5 @@ def test_replication_follows_the_sidecar_throttle_and_moves_faster_than_the_stat
         f"late in the peaks the source's throttle was {late} B/s against the static {equal_headroom} B/s\n{figures}"
     assert quiet_level is None or late <= PEAK_BELOW_QUIET * quiet_level, \
         f"the throttle did not back off in the peaks: {late} B/s there, {quiet_level} B/s between them\n{figures}"
-    assert adaptive.client_peak_throughput >= CLIENT_SHARE * static.client_peak_throughput or link_had_room, \
-        f"the clients read less in their peaks under the sidecars than under the static rate\n{figures}"
+    assert adaptive.client_late_peak_throughput >= CLIENT_SHARE * static.client_late_peak_throughput or link_had_room, \
+        f"the clients read less late in their peaks under the sidecars than under the static rate\n{figures}"

@@ -80,6 +80,15 @@ def test_after_a_gap_longer_than_the_window_growth_is_from_the_latest_reading():
     assert (replica.replica_growth_bytes, replica.replica_growth_seconds) == (500, 100.0)
 
 
+def test_a_move_first_seen_grew_from_nothing_since_the_pass_before_it_while_its_leader_is_unknown_then():
+    moves = history(window=30)
+    moves.record([], {}, ReplicaSizes(0.0, {}, adding=frozenset()))
+    replica = moves.record([MOVE], {}, ReplicaSizes(2.0, {("t", 0, 1): 1000, ("t", 0, 3): 600},
+                                                    adding=frozenset({("t", 0, 3)})))[0]
+    assert (replica.replica_growth_bytes, replica.replica_growth_seconds) == (600, 2.0)
+    assert replica.leader_growth_bytes is None  # the leader existed before the move: its size then is unknown
+
+
 def move(state="moving", broker=3, reason=None):
     return {"topic": "t", "partition": 0, "broker": broker, "state": state, "stuck_reason": reason,
             "bytes_behind": 10, "lag_seconds": 5.0, "catch_up_bytes_per_sec": 1.0, "incoming_bytes_per_sec": 2.0}

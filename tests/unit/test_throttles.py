@@ -111,6 +111,16 @@ def test_growth_is_unknown_without_an_earlier_reading_and_zero_without_replicas(
     assert growth_rate([], now, []) == 0.0
 
 
+def test_a_move_first_seen_grows_from_nothing_since_the_pass_before_it_began():
+    replica = ("t", 0, 3)
+    before = ReplicaSizes(10.0, {}, adding=frozenset())
+    now = ReplicaSizes(11.0, {replica: 5_000_000}, adding=frozenset({replica}))
+    assert growth_rate([before], now, [replica]) == 5_000_000  # not None: the unthrottled copy is replication
+    unread = ReplicaSizes(10.0, {}, adding=frozenset({replica}))  # the move was listed, its size not read
+    assert growth_rate([unread], now, [replica]) is None
+    assert growth_rate([ReplicaSizes(10.0, {})], now, [replica]) is None  # nothing known of the moves then
+
+
 def test_the_link_is_measured_over_the_interval_of_the_replicas_growth():
     earlier = [ReplicaSizes(9.0, {}), ReplicaSizes(10.0, {}, link=(1_000, 50)), ReplicaSizes(12.0, {}, link=(5_000, 50))]
     assert link_rates(earlier, ReplicaSizes(14.0, {}, link=(17_000, 450))) == (4_000.0, 100.0)
