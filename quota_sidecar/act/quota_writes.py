@@ -48,7 +48,7 @@ class QuotaWriter:
     def cleanup(self) -> records.Records:
         """Hand back every quota the sidecars set: the value it replaced, unless someone changed it since. The
         records as they were read, for the rest of the clean-up."""
-        exemption = (None, self.config.sidecar_client_id)
+        exemptions = {(None, self.config.sidecar_client_id), self.config.sidecar_entity}  # and one written before
 
         def planned(all_records: records.Records) -> tuple[records.Records, list[ownership.Write]]:
             owned = records.owned(all_records, records.QUOTA)
@@ -58,7 +58,7 @@ class QuotaWriter:
         all_records, writes = ownership.with_second_look(planned, self._read_records(), self._read_records,
                                                          yields=lambda planned: ownership.leaves_alone(planned[1]))
         # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
-        last = [write for write in writes if write.target[0] == exemption]
+        last = [write for write in writes if write.target[0] in exemptions]
         for batch in ([write for write in writes if write not in last], last):
             ownership.carry_out_together(batch, self.store, self._record_key, self._alter_quotas, self._written,
                                          force=True)

@@ -15,8 +15,8 @@ ROLES = (LEADER, FOLLOWER)
 UNLIMITED = 2**63 - 1  # Kafka's "no limit" (Long.MAX_VALUE), for quotas and rates alike
 
 # A client quota entity with a user in it: a user name, None for the default user, or (user, client id), where
-# None stands for the default of either. The sidecar's own clients use SIDECAR_CLIENT_ID and get an unlimited
-# (None, client id) entity, so the throttle it sets on the default user never stops the sidecar writing its
+# None stands for the default of either. The sidecar's own clients use SIDECAR_CLIENT_ID and get an entity of their
+# own (quotas.ClientQuotas.sidecar), so the throttle it sets on the default user never stops the sidecar writing its
 # records.
 Entity = str | None | tuple[str | None, str | None]
 

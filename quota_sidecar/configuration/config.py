@@ -45,6 +45,14 @@ class QuotaConfig:
     request: float | None = None
     excluded_principals: tuple[str, ...] = ()
     sidecar_client_id: str = SIDECAR_CLIENT_ID  # kafka.admin.client.id: the sidecar's own clients
+    sidecar_principal: str | None = None  # the user they authenticate as; None: the client id alone names them
+    sidecar_produce: float = 1_000_000    # their producer quota while the client id alone names them
+
+    @property
+    def sidecar_entity(self) -> tuple[str | None, str]:
+        """The quota entity of the sidecar's own clients: its user with its client id, which no other principal
+        can borrow; without a principal, any user (the default) with its client id."""
+        return self.sidecar_principal, self.sidecar_client_id
 
 
 @dataclass(frozen=True)
@@ -200,7 +208,9 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
         storage_limit=storage_limit,
         quotas=QuotaConfig(values["produce"], values["fetch"], values["request"],
                            values["excluded.principal.name.list"],
-                           admin.get("client.id", "").strip() or SIDECAR_CLIENT_ID),
+                           admin.get("client.id", "").strip() or SIDECAR_CLIENT_ID,
+                           values["sidecar.principal"] or admin_client.get("sasl_plain_username"),
+                           values["sidecar.produce"]),
         check_interval=check_interval,
         fill_window=values["storage.fill.window"],
         local_watch=LocalWatchConfig(values["storage.local.log.dirs"] or _log_dirs_from_file(properties),

@@ -15,7 +15,8 @@ import isodate
 
 from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent, path_list,
-                         percent, port, positive_duration, positive_int, positive_number, principal_list, ratio,
+                         percent, port, positive_duration, positive_int, positive_number, principal, principal_list,
+                         ratio,
                          spark_url, state_store, text, token, zookeeper_connect)
 
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
@@ -149,6 +150,13 @@ KEYS: tuple[Key, ...] = (
     Key("request", positive_number, None, "request-time quota in percent per principal, never scaled",
         "unset (no quota)"),
     Key("excluded.principal.name.list", principal_list, (), "principals never throttled"),
+    Key("sidecar.principal", principal, None, "the principal the sidecar's own clients authenticate as (User:NAME, "
+        "as the brokers name it: with mutual TLS, the mapped certificate name): their writes are exempt from the "
+        "throttle as that user with the sidecar's client id, which no other principal can borrow",
+        "the user of kafka.admin.sasl.jaas.config; none with PLAINTEXT or SSL"),
+    Key("sidecar.produce", positive_number, 1_000_000, "producer quota in bytes/s of the sidecar's client id while "
+        "its clients have no principal of their own: above what its records, heartbeats and observations write, "
+        "far below a flood (any client that takes that client id shares it)"),
     Key("spark.url", spark_url, "", "where the aggregator (and evaluate, plan) runs Spark: empty for an embedded "
         "local Spark, sc:// for a Spark Connect server, else a Spark master URL; the agent runs none"),
     Key("pipeline.bootstrap.servers", servers, "", "the cluster of the pipeline between the agents and the aggregator "

@@ -129,6 +129,19 @@ def principal_list(raw: str) -> tuple[str, ...]:
 
 principal_list.allowed = "a ';'-separated list of 'User:<name>' entries (empty for none)"
 
+
+def principal(raw: str) -> str | None:
+    """`User:CN=quota-sidecar,O=ops` -> "CN=quota-sidecar,O=ops"; empty -> None."""
+    if not raw.strip():
+        return None
+    names = principal_list(raw)
+    if len(names) != 1:
+        raise ValueError
+    return names[0]
+
+
+principal.allowed = "one 'User:<name>' (empty for none)"
+
 _HOST_PORT = r"[A-Za-z0-9._-]+:\d{1,5}"
 _SPARK_URLS = (
     re.compile(r"sc://[A-Za-z0-9._-]+(:\d{1,5})?(/(;[^;=\s]+=[^;\s]*)*)?"),  # Spark Connect

@@ -36,13 +36,14 @@ class ClientQuotas:
     default_user: Mapping[str, float | None]
     excluded_users: tuple[str, ...]
     excluded_keys: tuple[str, ...] = (PRODUCE,)  # the keys that could ever limit the default user
-    sidecar_client_id: str = SIDECAR_CLIENT_ID
+    sidecar: Entity = (None, SIDECAR_CLIENT_ID)  # the sidecar's own clients (QuotaConfig.sidecar_entity)
+    sidecar_produce: float = UNLIMITED  # their producer rate: unlimited only under a principal of their own
     tenants: Mapping[Entity, float | None] = field(default_factory=dict)  # producer rate wanted of each tenant
 
     def entities(self) -> dict[Entity, dict[str, float | None]]:
         """In write order: the sidecar's own clients are exempt before the default user is throttled."""
         excluded = {key: UNLIMITED for key in self.excluded_keys}
-        return {(None, self.sidecar_client_id): dict(excluded), None: dict(self.default_user),
+        return {self.sidecar: {**excluded, PRODUCE: self.sidecar_produce}, None: dict(self.default_user),
                 **{tenant: {PRODUCE: rate} for tenant, rate in self.tenants.items()},
                 **{user: dict(excluded) for user in self.excluded_users}}
 
@@ -62,7 +63,9 @@ def wanted(config: QuotaConfig, factor: float, tenant_rates: Mapping[Entity, flo
         default_user={PRODUCE: producer, FETCH: config.fetch, REQUEST: config.request},
         excluded_users=config.excluded_principals,
         excluded_keys=(PRODUCE,) + ((FETCH,) if config.fetch else ()) + ((REQUEST,) if config.request else ()),
-        sidecar_client_id=config.sidecar_client_id,
+        sidecar=config.sidecar_entity,
+        # A client id anyone can take: held to what the sidecar writes, so that taking it cannot fill a disk.
+        sidecar_produce=UNLIMITED if config.sidecar_principal else float(config.sidecar_produce),
         tenants={tenant: None if factor >= 1 or own is None else float(max(1, math.floor(own * factor)))
                  for tenant, own in tenant_rates.items()},
     )
@@ -113,7 +116,8 @@ def entity_label(entity: Entity) -> str:
     if entity == (None, SIDECAR_CLIENT_ID):
         return f"client-id {client_id} (sidecar)"
     shown = "<default user>" if user is None else f"User:{user}"
-    return shown if client_id == () else f"{shown} client-id " + ("<default>" if client_id is None else client_id)
+    shown = shown if client_id == () else f"{shown} client-id " + ("<default>" if client_id is None else client_id)
+    return shown + (" (sidecar)" if client_id == SIDECAR_CLIENT_ID else "")
 
 
 def target_label(target: tuple[Entity, str]) -> str:

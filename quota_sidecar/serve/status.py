@@ -42,6 +42,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
                             sorted(snapshot.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
         "tenants": snapshot.tenants._asdict(),
+        "own_clients": _own_clients(config.quotas),
     }
     if snapshot.replication is not None:
         status["replication"] = _replication(snapshot.replication)
@@ -130,6 +131,15 @@ def _volume(volume, limit, judged: dict | None, decided_at) -> dict:
             "seconds_to_limit": judged.get("seconds_to_limit"), "state": state}
 
 
+def _own_clients(config) -> str:
+    """How the throttle tells the sidecar's own writes apart, and what that leaves open."""
+    label = quotas.entity_label(config.sidecar_entity)
+    if config.sidecar_principal:
+        return f"exempt as {label}"
+    return (f"exempt as {label} at {config.sidecar_produce:.0f} B/s: a client id is all that tells them apart (no "
+            "principal of their own: SASL or sidecar.principal), and any client taking it shares that rate")
+
+
 def _quota_row(entity, keys) -> dict:
     return {"entity": quotas.entity_label(entity),
             **{key: _rate(keys.get(key)) for key in quotas.QUOTA_KEYS}}
@@ -162,7 +172,8 @@ def render(status: dict) -> str:
                     [[q["entity"], *(_shown_rate(q[key]) for key in quotas.QUOTA_KEYS)]
                      for q in status["quotas_in_force"]]),
               "tenants (entities above the default user with a producer rate of their own): "
-              f"{status['tenants']['with_a_rate_of_their_own']}, throttled: {status['tenants']['throttled']}"]
+              f"{status['tenants']['with_a_rate_of_their_own']}, throttled: {status['tenants']['throttled']}",
+              f"the sidecar's own clients: {status['own_clients']}"]
     if "cordoned" in status:
         lines += ["", _render_cordoned(status["cordoned"])]
     if "cancelled_moves" in status:

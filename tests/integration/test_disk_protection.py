@@ -10,6 +10,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
+from harness import kafka_tools
 from harness.local_cluster import GENERATIONS
 from harness.waiting import eventually
 from quota_sidecar.common.errors import RetryableAdminError
@@ -193,7 +194,10 @@ def test_poll_failures_outlasting_validity_apply_the_fallback(pipeline, kafka_cl
     producer_rate_becomes(faulty, 2000.0)
 
 
-def test_excluded_principal_keeps_full_speed_while_others_are_throttled(pipeline, kafka_cluster, sidecars, unique_name):
+def test_excluded_principal_keeps_full_speed_while_others_are_throttled(pipeline, kafka_cluster, sidecars, unique_name,
+                                                                       tmp_path):
+    """...and a client that names itself as the sidecar's clients do (client.id=quota-sidecar) under a principal
+    of its own is throttled like any other: the sidecar, connected as User:admin, is exempt as that user alone."""
     users = kafka_cluster.users
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
             f'username="admin" password="{users["admin"]}";')
@@ -214,6 +218,12 @@ def test_excluded_principal_keeps_full_speed_while_others_are_throttled(pipeline
     bob = acked_bytes_in(kafka_cluster.cluster.sasl_client_config("bob"), topic, seconds=8)
     assert alice >= 2 * MiB, f"alice (excluded) was slowed down: {alice} bytes in 8 s"
     assert bob < alice / 10, f"bob was not throttled: {bob} bytes against alice's {alice}"
+    bob_as_the_sidecar = java_acked_bytes_in(kafka_cluster, "bob", topic, 8, tmp_path / "bob-as-the-sidecar.log",
+                                             **{"client.id": "quota-sidecar"})
+    assert bob_as_the_sidecar < alice / 10, \
+        f"bob, naming himself quota-sidecar, was not throttled: {bob_as_the_sidecar} bytes against alice's {alice}"
+    in_force = sidecar.admin.describe_user_quotas([("admin", "quota-sidecar"), (None, "quota-sidecar")])
+    assert in_force == {("admin", "quota-sidecar"): {PRODUCE: UNLIMITED}, (None, "quota-sidecar"): {}}, in_force
 
 
 # ---------------------------------------------------------------- helpers
@@ -329,6 +339,22 @@ def acked_bytes_in(client_config: dict, topic: str, seconds: float) -> int:
         return counts["acked"]  # what was acknowledged within the time, not what a flush adds afterwards
     finally:
         close_quietly(producer)
+
+
+def java_acked_bytes_in(kafka_cluster, user: str, topic: str, seconds: float, log_file, **properties) -> int:
+    """Bytes Kafka's ProducerPerformance, at full speed as `user` over SASL, had acknowledged after `seconds`."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            f'username="{user}" password="{kafka_cluster.users[user]}";')
+    record = 1000
+    producer = kafka_tools.producer_performance(
+        kafka_cluster.sasl_bootstrap_servers, topic, 10**9, record, -1, log_file, reporting_interval_ms=1000,
+        **{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas, **properties})
+    try:
+        time.sleep(seconds)
+    finally:
+        producer.kill()
+        producer.wait(10)
+    return kafka_tools.acknowledged_so_far(log_file.read_text()) * record
 
 
 def close_quietly(producer: KafkaProducer) -> None:

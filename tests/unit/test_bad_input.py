@@ -53,6 +53,8 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("fetch", "fast", {}),
     ("request", "inf", {}),
     ("excluded.principal.name.list", "Group:admins", {}),
+    ("sidecar.principal", "User:a;User:b", {}),
+    ("sidecar.produce", "-1", {}),
     ("spark.url", "sc//x", {}),
     ("pipeline.bootstrap.servers", "pipeline-kafka", {}),  # no port
     ("pipeline.observations.topic", "observations of the fleet", {}),

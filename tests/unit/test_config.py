@@ -197,6 +197,17 @@ def test_secrets_never_reach_errors_or_redacted_output():
     assert "s3cret" not in str(raised.value)
 
 
+def test_the_sidecars_own_principal_is_its_sasl_user_or_the_one_named():
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="qs" password="x";'
+    sasl = {"kafka.admin.security.protocol": "SASL_PLAINTEXT", "kafka.admin.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.admin.sasl.jaas.config": jaas}
+    assert load(**sasl).quotas.sidecar_entity == ("qs", "quota-sidecar")
+    named = load(**{"sidecar.principal": "User:CN=quota-sidecar,O=ops"}).quotas  # mutual TLS: the mapped name
+    assert named.sidecar_entity == ("CN=quota-sidecar,O=ops", "quota-sidecar")
+    alone = load().quotas
+    assert (alone.sidecar_entity, alone.sidecar_produce) == ((None, "quota-sidecar"), 1_000_000)
+
+
 def test_properties_file_and_overrides(tmp_path):
     path = tmp_path / "server.properties"
     path.write_text("# broker config\nnode.id=2\n"

@@ -35,8 +35,15 @@ def test_excluded_users_get_unlimited_quotas_for_every_managed_key():
 
 
 def test_the_sidecars_own_clients_are_exempt_before_the_default_user_is_throttled():
-    entities = list(quotas.wanted(QuotaConfig(produce=100, sidecar_client_id="qs"), 0.0).entities().items())
-    assert entities[0] == ((None, "qs"), {PRODUCE: UNLIMITED}) and entities[1][0] is None
+    config = QuotaConfig(produce=100, sidecar_client_id="qs", sidecar_principal="quota-sidecar")
+    entities = list(quotas.wanted(config, 0.0).entities().items())
+    assert entities[0] == (("quota-sidecar", "qs"), {PRODUCE: UNLIMITED}) and entities[1][0] is None
+
+
+def test_without_a_principal_of_their_own_the_sidecars_client_id_keeps_a_rate_a_flood_cannot_fill_a_disk_at():
+    """Any client may name itself quota-sidecar: unlimited, that name was a way around every throttle."""
+    entities = quotas.wanted(QuotaConfig(produce=100, fetch=50, sidecar_produce=1_000_000), 0.0).entities()
+    assert entities[(None, "quota-sidecar")] == {PRODUCE: 1_000_000, FETCH: UNLIMITED}
 
 
 def plan(wanted, in_force, records):
@@ -45,15 +52,15 @@ def plan(wanted, in_force, records):
 
 def test_nothing_is_written_when_the_cluster_already_agrees():
     wanted = quotas.wanted(QuotaConfig(produce=100, excluded_principals=("alice",)), 1.0)
-    in_force = {None: {PRODUCE: 100.0}, "alice": {PRODUCE: UNLIMITED}, (None, "quota-sidecar"): {PRODUCE: UNLIMITED}}
+    in_force = {None: {PRODUCE: 100.0}, "alice": {PRODUCE: UNLIMITED}, (None, "quota-sidecar"): {PRODUCE: 1e6}}
     records = {(None, PRODUCE): Owned(None, 100.0), ("alice", PRODUCE): Owned(None, UNLIMITED),
-               ((None, "quota-sidecar"), PRODUCE): Owned(None, UNLIMITED)}
+               ((None, "quota-sidecar"), PRODUCE): Owned(None, 1e6)}
     assert plan(wanted, in_force, records) == []
 
 
 def test_a_change_records_the_value_it_replaced_first():
     first = plan(quotas.wanted(QuotaConfig(produce=100), 0.0), {None: {PRODUCE: 5000.0}}, {})
-    assert first == [Write(((None, "quota-sidecar"), PRODUCE), None, UNLIMITED, None),
+    assert first == [Write(((None, "quota-sidecar"), PRODUCE), None, 1e6, None),
                      Write((None, PRODUCE), 5000.0, 1.0, 5000.0)]
     again = plan(quotas.wanted(QuotaConfig(produce=100), 1.0), {None: {PRODUCE: 1.0}},
                  {(None, PRODUCE): Owned(5000.0, 1.0)})

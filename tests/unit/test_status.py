@@ -34,6 +34,16 @@ def test_the_table_shows_factor_volumes_and_quotas(a_snapshot, later):
     assert "unlimited" in next(line for line in text.splitlines() if "quota-sidecar (sidecar)" in line)
 
 
+def test_status_says_how_the_sidecars_own_clients_are_told_apart(a_snapshot, later):
+    snapshot = a_snapshot()
+    alone = status.render(status.build(snapshot, later, mode="running"))
+    assert ("the sidecar's own clients: exempt as client-id quota-sidecar (sidecar) at 1000000 B/s: a client id is "
+            "all that tells them apart") in alone
+    config = replace(snapshot.config, quotas=replace(snapshot.config.quotas, sidecar_principal="qs"))
+    built = status.build(replace(snapshot, config=config), later, mode="running")
+    assert built["own_clients"] == "exempt as User:qs client-id quota-sidecar (sidecar)"
+
+
 def test_an_absent_brokers_volume_says_when_it_was_last_seen(a_snapshot, later):
     snapshot = a_snapshot()
     decision = snapshot.decision.__class__(**{**snapshot.decision.__dict__, "at": later})

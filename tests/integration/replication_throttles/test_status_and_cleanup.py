@@ -91,7 +91,7 @@ def test_status_direct_writes_nothing_and_cleanup_leaves_the_cluster_as_found_bu
         if cluster.zookeeper_mode:  # DescribeLogDirs and, beside it, what sidecar 2 published
             assert [v["broker_id"] for v in status["volumes"] if v["published_available_bytes"]] == [2], status
         assert {row["entity"]: row[PRODUCE] for row in status["quotas_in_force"]} == {
-            "<default user>": 1, f"client-id {SIDECAR_CLIENT_ID} (sidecar)": "unlimited"}
+            "<default user>": 1, f"client-id {SIDECAR_CLIENT_ID} (sidecar)": 1_000_000}  # no principal: not unlimited
         (row,) = status["replication"]["brokers"]
         assert (row["leader_rate"], row["follower_rate"], row["reason"]) == (2_000_002, 2_000_002, "broker_override")
 
