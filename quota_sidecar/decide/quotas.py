@@ -101,10 +101,12 @@ def targets(wanted_quotas: ClientQuotas, in_force: Mapping[Entity, Quotas] = {},
             owned: Mapping[tuple[Entity, str], Owned] = {}) -> dict[tuple[Entity, str], float | None]:
     """(entity, key) -> wanted value, the form ownership.plan works on. An excluded principal with a value of its
     own for a key (one the sidecars did not write) needs no exemption there: the default user never reaches it,
-    and its value stays as it is."""
-    return {(entity, key): value for entity, keys in wanted_quotas.entities().items() for key, value in keys.items()
-            if not (entity in wanted_quotas.excluded_users and key in in_force.get(entity, {})
-                    and (entity, key) not in owned)}
+    and its value stays as it is. What the sidecars wrote and no longer want (a principal taken off the excluded
+    list, the exemption of a client id once the sidecar has a principal) is wanted as None: handed back."""
+    wanted = {(entity, key): value for entity, keys in wanted_quotas.entities().items() for key, value in keys.items()
+              if not (entity in wanted_quotas.excluded_users and key in in_force.get(entity, {})
+                      and (entity, key) not in owned)}
+    return {**wanted, **{target: None for target in owned if target not in wanted}}
 
 
 def flatten(in_force: Mapping[Entity, Quotas]) -> dict[tuple[Entity, str], float]:
