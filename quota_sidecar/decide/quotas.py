@@ -102,11 +102,18 @@ def targets(wanted_quotas: ClientQuotas, in_force: Mapping[Entity, Quotas] = {},
     """(entity, key) -> wanted value, the form ownership.plan works on. An excluded principal with a value of its
     own for a key (one the sidecars did not write) needs no exemption there: the default user never reaches it,
     and its value stays as it is. What the sidecars wrote and no longer want (a principal taken off the excluded
-    list, the exemption of a client id once the sidecar has a principal) is wanted as None: handed back."""
+    list, the exemption of a client id once the sidecar has a principal) is wanted as None: handed back; but not
+    the exemption of another principal with the sidecars' client id, another agent's (agents may each have their
+    own), which its agent keeps and --cleanup hands back."""
     wanted = {(entity, key): value for entity, keys in wanted_quotas.entities().items() for key, value in keys.items()
               if not (entity in wanted_quotas.excluded_users and key in in_force.get(entity, {})
                       and (entity, key) not in owned)}
-    return {**wanted, **{target: None for target in owned if target not in wanted}}
+    _, client_id = wanted_quotas.sidecar
+
+    def another_agents(entity: Entity) -> bool:
+        return isinstance(entity, tuple) and entity[0] is not None and entity[1] == client_id
+
+    return {**wanted, **{target: None for target in owned if target not in wanted and not another_agents(target[0])}}
 
 
 def flatten(in_force: Mapping[Entity, Quotas]) -> dict[tuple[Entity, str], float]:

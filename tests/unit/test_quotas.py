@@ -61,9 +61,10 @@ def test_nothing_is_written_when_the_cluster_already_agrees():
 def test_what_the_sidecars_wrote_and_no_longer_want_is_handed_back():
     """The client id's exemption once the sidecar has a principal; a principal taken off the excluded list."""
     wanted = quotas.wanted(QuotaConfig(produce=100, sidecar_principal="qs"), 0.0)
-    in_force = {(None, "quota-sidecar"): {PRODUCE: UNLIMITED}, "alice": {PRODUCE: UNLIMITED}, None: {PRODUCE: 1.0}}
+    in_force = {(None, "quota-sidecar"): {PRODUCE: UNLIMITED}, "alice": {PRODUCE: UNLIMITED}, None: {PRODUCE: 1.0},
+                ("qs-2", "quota-sidecar"): {PRODUCE: UNLIMITED}}  # another agent's principal: its agent keeps it
     owned = {((None, "quota-sidecar"), PRODUCE): Owned(None, UNLIMITED), ("alice", PRODUCE): Owned(50.0, UNLIMITED),
-             (None, PRODUCE): Owned(None, 1.0)}
+             (None, PRODUCE): Owned(None, 1.0), (("qs-2", "quota-sidecar"), PRODUCE): Owned(None, UNLIMITED)}
     writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
     assert writes == [Write((("qs", "quota-sidecar"), PRODUCE), None, UNLIMITED, None),
                       Write(((None, "quota-sidecar"), PRODUCE), UNLIMITED, None, None, forget=True),
