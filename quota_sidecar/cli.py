@@ -97,7 +97,8 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
     except ConfigError as error:
         fail(str(error))
     from .serve import metrics
-    from .serve.http_api import HttpServer, create_app
+    from .serve.http_api import create_app
+    from .serve.http_server import HttpServer
     from .shutdown import GracefulShutdown
     from .wiring import build_sidecar
 
@@ -111,25 +112,36 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         log.info("log dirs are not cordoned: storage.cordon.log.dirs needs this sidecar's broker "
                  "(node.id in the file or %sbroker.id)", configuration.PREFIX)
     shutdown = GracefulShutdown().install()
-    app = create_app(sidecar.snapshot, sidecar.store, config.api_token, metrics.registry_for(sidecar.snapshot))
+    app = create_app(sidecar.snapshot, sidecar.store, config.api_token, metrics.registry_for(sidecar.snapshot),
+                     config.http_plain_changes)
+    servers = []
     try:
-        server = HttpServer(app, config.http_host, config.http_port).start()
-    except OSError as error:  # taken since check_host looked
+        servers.append(HttpServer(app, config.http_host, config.http_port, config.http_tls).start())
+        if config.http_plain_port is not None:
+            servers.append(HttpServer(app, config.http_host, config.http_plain_port).start(
+                "/metrics, /status, /healthz, /readyz; /throttle changes only from this host"))
+    except OSError as error:  # a port taken since check_host looked
+        for server in servers:
+            server.stop()
         sidecar.close()
-        fail(host_checks.listen_error(config, error))
+        fail(host_checks.listen_error(config, error, *(("http.plain.port", config.http_plain_port) if servers else ())))
+    if config.http_plain_changes and config.api_token:
+        log.warning("override changes are taken over plain HTTP from any address (http.plain.changes=true): the "
+                    "token travels in clear text")
     try:
         sidecar.run(shutdown)
         if cleanup:
             sidecar.cleanup()
             log.info("clean-up done: every quota the sidecars set is back to what it was")
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
         sidecar.close()
 
 
 @main.command()
 @config_options
-@click.option("--url", help="A running sidecar's HTTP endpoint; default http://<http.host>:<http.port>.")
+@click.option("--url", help="A running sidecar's HTTP endpoint; default this host's (http.host, http.port; https with http.tls.*, checked against its own certificate file; http.plain.port when set).")
 @click.option("--direct", is_flag=True, help="Read the cluster straight away, without asking a sidecar.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
 @click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
@@ -144,8 +156,9 @@ def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str |
     from .serve import status as view
 
     config = load_config(config_paths, overrides) if (config_paths or overrides or not url) else None
-    url = url or f"http://{config.http_host}:{config.http_port}"
-    data, why = (None, None) if direct else _status_from_sidecar(url, timeout)
+    context = None if url else _pinned(config)  # the sidecar beside this shell; another one's --url: its CA
+    url = url or _endpoint(config)
+    data, why = (None, None) if direct else _status_from_sidecar(url, timeout, context)
     if data is None:
         if config is None:
             fail(f"no sidecar answered at {url} ({why}); give --config to read the cluster instead")
@@ -160,13 +173,35 @@ def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str |
     click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
 
 
-def _status_from_sidecar(url: str, timeout: float) -> tuple[dict | None, str | None]:
+def _endpoint(config: configuration.SidecarConfig | None) -> str:
+    """Where this host's sidecar answers: its plain listener when it has one beside https."""
+    if config is None:
+        return "http://127.0.0.1:8080"
+    if config.http_tls is not None and config.http_plain_port is None:
+        return f"https://{config.http_host}:{config.http_port}"
+    return f"http://{config.http_host}:{config.http_plain_port or config.http_port}"
+
+
+def _pinned(config: configuration.SidecarConfig | None):
+    """For https to this host's sidecar: trust exactly its certificate file, whatever names the certificate
+    carries (the pod's own, not 127.0.0.1)."""
+    if config is None or config.http_tls is None:
+        return None
+    import ssl
+
+    context = ssl.create_default_context(cafile=config.http_tls[0])
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # the leaf itself is the anchor
+    context.check_hostname = False
+    return context
+
+
+def _status_from_sidecar(url: str, timeout: float, context=None) -> tuple[dict | None, str | None]:
     """(the sidecar's status, None), or (None, why it did not answer)."""
     import urllib.error
     import urllib.request
 
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=timeout) as response:
+        with urllib.request.urlopen(url.rstrip("/") + "/status", timeout=timeout, context=context) as response:
             return json.load(response), None
     except urllib.error.URLError as error:
         return None, str(error.reason)
@@ -198,7 +233,7 @@ def throttle() -> None:
 
 def throttle_options(command):
     command = click.option("--broker", "broker_id", type=int, help="A broker's override instead of the global one.")(command)
-    command = click.option("--url", help="A sidecar's HTTP endpoint; default http://<http.host>:<http.port>.")(command)
+    command = click.option("--url", help="A sidecar's HTTP endpoint; default this host's (http.host, http.port; https with http.tls.*, checked against its own certificate file; http.plain.port when set).")(command)
     return config_options(command)
 
 
@@ -207,7 +242,8 @@ def _call_api(method: str, config_paths, overrides, url, broker_id, body=None) -
     import urllib.request
 
     config = load_config(config_paths, overrides) if config_paths or overrides else None
-    base = url or (f"http://{config.http_host}:{config.http_port}" if config else "http://127.0.0.1:8080")
+    context = None if url else _pinned(config)
+    base = url or _endpoint(config)
     token = os.environ.get("QUOTA_SIDECAR_API_TOKEN") or (config.api_token if config else "")
     path = "/throttle" if broker_id is None else f"/throttle/{broker_id}"
     request = urllib.request.Request(base.rstrip("/") + path, method=method,
@@ -215,7 +251,7 @@ def _call_api(method: str, config_paths, overrides, url, broker_id, body=None) -
                                      headers={"Content-Type": "application/json",
                                               **({"Authorization": f"Bearer {token}"} if token else {})})
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
             click.echo(json.dumps(json.load(response), indent=2))
     except urllib.error.HTTPError as error:
         fail(f"{method} {path}: HTTP {error.code}: {json.load(error).get('error', error.reason)}")

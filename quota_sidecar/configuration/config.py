@@ -117,6 +117,9 @@ class SidecarConfig:
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     api_token: str = field(default="", repr=False)
+    http_tls: tuple[str, str] | None = None  # (certificate file, key file): the endpoint speaks https
+    http_plain_port: int | None = None  # with TLS, a plain listener beside it for metrics, probes and status
+    http_plain_changes: bool = False  # override changes over plain HTTP from anywhere
     broker_id: int | None = None
     zookeeper_connect: str = ""  # empty: no znode volumes
     zookeeper_session_timeout: timedelta = timedelta(seconds=10)
@@ -227,6 +230,9 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
         http_host=values["http.host"],
         http_port=values["http.port"],
         api_token=values["api.token"],
+        http_tls=_http_tls(values),
+        http_plain_port=values["http.plain.port"],
+        http_plain_changes=values["http.plain.changes"],
         broker_id=broker_id,
         zookeeper_connect=values["zookeeper.connect"],
         zookeeper_session_timeout=values["zookeeper.session.timeout"],
@@ -254,6 +260,18 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
         ),
     )
     return config
+
+
+def _http_tls(values: Mapping[str, object]) -> tuple[str, str] | None:
+    cert, key = values["http.tls.cert.file"], values["http.tls.key.file"]
+    if bool(cert) != bool(key):
+        given, missing = ("http.tls.cert.file", "http.tls.key.file") if cert else ("http.tls.key.file",
+                                                                                   "http.tls.cert.file")
+        raise ConfigError(f"{PREFIX}{given} needs {PREFIX}{missing} too: https takes a certificate and its key")
+    if values["http.plain.port"] is not None and not cert:
+        raise ConfigError(f"{PREFIX}http.plain.port={values['http.plain.port']}: only with TLS (http.tls.cert.file "
+                          "and http.tls.key.file); without it the endpoint is plain already")
+    return (cert, key) if cert else None
 
 
 def _pipeline(values: Mapping[str, object], admin: Mapping[str, str]) -> PipelineConfig:

@@ -16,6 +16,7 @@ import isodate
 from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent, path_list,
                          percent, port, positive_duration, positive_int, positive_number, principal, principal_list,
+                         optional_port, optional_readable_file,
                          ratio,
                          spark_url, state_store, text, token, zookeeper_connect)
 
@@ -174,6 +175,16 @@ KEYS: tuple[Key, ...] = (
     Key("http.host", host, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
     Key("http.port", port, 8080, "its port (0 picks a free one, logged)"),
     Key("api.token", token, "", "bearer token for override changes; empty refuses changes"),
+    Key("http.tls.cert.file", optional_readable_file, "", "the endpoint's TLS certificate (PEM, its chain after it): "
+        "with http.tls.key.file the endpoint speaks https only; both are read again when either file changes (as "
+        "cert-manager renews them)", "empty (plain HTTP)"),
+    Key("http.tls.key.file", optional_readable_file, "", "the private key of http.tls.cert.file (PEM)",
+        "empty (plain HTTP)"),
+    Key("http.plain.port", optional_port, None, "with TLS, a second listener on http.host in plain HTTP for "
+        "/metrics, the probes and /status (Prometheus and the kubelet then need no TLS); changes are refused there "
+        "unless they come from this host", "none"),
+    Key("http.plain.changes", boolean, False, "take override changes over plain HTTP from any address (the token "
+        "travels in clear text); otherwise only over https or from this host"),
     Key("broker.id", non_negative_int, None, "the broker beside this sidecar (needed by replication throttles)",
         "node.id/broker.id of the file"),
     Key(CAPACITY_KEY, positive_int, None, "network capacity of every broker in bytes/s "

@@ -207,6 +207,21 @@ def token(raw: str) -> str:
 token.allowed = "printable ASCII without spaces (empty for none)"
 
 
+def optional_readable_file(raw: str) -> str:
+    """readable_file, or empty for none."""
+    return readable_file(raw) if raw.strip() else ""
+
+
+optional_readable_file.allowed = "empty (none), or a file this process can read"
+
+
+def optional_port(raw: str) -> int | None:
+    return port(raw) if raw.strip() else None
+
+
+optional_port.allowed = "empty (none), or a port from 0 to 65535 (0 picks a free port)"
+
+
 def readable_file(raw: str) -> str:
     """A path to a file this process can read, checked now rather than at the first connection."""
     path = raw.strip()

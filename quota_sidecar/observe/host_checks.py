@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import ssl
 
 from ..common.errors import ConfigError
 from ..configuration import config as configuration
@@ -13,11 +14,17 @@ from .netstats import host_interfaces
 
 def check_host(config: configuration.SidecarConfig) -> None:
     """What only this host can say about the configuration, checked before anything starts: ConfigError
-    when the HTTP endpoint cannot listen where asked, the network interface to measure or a log dir named
-    for the local watch does not exist."""
-    error = check_can_listen(config.http_host, config.http_port)
-    if error is not None:
-        raise ConfigError(listen_error(config, error))
+    when the HTTP endpoint cannot listen where asked or its TLS pair does not load, the network interface to
+    measure or a log dir named for the local watch does not exist."""
+    for key, port in (("http.port", config.http_port), ("http.plain.port", config.http_plain_port)):
+        error = None if port is None else check_can_listen(config.http_host, port)
+        if error is not None:
+            raise ConfigError(listen_error(config, error, key, port))
+    if config.http_tls is not None:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(*config.http_tls)
+        except (OSError, ssl.SSLError) as error:
+            raise ConfigError(tls_error(config, error)) from None
     interface = config.replication.network_interface
     if interface and interface not in host_interfaces():
         raise ConfigError(f"{configuration.PREFIX}replication.network.interface={interface!r}: expected a network "
@@ -38,15 +45,25 @@ def check_can_listen(host: str, port: int) -> OSError | None:
         family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                                 flags=socket.AI_PASSIVE)[0]
         with socket.socket(family, kind, protocol) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as waitress does
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP server (cheroot) does
             probe.bind(address)
     except OSError as error:
         return error
     return None
 
 
-def listen_error(config: configuration.SidecarConfig, error: OSError) -> str:
-    key, value = ("http.port", config.http_port) if error.errno == errno.EADDRINUSE else ("http.host", config.http_host)
+def listen_error(config: configuration.SidecarConfig, error: OSError, port_key: str = "http.port",
+                 port: int | None = None) -> str:
+    port = config.http_port if port is None else port
+    key, value = (port_key, port) if error.errno == errno.EADDRINUSE else ("http.host", config.http_host)
     why = "host not found" if isinstance(error, socket.gaierror) else (error.strerror or str(error)).lower()
-    return (f"{configuration.PREFIX}{key}={value!r}: cannot listen on {config.http_host}:{config.http_port} "
+    return (f"{configuration.PREFIX}{key}={value!r}: cannot listen on {config.http_host}:{port} "
             f"({why}); expected a free port of an address of this host")
+
+
+def tls_error(config: configuration.SidecarConfig, error: Exception) -> str:
+    """The endpoint's certificate and key do not load: which files, and OpenSSL's reason (never their content)."""
+    cert, key = config.http_tls
+    why = getattr(error, "reason", None) or getattr(error, "strerror", None) or str(error)
+    return (f"{configuration.PREFIX}http.tls.cert.file={cert!r} and {configuration.PREFIX}http.tls.key.file={key!r}: "
+            f"cannot load them as a certificate and its key ({why}); expected PEM files, the key the certificate's")

@@ -235,13 +235,13 @@ class SidecarFleet:
 
 
 def http(method: str, url: str, body: dict | None = None, token: str | None = None,
-         timeout: float = 30) -> tuple[int, dict | str]:
-    """(status, the JSON answer, or the text of one that is not JSON)."""
+         timeout: float = 30, context=None) -> tuple[int, dict | str]:
+    """(status, the JSON answer, or the text of one that is not JSON); `context`: TLS settings for https."""
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
     request = urllib.request.Request(url, method=method, headers=headers,
                                      data=None if body is None else json.dumps(body).encode())
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             code, text = response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         code, text = error.code, error.read().decode()

@@ -62,7 +62,9 @@ SETTINGS = LabSettings(
     subnet=3,
     move_timeout=240.0,
     # A pass may wait long for the shared Spark Connect server on a loaded machine: a late pass, not a failed one.
-    sidecar_properties=(("api.token", TOKEN), ("replication.keep.up.margin.percent", 100), ("poll.timeout", "PT60S")),
+    # The test sets overrides from outside the sidecars' namespaces, over plain HTTP.
+    sidecar_properties=(("api.token", TOKEN), ("http.plain.changes", "true"), ("replication.keep.up.margin.percent", 100),
+                        ("poll.timeout", "PT60S")),
 )
 OVERRIDE = 1_000_000
 RATE_LOWER, RATE_UPPER = 0.5, 1.1  # Kafka's ReplicationQuotasTest band

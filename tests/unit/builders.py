@@ -66,3 +66,23 @@ def judged_row(volume: Volume, fill: float | None, seconds_to_limit: float | Non
             "available_bytes": volume.available_bytes, "available_ratio": volume.available_ratio,
             "fill_bytes_per_sec": fill, "seconds_to_limit": seconds_to_limit, "violated": violated,
             "predicted": predicted, "throttle_factor": (0.0 if violated else 1.0) if factor is None else factor}
+
+
+class MemoryStore:
+    """The records store's interface over a dict (act/cluster_store.py keeps them in the cluster)."""
+
+    def __init__(self):
+        self.values: dict[str, dict] = {}
+
+    def put(self, key, value):
+        self.values[key] = value
+
+    def delete(self, key):
+        self.values.pop(key, None)
+
+    def write_many(self, changes):
+        for key, value in changes.items():
+            self.delete(key) if value is None else self.put(key, value)
+
+    def read_all(self, create=True):
+        return dict(self.values)

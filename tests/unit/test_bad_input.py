@@ -55,6 +55,10 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("excluded.principal.name.list", "Group:admins", {}),
     ("sidecar.principal", "User:a;User:b", {}),
     ("sidecar.produce", "-1", {}),
+    ("http.tls.cert.file", "/no/such/tls.crt", {}),
+    ("http.tls.key.file", "/no/such/tls.key", {}),
+    ("http.plain.port", "65536", {}),
+    ("http.plain.changes", "sometimes", {}),
     ("spark.url", "sc//x", {}),
     ("pipeline.bootstrap.servers", "pipeline-kafka", {}),  # no port
     ("pipeline.observations.topic", "observations of the fleet", {}),

@@ -7,28 +7,10 @@ from quota_sidecar.common.errors import PermanentAdminError, RetryableAdminError
 from quota_sidecar.decide.decider import Decider
 from quota_sidecar.loop import Sidecar
 
-from builders import sidecar_config
+from builders import MemoryStore, sidecar_config
 
 A = "/data/a"
 VIOLATING = ({"broker_id": 3, "log_dir": A},)
-
-
-class MemoryStore:
-    def __init__(self):
-        self.values: dict[str, dict] = {}
-
-    def put(self, key, value):
-        self.values[key] = value
-
-    def delete(self, key):
-        self.values.pop(key, None)
-
-    def write_many(self, changes):
-        for key, value in changes.items():
-            self.delete(key) if value is None else self.put(key, value)
-
-    def read_all(self, create=True):
-        return dict(self.values)
 
 
 class MemoryBroker:

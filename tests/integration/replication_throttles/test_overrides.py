@@ -6,14 +6,17 @@ token are refused.
 from __future__ import annotations
 
 import json
+import ssl
 
 import pytest
+import trustme
 
 from harness.disk import ReplicaSampler, replica_bytes
 from harness.quota_window import BAND, most_let_through, slope
 from harness.replication_checks import (BROKER_PROPERTIES, MOVE_BYTES, PREFIX, REACTION, TOKEN, broker_configs,
                                         broker_down, cli, create_topic, equal, eventually, lists, own_status, produce,
                                         sidecar_records)
+from harness.ports import free_loopback_ports
 from harness.sidecar_process import SidecarProcess, http
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
@@ -38,7 +41,8 @@ def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restar
             assert (row["leader_rate"], row["follower_rate"], row["reason"]) == (rate, rate, "broker_override")
 
     eventually(in_force)
-    assert http("GET", f"{fleet[3].url}/throttle/2") == (200, {"broker_id": 2, "override": {"rate": 2_000_002}})
+    code, read = http("GET", f"{fleet[3].url}/throttle/2")
+    assert (code, read["override"], read["changed"]["by"]) == (200, {"rate": 2_000_002}, "127.0.0.1")  # the audit
 
     assert fleet.stop() == {1: 0, 2: 0, 3: 0}  # --cleanup: the rates go with the sidecars...
     eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
@@ -128,3 +132,49 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
         assert http("GET", no_token.url + "/throttle") == (200, {"broker_id": None, "override": None})
     finally:
         no_token.stop()
+
+
+def test_over_https_the_token_sets_an_override_recorded_with_its_origin_and_the_cli_finds_the_sidecar(
+        settled, cluster, pipeline, work_dir, report, tmp_path):
+    """The endpoint over TLS (http.tls.*, a certificate the test's CA issues: none is committed), a plain listener
+    beside it (http.plain.port) for the probes; `quota-sidecar throttle` and `status` with the sidecar's --config
+    reach it without a --url."""
+    ca = trustme.CA()
+    files = {name: tmp_path / name for name in ("ca.crt", "tls.crt", "tls.key")}
+    leaf = ca.issue_cert("127.0.0.1")
+    for name, blob in (("ca.crt", ca.cert_pem), ("tls.crt", leaf.cert_chain_pems[0]), ("tls.key", leaf.private_key_pem)):
+        blob.write_to_path(str(files[name]))
+    plain, secure = free_loopback_ports(2)
+    sidecar = SidecarProcess("sidecar-tls", work_dir, {
+        PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, PREFIX + "storage.check.interval": "PT0S",
+        PREFIX + "api.token": TOKEN, PREFIX + "http.tls.cert.file": files["tls.crt"],
+        PREFIX + "http.tls.key.file": files["tls.key"], PREFIX + "http.plain.port": plain, **pipeline}, port=secure)
+    report.sources.append(sidecar)
+    context = ssl.create_default_context(cafile=str(files["ca.crt"]))
+    https = f"https://127.0.0.1:{secure}"
+    try:
+        sidecar.start(cleanup=True)
+        eventually(lambda: _polled(f"http://127.0.0.1:{plain}/healthz"), 240)  # as the kubelet probes it
+        assert http("PUT", https + "/throttle/2", {"rate": 2_000_002}, TOKEN, context=context) == \
+            (200, {"broker_id": 2, "override": {"rate": 2_000_002}})
+        code, read = http("GET", https + "/throttle/2", context=context)
+        assert (code, read["override"], read["changed"]["by"], read["changed"]["over"]) == \
+            (200, {"rate": 2_000_002}, "127.0.0.1", "https")
+        assert "throttle override set by 127.0.0.1 over https: broker 2 -> {'rate': 2000002}" in \
+            sidecar.log_path.read_text()
+        done = cli("throttle", "get", "--broker", "2", "--config", str(sidecar.config_path))
+        assert done.returncode == 0 and json.loads(done.stdout)["override"] == {"rate": 2_000_002}, done
+        done = cli("throttle", "remove", "--broker", "2", "--config", str(sidecar.config_path), token=TOKEN)
+        assert done.returncode == 0 and json.loads(done.stdout)["removed"], done
+        assert TOKEN not in sidecar.log_path.read_text()
+    finally:
+        sidecar.stop()
+
+
+def _polled(url: str) -> bool:
+    try:
+        code, health = http("GET", url)
+    except OSError as error:  # not listening yet
+        raise AssertionError(f"{url}: {error}") from None
+    assert code == 200 and health["last_poll"], health
+    return True
