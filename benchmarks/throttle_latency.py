@@ -47,7 +47,7 @@ LIMIT = SMALL_FS - 10 * MiB
 THRESHOLD = 64 * KiB  # acknowledged bytes in a 1 s window below which the producer counts as throttled
 WINDOW, STAY = 1.0, 5.0
 PRE_WINDOW = 2.0  # seconds before the crossing over which the unthrottled rate is measured
-BROKER_PROPERTIES = {"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"}
+BROKER_PROPERTIES = {"log.segment.delete.delay.ms": "1000"}
 
 
 def throttled_at(flood: Flood, start: float, end: float, step: float = 0.02) -> float | None:

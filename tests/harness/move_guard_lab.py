@@ -22,7 +22,7 @@ SMALL = {(3, 0): VOLUME}  # LocalKafkaCluster(small_log_dirs=...)
 # (benchmarks/move_guard.py's slow_guard uses 5 MB/s: cancelled after ~54 s).
 SLOW_GUARD = 20_000_000
 # Deleted replicas go in a second rather than Kafka's minute: the test runs a cancelled move again soon after.
-BROKER_PROPERTIES = {"file.delete.delay.ms": "1000"}
+BROKER_PROPERTIES = {"log.segment.delete.delay.ms": "1000"}  # a cancelled replica's space back in 1 s, not 60
 # The defaults (a storage pass a minute, a replication pass every 10 s), a 1 GB/s network: no throttle in the way.
 SETTINGS = {"storage.check.interval": "PT1M", "replication.check.interval": "PT10S",
             "storage.per.volume.limit.min.available.bytes": str(LIMIT),

@@ -76,8 +76,7 @@ def test_flooding_producer_is_throttled_before_the_disk_fills_and_keeps_its_reco
     """On Kafka 4.4 KRaft and 3.9 ZooKeeper mode through DescribeLogDirs. (Kafka 3.2, whose DescribeLogDirs has
     no sizes, is flooded by Kafka's own Java producer in test_java_producer_flood.py.)"""
     cluster = make_kafka_cluster(**GENERATIONS[generation], small_log_dirs={(3, 0): 48 * MiB},
-                                 broker_properties={"log.segment.delete.delay.ms": "1000",
-                                                    "file.delete.delay.ms": "1000"})
+                                 broker_properties={"log.segment.delete.delay.ms": "1000"})
     small_dir = cluster.log_dirs(3)[0]
     topic = unique_name
     create_topic(cluster.bootstrap_servers, topic, replica=3)

@@ -55,8 +55,7 @@ FLOODED = {"kraft-4.4": GENERATIONS["kraft-4.4"], BEFORE_KIP_827_NAME: BEFORE_KI
 def flooded_broker(make_kafka_cluster, unique_name, tmp_path, request):
     """Kafka 4.4 KRaft, or the generation the test is parametrized with (indirect)."""
     cluster = make_kafka_cluster(**FLOODED[getattr(request, "param", "kraft-4.4")], small_log_dirs={(3, 0): FILESYSTEM},
-                                 broker_properties={"log.segment.bytes": str(32 * MiB), "file.delete.delay.ms": "1000",
-                                                    "log.segment.delete.delay.ms": "1000"})
+                                 broker_properties={"log.segment.bytes": str(32 * MiB), "log.segment.delete.delay.ms": "1000"})
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         admin.create_topics([NewTopic(unique_name, replica_assignments={0: [3]})])
     return cluster, cluster.log_dirs(3)[0], unique_name

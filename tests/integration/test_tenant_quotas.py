@@ -58,8 +58,7 @@ OPS = ["--entity-type", "users", "--entity-name", "ops"]
 @pytest.fixture
 def tenants_cluster(make_kafka_cluster, unique_name):
     cluster = make_kafka_cluster(users=USERS, small_log_dirs={(3, 0): FILESYSTEM},
-                                 broker_properties={"log.segment.bytes": str(32 * MiB), "file.delete.delay.ms": "1000",
-                                                    "log.segment.delete.delay.ms": "1000"})
+                                 broker_properties={"log.segment.bytes": str(32 * MiB), "log.segment.delete.delay.ms": "1000"})
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         admin.create_topics([NewTopic(unique_name, replica_assignments={0: [3]})])
     for _, _, entity in TENANTS.values():
