@@ -139,9 +139,13 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         sidecar.close()
 
 
+_DEFAULT_URL = ("default this host's: http.host and http.plain.port when set, else http.port (https with http.tls.*, "
+                "trusting exactly its certificate file)")
+
+
 @main.command()
 @config_options
-@click.option("--url", help="A running sidecar's HTTP endpoint; default this host's (http.host, http.port; https with http.tls.*, checked against its own certificate file; http.plain.port when set).")
+@click.option("--url", help=f"A running sidecar's HTTP endpoint; {_DEFAULT_URL}.")
 @click.option("--direct", is_flag=True, help="Read the cluster straight away, without asking a sidecar.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
 @click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
@@ -233,7 +237,7 @@ def throttle() -> None:
 
 def throttle_options(command):
     command = click.option("--broker", "broker_id", type=int, help="A broker's override instead of the global one.")(command)
-    command = click.option("--url", help="A sidecar's HTTP endpoint; default this host's (http.host, http.port; https with http.tls.*, checked against its own certificate file; http.plain.port when set).")(command)
+    command = click.option("--url", help=f"A sidecar's HTTP endpoint; {_DEFAULT_URL}.")(command)
     return config_options(command)
 
 

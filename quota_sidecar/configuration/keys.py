@@ -14,11 +14,10 @@ from typing import Callable
 import isodate
 
 from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
-from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent, path_list,
-                         percent, port, positive_duration, positive_int, positive_number, principal, principal_list,
-                         optional_port, optional_readable_file,
-                         ratio,
-                         spark_url, state_store, text, token, zookeeper_connect)
+from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent,
+                         optional_port, optional_readable_file, path_list, percent, port, positive_duration,
+                         positive_int, positive_number, principal, principal_list, ratio, spark_url, state_store, text,
+                         token, zookeeper_connect)
 
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
 HARD_KEYS = ("storage.per.volume.limit.min.available.bytes", "storage.per.volume.limit.min.available.ratio")

@@ -22,7 +22,7 @@ def check_host(config: configuration.SidecarConfig) -> None:
             raise ConfigError(listen_error(config, error, key, port))
     if config.http_tls is not None:
         try:
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(*config.http_tls)
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(*config.http_tls, password=b"")
         except (OSError, ssl.SSLError) as error:
             raise ConfigError(tls_error(config, error)) from None
     interface = config.replication.network_interface
@@ -65,5 +65,11 @@ def tls_error(config: configuration.SidecarConfig, error: Exception) -> str:
     """The endpoint's certificate and key do not load: which files, and OpenSSL's reason (never their content)."""
     cert, key = config.http_tls
     why = getattr(error, "reason", None) or getattr(error, "strerror", None) or str(error)
+    try:
+        with open(key, "rb") as key_file:
+            if b"ENCRYPTED" in key_file.read(4096):  # a header line says so; the key itself is never shown
+                why = "the key is encrypted: give it unencrypted, as a Kubernetes TLS Secret holds it"
+    except OSError:
+        pass
     return (f"{configuration.PREFIX}http.tls.cert.file={cert!r} and {configuration.PREFIX}http.tls.key.file={key!r}: "
             f"cannot load them as a certificate and its key ({why}); expected PEM files, the key the certificate's")

@@ -17,12 +17,14 @@ from cheroot.ssl.builtin import BuiltinSSLAdapter
 
 log = logging.getLogger(__name__)
 
+NO_PASSWORD = b""  # an encrypted key fails to load (one line) rather than OpenSSL prompting on a terminal
+
 
 class ReloadingTls(BuiltinSSLAdapter):
     """cheroot's adapter for Python's ssl, which loads the pair again before a handshake once a file changed."""
 
     def __init__(self, cert_file: str, key_file: str):
-        super().__init__(cert_file, key_file)
+        super().__init__(cert_file, key_file, private_key_password=NO_PASSWORD)
         self.loaded = self._stamp()
         self.refused: tuple | None = None  # the files' stamp whose loading failed (warned once)
         self.lock = threading.Lock()
@@ -40,7 +42,7 @@ class ReloadingTls(BuiltinSSLAdapter):
             return
         with self.lock:
             try:
-                self.context.load_cert_chain(self.certificate, self.private_key)
+                self.context.load_cert_chain(self.certificate, self.private_key, password=NO_PASSWORD)
             except (OSError, ssl.SSLError) as error:
                 self.refused = stamp
                 log.warning("TLS certificate %s or key %s changed but does not load (%s): the previous pair stays "

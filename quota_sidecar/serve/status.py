@@ -173,7 +173,7 @@ def render(status: dict) -> str:
                      for q in status["quotas_in_force"]]),
               "tenants (entities above the default user with a producer rate of their own): "
               f"{status['tenants']['with_a_rate_of_their_own']}, throttled: {status['tenants']['throttled']}",
-              f"the sidecar's own clients: {status['own_clients']}"]
+              *([f"the sidecar's own clients: {status['own_clients']}"] if "own_clients" in status else [])]
     if "cordoned" in status:
         lines += ["", _render_cordoned(status["cordoned"])]
     if "cancelled_moves" in status:

@@ -127,3 +127,32 @@ def test_plain_http_on_the_tls_port_is_turned_away_without_a_traceback(tls, capl
         server.stop()
     assert no_thread_errors == []
     assert not [r for r in caplog.records if r.exc_info and r.levelno >= logging.WARNING]
+
+
+def test_a_pair_that_does_not_load_stops_the_start_with_one_line_naming_the_files(tls, tmp_path):
+    """Checked before anything starts (host_checks.check_host): an encrypted key, a file that is no key, a key of
+    another certificate. Never a prompt for a password, never the key's content."""
+    from cryptography.hazmat.primitives import serialization
+
+    import builders
+    from quota_sidecar.common.errors import ConfigError
+    from quota_sidecar.observe.host_checks import check_host
+
+    tls["issue"]()
+    key = serialization.load_pem_private_key(tls["key"].read_bytes(), None)
+    encrypted = tmp_path / "encrypted.key"
+    encrypted.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                            serialization.BestAvailableEncryption(b"secret")))
+    garbage = tmp_path / "garbage.key"
+    garbage.write_text("not a key")
+    other = tmp_path / "other.key"
+    trustme.CA().issue_cert("127.0.0.1").private_key_pem.write_to_path(str(other))
+    for key_file, says in ((encrypted, "the key is encrypted"), (garbage, "cannot load them"),
+                           (other, "cannot load them")):
+        config = builders.sidecar_config(**{"http.port": 0, "http.tls.cert.file": tls["cert"],
+                                            "http.tls.key.file": key_file})
+        with pytest.raises(ConfigError) as refused:
+            check_host(config)
+        message = str(refused.value)
+        assert "\n" not in message and str(key_file) in message and says in message, message
+        assert "PRIVATE KEY" not in message
