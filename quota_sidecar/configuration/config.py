@@ -17,9 +17,10 @@ import isodate
 from ..common.errors import ConfigError
 from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from ..common.vocabulary import StorageLimit
+from .admin_client import client_kwargs
 from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS, KEYS, KEYS_BY_NAME, LOG_DIR_KEYS,
                    PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN, SOFT_KEYS)
-from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, client_kwargs, is_secret, non_negative_int,
+from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, is_secret, non_negative_int,
                          parse_value, path_list, positive_int, read_properties)
 
 

@@ -225,7 +225,7 @@ KEYS: tuple[Key, ...] = (
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
 PER_BROKER_CAPACITY = re.compile(re.escape(CAPACITY_KEY) + r"\.(\d+)$")
-# The admin client's keys are checked by properties.client_kwargs; the README lists what it accepts.
+# The admin client's keys are checked by admin_client.client_kwargs; the README lists what it accepts.
 ADMIN_KEYS_DOC = (
     (ADMIN_PREFIX + "bootstrap.servers", "required", "a comma-separated list of host:port",
      "the cluster the sidecar watches"),

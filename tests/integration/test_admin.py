@@ -16,7 +16,7 @@ from harness.waiting import equal, eventually
 from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError
 from quota_sidecar.common.observation import Reassignment
-from quota_sidecar.configuration.properties import client_kwargs
+from quota_sidecar.configuration.admin_client import client_kwargs
 from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration

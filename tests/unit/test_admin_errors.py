@@ -4,7 +4,7 @@ import kafka.errors as Errors
 import pytest
 
 from quota_sidecar.common.errors import PermanentAdminError, RetryableAdminError, UnknownTopicError
-from quota_sidecar.configuration.properties import client_kwargs
+from quota_sidecar.configuration.admin_client import client_kwargs
 from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.observe.kafka_client import admin_error
 

@@ -1,9 +1,9 @@
-"""properties.client_kwargs: the kafka.admin.* keys as Java clients spell them -> kafka-python's arguments."""
+"""admin_client.client_kwargs: the kafka.admin.* keys as Java clients spell them -> kafka-python's arguments."""
 
 import pytest
 
 from quota_sidecar.common.errors import ConfigError
-from quota_sidecar.configuration.properties import client_kwargs
+from quota_sidecar.configuration.admin_client import client_kwargs
 
 FULL = "client.quota.callback.static.kafka.admin."
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'
