@@ -160,8 +160,7 @@ def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str |
     from .serve import status as view
 
     config = load_config(config_paths, overrides) if (config_paths or overrides or not url) else None
-    context = None if url else _pinned(config)  # the sidecar beside this shell; another one's --url: its CA
-    url = url or _endpoint(config)
+    url, context = _reach(url, config)
     data, why = (None, None) if direct else _status_from_sidecar(url, timeout, context)
     if data is None:
         if config is None:
@@ -175,6 +174,12 @@ def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str |
         except AdminError as error:
             fail(f"cannot read the cluster: {error}", UNREACHABLE)
     click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
+
+
+def _reach(url: str | None, config: configuration.SidecarConfig | None):
+    """(URL, TLS context) of the sidecar to ask: --url as given (another sidecar's https: its CA), else this host's,
+    over https trusting exactly its certificate file."""
+    return (url, None) if url else (_endpoint(config), _pinned(config))
 
 
 def _endpoint(config: configuration.SidecarConfig | None) -> str:
@@ -246,8 +251,7 @@ def _call_api(method: str, config_paths, overrides, url, broker_id, body=None) -
     import urllib.request
 
     config = load_config(config_paths, overrides) if config_paths or overrides else None
-    context = None if url else _pinned(config)
-    base = url or _endpoint(config)
+    base, context = _reach(url, config)
     token = os.environ.get("QUOTA_SIDECAR_API_TOKEN") or (config.api_token if config else "")
     path = "/throttle" if broker_id is None else f"/throttle/{broker_id}"
     request = urllib.request.Request(base.rstrip("/") + path, method=method,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .vocabulary import StorageLimit
 
@@ -99,6 +99,16 @@ class ReplicaSizes:
         if self.adding is not None and later.adding is not None and replica in later.adding - self.adding:
             return 0
         return None
+
+    def grown_since(self, earlier: Sequence[ReplicaSizes], replica: tuple[str, int, int]) -> tuple[int, float] | None:
+        """(bytes the replica grew, seconds) from the oldest earlier reading with its size (`size_before`) to this
+        one; None when none has it or this one did not read it. `earlier` is oldest first."""
+        first = next(((r, size) for r in earlier
+                      if r.at < self.at and (size := r.size_before(replica, self)) is not None), None)
+        if first is None or replica not in self.sizes:
+            return None
+        reading, size = first
+        return self.sizes[replica] - size, self.at - reading.at
 
 
 @dataclass(frozen=True)

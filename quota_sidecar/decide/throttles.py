@@ -70,12 +70,10 @@ def growth_rate(earlier: Sequence[ReplicaSizes], now: ReplicaSizes,
         return 0.0  # not the leader of any moving partition: it sends no throttled traffic
     total, measured = 0.0, False
     for replica in replicas:
-        first = next(((r, size) for r in earlier
-                      if r.at < now.at and (size := r.size_before(replica, now)) is not None), None)
-        if first is None or replica not in now.sizes:
+        grown = now.grown_since(earlier, replica)
+        if grown is None:
             continue
-        reading, size = first
-        total += max(now.sizes[replica] - size, 0) / (now.at - reading.at)
+        total += max(grown[0], 0) / grown[1]
         measured = True
     return total if measured else None
 

@@ -50,11 +50,7 @@ def within(readings: list[ReplicaSizes], now: float, window: float) -> list[Repl
 def growth(earlier: list[ReplicaSizes], now: ReplicaSizes, replica: Replica) -> tuple[int | None, float | None]:
     """(bytes grown, seconds) since the oldest earlier reading that has the replica (or had no move adding it
     yet); (None, None) before one."""
-    first = next(((r, size) for r in earlier if (size := r.size_before(replica, now)) is not None), None)
-    if first is None or replica not in now.sizes:
-        return None, None
-    reading, size = first
-    return now.sizes[replica] - size, now.at - reading.at
+    return now.grown_since(earlier, replica) or (None, None)
 
 
 @dataclass

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 
 MAX_BODY_BYTES = 4096  # an override is a few dozen bytes
+FIELDS = ("rate", "autoremove")  # an override's, as PUT takes them
 AUDIT = ("by", "over", "at")  # kept with an override in the records: who set it, over http or https, when
 
 
@@ -120,7 +121,7 @@ def add_override_routes(app: Flask, store, token: str, known_brokers: Callable[[
 
     def read(broker_id):
         value = store.read_all().get(records.override_key(broker_id)) or {}
-        override = {key: value[key] for key in ("rate", "autoremove") if key in value} or None
+        override = {key: value[key] for key in FIELDS if key in value} or None
         changed = {key: value[key] for key in AUDIT if key in value}
         return jsonify({"broker_id": broker_id, "override": override, **({"changed": changed} if changed else {})})
 
@@ -128,7 +129,7 @@ def add_override_routes(app: Flask, store, token: str, known_brokers: Callable[[
         body = request.get_json(silent=True)
         if not isinstance(body, dict):
             return _error(400, 'expected a JSON object such as {"rate": 50000000}')
-        unknown = sorted(set(body) - {"rate", "autoremove"})
+        unknown = sorted(set(body) - set(FIELDS))
         if unknown:
             return _error(400, f"unknown fields {unknown}: expected rate and, for the global override, autoremove")
         rate = body.get("rate")
