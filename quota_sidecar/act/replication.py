@@ -16,7 +16,7 @@ from typing import Iterable
 from ..common import records
 from ..common.errors import AdminError, UnknownTopicError
 from ..common.observation import FOLLOWER, LEADER, ROLES, BrokerLoad, Reassignment, ReplicaSizes, ReplicationObservation
-from ..common.vocabulary import DISK_GUARD
+from ..common.vocabulary import DISK_GUARD, KEPT, UNCHANGED
 from ..configuration.config import ReplicationConfig
 from ..decide.throttles import (DIR_COPY_RATE, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider,
                                 ReplicationDecision, catching_up, config_reasons, entries_of, foreign_cleanup_due,
@@ -135,7 +135,9 @@ class ReplicationRunner:
                                    and DIR_COPY_RATE in records.owned_configs(all_records, self.broker_id))
             wanted = wanted_broker_configs(rates, self.config, self.broker_id in violated_brokers, guarding_dir_copies)
             why = DIR_COPY_GUARD if guarding_dir_copies else "no copy between this broker's dirs to guard"
-            self._apply_broker_configs(wanted, all_records, {**config_reasons(rates), DIR_COPY_RATE: why})
+            reasons = config_reasons(rates)
+            kept = {key for key, reason in reasons.items() if reason in (UNCHANGED, KEPT)}
+            self._apply_broker_configs(wanted, all_records, {**reasons, DIR_COPY_RATE: why}, keep_in_force=kept)
             self._clear_foreign_throttles(observation, now)
         expired, self.moved_under_global_override = global_override_expired(
             observation.overrides, bool(observation.reassignments), self.moved_under_global_override)
@@ -176,12 +178,15 @@ class ReplicationRunner:
                 self.store.delete(record_key)
 
     def _apply_broker_configs(self, wanted: dict[str, int | None], all_records: records.Records,
-                              why: dict[str, str], let_go: bool = True) -> None:
-        """Write `wanted`; with `let_go`, hand back every other config the sidecar set (else they stay)."""
+                              why: dict[str, str], let_go: bool = True, keep_in_force: set[str] = frozenset()) -> None:
+        """Write `wanted`; with `let_go`, hand back every other config the sidecar set (else they stay). The keys of
+        `keep_in_force` (the rule kept the rate in force) keep what the broker shows now: the pass read the rate in
+        force before the last pass's write had reached the broker, at times, and wrote that older rate back."""
         def planned(all_records: records.Records) -> list[ownership.Write]:
             owned = records.owned_configs(all_records, self.broker_id)
             in_force = self._broker_configs(set(wanted) | set(owned))
-            return ownership.plan({**{key: None for key in owned if let_go}, **wanted}, in_force, owned)
+            kept = {key: in_force[key] for key in keep_in_force if in_force.get(key) is not None}
+            return ownership.plan({**{key: None for key in owned if let_go}, **wanted, **kept}, in_force, owned)
 
         self._write_configs(ownership.with_second_look(planned, all_records, self._read_records), why)
 
