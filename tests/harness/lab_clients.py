@@ -40,12 +40,16 @@ class LoadProfile:
     def in_peak(self, since_origin: float) -> bool:
         return since_origin % self.period < self.peak_seconds
 
-    def in_late_half(self, since_origin: float) -> bool:
-        """In the second half of its phase: where the sidecars' window and passes have seen the phase."""
+    def into_phase(self, since_origin: float) -> float:
+        """Seconds since its phase (peak or quiet) began."""
         phase = since_origin % self.period
-        if phase < self.peak_seconds:
-            return phase >= self.peak_seconds / 2
-        return phase >= self.peak_seconds + self.quiet_seconds / 2
+        return phase if phase < self.peak_seconds else phase - self.peak_seconds
+
+    def settled(self, since_origin: float, reaction: float | None = None) -> bool:
+        """In the second half of its phase, and at least `reaction` seconds into it: where the sidecars' window
+        and passes have seen the phase."""
+        length = self.peak_seconds if self.in_peak(since_origin) else self.quiet_seconds
+        return self.into_phase(since_origin) >= max(length / 2, reaction or 0.0)
 
 
 
@@ -105,10 +109,11 @@ class ClientLoad:
         time.sleep(max(0.0, start - time.monotonic()))
         return start
 
-    def throughput(self, start: float, end: float, late_only: bool = False) -> tuple[float, float]:
+    def throughput(self, start: float, end: float, settled_only: bool = False,
+                   reaction: float | None = None) -> tuple[float, float]:
         """Bytes/s the consumer received in the peak phases and in the quiet phases of [start, end]; with
-        late_only, in their second halves alone."""
-        counted = lambda at: not late_only or self.profile.in_late_half(at - self.origin)  # noqa: E731
+        settled_only, in their settled parts alone (LoadProfile.settled)."""
+        counted = lambda at: not settled_only or self.profile.settled(at - self.origin, reaction)  # noqa: E731
         with self._lock:
             consumed = [(at, size) for at, size in self.consumed if start <= at < end and counted(at)]
         totals = {True: 0, False: 0}

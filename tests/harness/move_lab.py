@@ -89,6 +89,7 @@ class MoveLab:
         self.move_topics = {name: f"move-{name}" for name in settings.moves}
         self.client_peak_tx: float | None = None  # the source's sent bytes/s at the client's peak
         self.client_quiet_tx: float | None = None
+        self.reaction: float | None = None  # seconds the sidecars took to follow a phase, in the last adaptive move
 
     # -- set-up and tear-down --------------------------------------------------------------------
 
@@ -301,9 +302,10 @@ class MoveLab:
         self.admin.incremental_alter_configs("topic", topic, {LEADER_REPLICAS: ("SET", f"0:{SOURCE}"),
                                                               FOLLOWER_REPLICAS: ("SET", f"0:{DESTINATION}")})
         try:
-            return self._move("static", topic)
+            moved = self._move("static", topic)
         finally:
             self.clear_static_throttles(topic)
+        return self._summarize(*moved, reaction=self.reaction)  # the clients compared over the same parts
 
     def clear_static_throttles(self, topic: str) -> None:
         """What `kafka-reassign-partitions --verify` removes once a move is done (or was cancelled)."""
@@ -319,10 +321,15 @@ class MoveLab:
             raise RuntimeError("start_sidecars() first")
         passes = PassWatch(self).start()
         try:
-            result = self._move("adaptive", self.move_topics[move])
+            moved = self._move("adaptive", self.move_topics[move])
         finally:
             passes.stop()
-        result.sidecar_pass_seconds = passes.median_interval()
+        pass_seconds = passes.median_interval()
+        # The sidecars follow a change of the clients' traffic once their window has it, at the pass after that
+        # (a pass each interval), with the rate the pass after that reads back at worst: window + 2 passes.
+        self.reaction = None if pass_seconds is None else self.settings.network_window_seconds + 2 * pass_seconds
+        result = self._summarize(*moved, reaction=self.reaction)
+        result.sidecar_pass_seconds = pass_seconds
         done = time.monotonic()
         try:  # the sidecars take their rates away once no move involves their broker
             _until(lambda: self._rates() == (None, None), 60, "the sidecars removing their rates")
@@ -331,7 +338,7 @@ class MoveLab:
             log.warning("the sidecars did not remove their rates within 60s of the move's end; see %s", self.work_dir)
         return result
 
-    def _move(self, mode: str, topic: str) -> MoveResult:
+    def _move(self, mode: str, topic: str) -> tuple[str, str, int, list[Sample], float, float]:
         size = self.admin.describe_replica_sizes(SOURCE, {topic: [0]})[(topic, 0)]
         started = self.load.wait_for_phase(peak=self.settings.start_in_peak)
         self.admin.alter_reassignments({(topic, 0): [DESTINATION]})
@@ -339,8 +346,7 @@ class MoveLab:
         while True:
             sample = self._sample(topic, time.monotonic() - started)
             since_origin = started + sample.at - self.load.origin
-            sample.peak = self.settings.load.in_peak(since_origin)
-            sample.late = self.settings.load.in_late_half(since_origin)
+            sample.peak, sample.since_origin = self.settings.load.in_peak(since_origin), since_origin
             samples.append(sample)
             if not sample.moving:
                 break
@@ -353,8 +359,12 @@ class MoveLab:
         with open(self.work_dir / f"{mode}-samples.jsonl", "w") as out:  # the timeline, for a failure's reader
             out.writelines(json.dumps({"wall": round(wall + started + s.at, 2), **asdict(s)}) + "\n"
                            for s in samples)
+        return mode, topic, size, samples, started, ended
+
+    def _summarize(self, mode: str, topic: str, size: int, samples: list[Sample], started: float, ended: float,
+                   reaction: float | None) -> MoveResult:
         return summarize(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended),
-                         self.load.throughput(started, ended, late_only=True)[0])
+                         self.load.throughput(started, ended, settled_only=True, reaction=reaction)[0], reaction)
 
     def _sample(self, topic: str, at: float) -> Sample:
         moving = any(move.topic == topic for move in self.admin.list_reassignments())

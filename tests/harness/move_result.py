@@ -23,7 +23,7 @@ class Sample:
     follower_rate: int | None  # on the destination broker
     listed: bool               # both throttled-replica lists name the move's replicas
     peak: bool = False         # the client load was in a peak phase (else a quiet one)
-    late: bool = False         # ... in the phase's second half: the sidecars' window and passes have seen it
+    since_origin: float = 0.0  # seconds since the client load's first peak began (LoadProfile.settled)
     source_sent: int = 0       # the source's link: bytes it sent so far (the bridge's end received)
 
     @property
@@ -49,18 +49,19 @@ class MoveResult:
     replication_in_peaks: float | None   # peaks, and in its quiet phases
     throttle_in_quiet: float | None
     replication_in_quiet: float | None
-    leader_late_in_peaks: float | None  # the source's leader rate in the second halves of the peaks, once
+    leader_late_in_peaks: float | None  # the source's leader rate in the settled parts of the peaks, once
                                         # the sidecars had time to see the peak: what equal headroom needs low
-    leader_in_quiet: float | None       # ... and in the second halves of the quiet phases
+    leader_in_quiet: float | None       # ... and in the settled parts of the quiet phases
+    reaction: float | None              # seconds the sidecars took to follow a phase (LoadProfile.settled)
     unthrottled_bytes: int        # moved before a throttle was in force (the sidecars' reaction time)
     unthrottled_seconds: float
     client_offered_peak: int
     client_offered_quiet: int
     client_peak_throughput: float   # bytes/s the consumer received during the move's peak phases
     client_quiet_throughput: float  # ... and during its quiet phases
-    client_late_peak_throughput: float  # ... in the second halves of the peaks, once the sidecars have seen them
+    client_late_peak_throughput: float  # ... in the settled parts of the peaks, once the sidecars have seen them
     link_in_peaks: float | None     # bytes/s the source sent on its link during the throttled peak phases
-    clients_on_link_late_in_peaks: float | None  # ... less the replication, in their second halves: the clients'
+    clients_on_link_late_in_peaks: float | None  # ... less the replication, in their settled parts: the clients'
                                                  # traffic as the sidecar sees it once its window has the peak
     rates_removed_after: float | None = None  # seconds after the move until the sidecars removed their rates
     sidecar_pass_seconds: float | None = None  # median time between two passes of a sidecar, during the move
@@ -111,7 +112,7 @@ class PassWatch:
 
 
 def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: LoadProfile,
-              client: tuple[float, float], client_late_peak: float) -> MoveResult:
+              client: tuple[float, float], client_late_peak: float, reaction: float | None) -> MoveResult:
     throttled = [(a, b) for a, b in zip(samples, samples[1:]) if a.throttle is not None]
     if not throttled:
         raise AssertionError(f"{mode} move of {topic}: no throttle was ever in force; samples: {samples}")
@@ -120,8 +121,8 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
     rates = [a.throttle for a, _ in throttled]
     peaks = [(a, b) for a, b in throttled if a.peak]
     quiet = [(a, b) for a, b in throttled if not a.peak]
-    late = [(a, b) for a, b in peaks if a.late]
-    late_quiet = [(a, b) for a, b in quiet if a.late]
+    late = [(a, b) for a, b in peaks if load.settled(a.since_origin, reaction)]
+    late_quiet = [(a, b) for a, b in quiet if load.settled(a.since_origin, reaction)]
     return MoveResult(
         mode=mode, topic=topic, moved_bytes=size, move_seconds=round(samples[-1].at, 2),
         throttled_seconds=round(seconds, 2),
@@ -131,7 +132,7 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
         throttle_in_peaks=_time_average(peaks, "throttle"), replication_in_peaks=_rate(peaks, "replica_bytes"),
         throttle_in_quiet=_time_average(quiet, "throttle"), replication_in_quiet=_rate(quiet, "replica_bytes"),
         leader_late_in_peaks=_time_average(late, "leader_rate"),
-        leader_in_quiet=_time_average(late_quiet, "leader_rate"),
+        leader_in_quiet=_time_average(late_quiet, "leader_rate"), reaction=reaction,
         unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
         client_offered_peak=load.peak, client_offered_quiet=load.produce,
         client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),
