@@ -61,6 +61,7 @@ class BrokerNode:
     log_dirs: list[Path]
     host: str = "127.0.0.1"  # the address of every listener
     netns: str | None = None  # the network namespace the JVM runs in; None: this process's own
+    secure_ports: dict[str, int] = field(default_factory=dict)  # SASL_SSL, SSL (secure_lab.py) -> port
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -76,8 +77,9 @@ def server_properties(node: BrokerNode, nodes: Sequence[BrokerNode], users: Mapp
                       zookeeper_connect: str | None, overrides: Mapping[str, str]) -> dict[str, str]:
     """The node's server.properties: KRaft combined mode with the nodes as voters, or ZooKeeper mode when
     zookeeper_connect is given; `overrides` last."""
-    client_listeners = (f"PLAINTEXT://{node.host}:{node.plaintext_port},"
-                        f"SASL_PLAINTEXT://{node.host}:{node.sasl_port}")
+    client_listeners = ",".join(f"{name}://{node.host}:{port}" for name, port in (
+        ("PLAINTEXT", node.plaintext_port), ("SASL_PLAINTEXT", node.sasl_port), *node.secure_ports.items()))
+    protocols = ",".join(f"{name}:{name}" for name in ("PLAINTEXT", "SASL_PLAINTEXT", *node.secure_ports))
     jaas_users = " ".join(f'user_{user}="{password}"' for user, password in users.items())
     common = {
         "advertised.listeners": client_listeners,
@@ -92,7 +94,7 @@ def server_properties(node: BrokerNode, nodes: Sequence[BrokerNode], users: Mapp
             "broker.id": str(node.node_id),
             "zookeeper.connect": zookeeper_connect,
             "listeners": client_listeners,
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "listener.security.protocol.map": protocols,
         } | dict(overrides)
     voters = ",".join(f"{other.node_id}@{other.host}:{other.controller_port}" for other in nodes)
     return common | {
@@ -101,7 +103,7 @@ def server_properties(node: BrokerNode, nodes: Sequence[BrokerNode], users: Mapp
         "controller.quorum.voters": voters,
         "controller.listener.names": "CONTROLLER",
         "listeners": f"{client_listeners},CONTROLLER://{node.host}:{node.controller_port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": f"{protocols},CONTROLLER:PLAINTEXT",
         "metadata.log.dir": str(node.metadata_dir),
     } | dict(overrides)
 

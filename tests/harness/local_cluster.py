@@ -14,7 +14,8 @@ build/kafka-zookeeper.classpath (Kafka 3.9, the last release with ZooKeeper) or,
 classpath_file=KAFKA_3_2_CLASSPATH_FILE, Kafka 3.2 (before KIP-827: DescribeLogDirs without sizes). Same
 listeners (no CONTROLLER), JBOD and small filesystems.
 
-There is no authorizer: every principal may do everything. Any log dir can sit on a small
+There is no authorizer (every principal may do everything) unless `security` (secure_lab.py) brings the
+production one, with SASL_SSL and mutual TLS. Any log dir can sit on a small
 size-limited filesystem (tmpfs, else a loop-mounted ext4 image) so that tests can fill a disk for real.
 A broker can run inside a network namespace the caller made (`ip netns exec`), listening on that
 namespace's address instead of loopback, so that tests can put each broker behind a link of its own.
@@ -49,6 +50,7 @@ from harness.kafka_builds import (BEFORE_KIP_827, BEFORE_KIP_827_NAME, DEFAULT_C
                                   GENERATIONS, KAFKA_3_2_CLASSPATH_FILE, ZOOKEEPER_CLASSPATH_FILE, LocalClusterError,
                                   read_classpath)
 from harness.ports import free_loopback_ports
+from harness.secure_lab import SECURE_LISTENERS, SecureLab
 from harness.small_filesystem import SmallFilesystemUnavailable, mount_small_filesystem, unmount
 from harness.zookeeper_server import LOG4J_CONFIG as LOG4J1_CONFIG
 from harness.zookeeper_server import LocalZooKeeper, tail
@@ -98,6 +100,7 @@ class LocalKafkaCluster:
         jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
         start_timeout: float = 120.0,
         stop_timeout: float = 30.0,
+        security: SecureLab | None = None,
     ):
         self.broker_ids = list(range(1, brokers + 1))
         self.users = dict(DEFAULT_USERS if users is None else users)
@@ -105,7 +108,9 @@ class LocalKafkaCluster:
         self._small_log_dirs = dict(small_log_dirs or {})
         self.zookeeper_mode = zookeeper
         defaults = ZOOKEEPER_BROKER_PROPERTIES if zookeeper else KRAFT_BROKER_PROPERTIES
-        self._broker_properties = defaults | dict(broker_properties or {})
+        self.security = security
+        self._broker_properties = defaults | (security.broker_properties() if security else {}) | dict(
+            broker_properties or {})
         self._network_namespaces = dict(network_namespaces or {})
         self._requested_base_dir = base_dir
         if classpath_file is None:
@@ -126,8 +131,8 @@ class LocalKafkaCluster:
         self._started = False
 
     def _check_arguments(self) -> None:
-        if not self.broker_ids:
-            raise ValueError("brokers must be at least 1")
+        if not self.broker_ids or (self.security and self.zookeeper_mode):
+            raise ValueError("brokers must be at least 1; security is for KRaft clusters (StandardAuthorizer)")
         for broker_id, count in self._log_dir_counts.items():
             if broker_id not in self.broker_ids or count < 1:
                 raise ValueError(
@@ -168,6 +173,10 @@ class LocalKafkaCluster:
     @property
     def sasl_bootstrap_servers(self) -> str:
         return ",".join(self.sasl_broker_addresses.values())
+
+    def secure_bootstrap_servers(self, listener: str = "SASL_SSL") -> str:
+        """With `security`: the brokers' SASL_SSL (or SSL, mutual TLS) listeners."""
+        return ",".join(f"{node.host}:{node.secure_ports[listener]}" for node in self._nodes.values())
 
     def sasl_client_config(self, user: str) -> dict:
         """kafka-python keyword arguments that connect as `user` over SASL_PLAINTEXT."""
@@ -269,11 +278,13 @@ class LocalKafkaCluster:
         if self.zookeeper_mode:
             self.zookeeper = LocalZooKeeper(self.base_dir / "zookeeper", self._classpath, self._jvm_options)
 
-        ports = iter(free_loopback_ports(3 * len(self.broker_ids)))
+        secure = SECURE_LISTENERS if self.security else ()
+        ports = iter(free_loopback_ports((3 + len(secure)) * len(self.broker_ids)))
         for broker_id in self.broker_ids:
             home = self.base_dir / f"broker-{broker_id}"
             log_dirs = [home / f"data-{index}" for index in range(self._log_dir_counts[broker_id])]
-            self._nodes[broker_id] = BrokerNode(broker_id, next(ports), next(ports), next(ports), home, log_dirs)
+            self._nodes[broker_id] = BrokerNode(broker_id, next(ports), next(ports), next(ports), home, log_dirs,
+                                                secure_ports={name: next(ports) for name in secure})
             if broker_id in self._network_namespaces:
                 # Ports free on loopback here are free in a namespace of the caller's too: nothing else runs there.
                 namespace, ip = self._network_namespaces[broker_id]
@@ -293,7 +304,8 @@ class LocalKafkaCluster:
         formatting = {
             node.node_id: subprocess.Popen(
                 [*self._java(self.base_dir / "logs" / f"format-{node.node_id}.log"), "kafka.tools.StorageTool",
-                 "format", "--cluster-id", self.cluster_id, "--config", str(node.properties_file)],
+                 "format", "--cluster-id", self.cluster_id, "--config", str(node.properties_file),
+                 *(self.security.format_arguments() if self.security else [])],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
             )
             for node in self._nodes.values()

@@ -218,3 +218,37 @@ def test_a_zookeeper_mode_cluster_leaves_no_process_behind(make_kafka_cluster):
 
     assert processes_using(cluster.base_dir) == []
     assert not cluster.base_dir.exists()
+
+
+def test_the_secure_lab_speaks_sasl_ssl_and_mutual_tls_and_only_acls_count(tmp_path, unique_name):
+    """StandardAuthorizer with allow.everyone.if.no.acl.found=false: a SCRAM user over SASL_SSL (the broker's
+    certificate checked against the lab's CA, host name included) and a client certificate over SSL connect,
+    and may do nothing until an ACL says so; Kafka's own kafka-acls grants it over the lab's PLAINTEXT."""
+    from kafka.errors import TopicAuthorizationFailedError
+
+    from harness.kafka_tools import run_tool
+    from harness.secure_lab import SecureLab
+
+    security = SecureLab(tmp_path / "tls", scram_users={"quota-sidecar": "s3cret"})
+    with LocalKafkaCluster(brokers=1, security=security) as cluster:
+        python = security.sasl_ssl_properties(cluster.secure_bootstrap_servers(), "quota-sidecar")
+        sasl_ssl = {"bootstrap_servers": python["bootstrap.servers"], "security_protocol": "SASL_SSL",
+                    "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "quota-sidecar",
+                    "sasl_plain_password": "s3cret", "ssl_cafile": python["ssl.cafile"]}
+        topic = f"{unique_name}-secure"
+        with KafkaAdminClient(**sasl_ssl) as admin:
+            with pytest.raises(TopicAuthorizationFailedError):
+                admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        granted = run_tool("org.apache.kafka.tools.AclCommand", "--bootstrap-server", cluster.bootstrap_servers,
+                           "--add", "--allow-principal", "User:quota-sidecar", "--operation", "CREATE",
+                           "--topic", topic)
+        assert granted.returncode == 0, granted.stderr or granted.stdout
+        with KafkaAdminClient(**sasl_ssl) as admin:
+            admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+
+        mtls = security.mtls_properties(cluster.secure_bootstrap_servers("SSL"), "lab-client")
+        with KafkaAdminClient(bootstrap_servers=mtls["bootstrap.servers"], security_protocol="SSL",
+                              ssl_cafile=mtls["ssl.cafile"], ssl_certfile=mtls["ssl.certfile"],
+                              ssl_keyfile=mtls["ssl.keyfile"]) as admin:
+            assert topic not in admin.list_topics()  # User:CN=lab-client may not even describe it
+    assert not list(tmp_path.rglob("*.jks"))  # PEM only

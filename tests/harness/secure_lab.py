@@ -1,0 +1,100 @@
+"""The lab speaking production (issue 22): Kafka's StandardAuthorizer with allow.everyone.if.no.acl.found=false,
+SCRAM-SHA-512 over SASL_SSL, mutual TLS on an SSL listener, and certificates made here (trustme: a CA, one
+broker certificate whose names cover every broker's address, a client certificate per principal), all PEM. None
+is committed: each lab makes its own in its work dir.
+
+    security = SecureLab(work_dir, scram_users={"quota-sidecar": "s3cret"})
+    with LocalKafkaCluster(brokers=3, security=security) as cluster:
+        admin = cluster.admin_properties()          # the lab's super user (User:ANONYMOUS, PLAINTEXT)
+        sidecar = security.sasl_ssl_properties(cluster, "quota-sidecar")   # kafka.admin.* for the product
+
+The PLAINTEXT listener stays for the lab's own set-up (topics, ACLs): its principal, User:ANONYMOUS, is a super
+user, as are the brokers and controllers talking to each other over it. What the product is given is SASL_SSL or
+SSL, where only ACLs count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import trustme
+
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SCRAM = "SCRAM-SHA-512"
+SECURE_LISTENERS = ("SASL_SSL", "SSL")  # the listener names are their protocols
+
+
+@dataclass
+class SecureLab:
+    work_dir: Path
+    scram_users: Mapping[str, str] = field(default_factory=dict)  # name -> password, made when storage is formatted
+    hosts: tuple[str, ...] = ("127.0.0.1", "localhost")  # every address a broker listens on (a netns IP too)
+
+    def __post_init__(self):
+        self.work_dir = Path(self.work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.ca = trustme.CA(organization_name="quota-sidecar lab")
+        self.ca_file = self.work_dir / "ca.pem"
+        self.ca.cert_pem.write_to_path(str(self.ca_file))
+        broker = self.ca.issue_cert(*self.hosts)
+        self.broker_keystore = self.work_dir / "broker.pem"  # key and chain in one file: Kafka's PEM keystore
+        broker.private_key_and_cert_chain_pem.write_to_path(str(self.broker_keystore))
+
+    # -- the brokers -----------------------------------------------------------------------------
+
+    def broker_properties(self) -> dict[str, str]:
+        """server.properties of every broker, beside the listeners LocalKafkaCluster writes for SECURE_LISTENERS."""
+        return {
+            "authorizer.class.name": AUTHORIZER,
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": "User:ANONYMOUS",  # PLAINTEXT: the lab itself, inter-broker traffic and the controllers
+            "sasl.enabled.mechanisms": f"PLAIN,{SCRAM}",
+            f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config":
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "listener.name.ssl.ssl.client.auth": "required",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.broker_keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca_file),
+        }
+
+    def format_arguments(self) -> list[str]:
+        """kafka-storage format's --add-scram for every SCRAM user: the credentials exist before the first start."""
+        return [argument for name, password in sorted(self.scram_users.items())
+                for argument in ("--add-scram", f"{SCRAM}=[name={name},password={password}]")]
+
+    # -- the clients -----------------------------------------------------------------------------
+
+    def client_certificate(self, common_name: str) -> tuple[Path, Path]:
+        """(certificate, key) files of a client certificate for mutual TLS: Kafka names its principal
+        User:CN=<common_name> (no principal mapping rules here)."""
+        leaf = self.ca.issue_cert(common_name=common_name)
+        cert, key = self.work_dir / f"{common_name}.crt", self.work_dir / f"{common_name}.key"
+        leaf.cert_chain_pems[0].write_to_path(str(cert))
+        leaf.private_key_pem.write_to_path(str(key))
+        return cert, key
+
+    def sasl_ssl_properties(self, bootstrap_servers: str, user: str) -> dict[str, str]:
+        """kafka.admin.* (without the prefix) for `user` over SCRAM-SHA-512 and TLS, the host name verified."""
+        return {
+            "bootstrap.servers": bootstrap_servers,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM,
+            "sasl.jaas.config": f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                f'username="{user}" password="{self.scram_users[user]}";',
+            "ssl.cafile": str(self.ca_file),
+        }
+
+    def mtls_properties(self, bootstrap_servers: str, common_name: str) -> dict[str, str]:
+        """kafka.admin.* (without the prefix) for User:CN=<common_name> over mutual TLS."""
+        cert, key = self.client_certificate(common_name)
+        return {"bootstrap.servers": bootstrap_servers, "security.protocol": "SSL", "ssl.cafile": str(self.ca_file),
+                "ssl.certfile": str(cert), "ssl.keyfile": str(key)}
+
+    def java_client_properties(self, bootstrap_servers: str, user: str) -> dict[str, str]:
+        """The same for Kafka's own tools (kafka-configs, kafka-acls, ProducerPerformance): PEM truststore."""
+        python = self.sasl_ssl_properties(bootstrap_servers, user)
+        del python["ssl.cafile"]
+        return {**python, "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca_file)}
