@@ -98,3 +98,21 @@ class SecureLab:
         python = self.sasl_ssl_properties(bootstrap_servers, user)
         del python["ssl.cafile"]
         return {**python, "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca_file)}
+
+
+def grant(plaintext_bootstrap: str, acls: list[dict], cluster: str = "watched") -> int:
+    """The ACLs `quota-sidecar acls --json` printed for `cluster`, created as the lab's super user (PLAINTEXT):
+    exactly those. Returns how many."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
+
+    wanted = [ACL(entry["principal"], entry["host"], ACLOperation[entry["operation"]],
+                  ACLPermissionType[entry["permission"]],
+                  ResourcePattern(ResourceType[entry["resource_type"]], entry["resource_name"],
+                                  ACLResourcePatternType[entry["pattern_type"]]))
+              for entry in acls if entry["cluster"] == cluster]
+    with KafkaAdminClient(bootstrap_servers=plaintext_bootstrap) as admin:
+        result = admin.create_acls(wanted)
+    if result["failed"]:
+        raise RuntimeError(f"creating the ACLs failed: {result['failed']}")
+    return len(wanted)
