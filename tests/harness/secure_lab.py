@@ -40,7 +40,8 @@ class SecureLab:
         self.ca.cert_pem.write_to_path(str(self.ca_file))
         broker = self.ca.issue_cert(*self.hosts)
         self.broker_keystore = self.work_dir / "broker.pem"  # key and chain in one file: Kafka's PEM keystore
-        broker.private_key_and_cert_chain_pem.write_to_path(str(self.broker_keystore))
+        self.broker_keystore.write_bytes(_pkcs8(broker.private_key_pem.bytes()) +
+                                         b"".join(blob.bytes() for blob in broker.cert_chain_pems))
 
     # -- the brokers -----------------------------------------------------------------------------
 
@@ -50,10 +51,11 @@ class SecureLab:
             "authorizer.class.name": AUTHORIZER,
             "allow.everyone.if.no.acl.found": "false",
             "super.users": "User:ANONYMOUS",  # PLAINTEXT: the lab itself, inter-broker traffic and the controllers
-            "sasl.enabled.mechanisms": f"PLAIN,{SCRAM}",
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": SCRAM,  # SASL_PLAINTEXT keeps PLAIN alone
             f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config":
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             "listener.name.ssl.ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/,DEFAULT",  # User:<CN>, as many operators map
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.broker_keystore),
             "ssl.truststore.type": "PEM",
@@ -68,9 +70,10 @@ class SecureLab:
     # -- the clients -----------------------------------------------------------------------------
 
     def client_certificate(self, common_name: str) -> tuple[Path, Path]:
-        """(certificate, key) files of a client certificate for mutual TLS: Kafka names its principal
-        User:CN=<common_name> (no principal mapping rules here)."""
-        leaf = self.ca.issue_cert(common_name=common_name)
+        """(certificate, key) files of a client certificate for mutual TLS, whose principal is User:<common_name>
+        (the brokers' ssl.principal.mapping.rules). Named in its SAN too: trustme leaves an empty SAN otherwise,
+        which Java refuses ("bad certificate")."""
+        leaf = self.ca.issue_cert(common_name, common_name=common_name)
         cert, key = self.work_dir / f"{common_name}.crt", self.work_dir / f"{common_name}.key"
         leaf.cert_chain_pems[0].write_to_path(str(cert))
         leaf.private_key_pem.write_to_path(str(key))
@@ -88,7 +91,7 @@ class SecureLab:
         }
 
     def mtls_properties(self, bootstrap_servers: str, common_name: str) -> dict[str, str]:
-        """kafka.admin.* (without the prefix) for User:CN=<common_name> over mutual TLS."""
+        """kafka.admin.* (without the prefix) for User:<common_name> over mutual TLS."""
         cert, key = self.client_certificate(common_name)
         return {"bootstrap.servers": bootstrap_servers, "security.protocol": "SSL", "ssl.cafile": str(self.ca_file),
                 "ssl.certfile": str(cert), "ssl.keyfile": str(key)}
@@ -98,6 +101,15 @@ class SecureLab:
         python = self.sasl_ssl_properties(bootstrap_servers, user)
         del python["ssl.cafile"]
         return {**python, "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca_file)}
+
+
+def _pkcs8(key_pem: bytes) -> bytes:
+    """The key in PKCS#8, the only form Kafka's PEM keystore reads (trustme writes OpenSSL's traditional one)."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
 
 
 def grant(plaintext_bootstrap: str, acls: list[dict], cluster: str = "watched") -> int:

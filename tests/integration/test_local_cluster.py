@@ -250,5 +250,5 @@ def test_the_secure_lab_speaks_sasl_ssl_and_mutual_tls_and_only_acls_count(tmp_p
         with KafkaAdminClient(bootstrap_servers=mtls["bootstrap.servers"], security_protocol="SSL",
                               ssl_cafile=mtls["ssl.cafile"], ssl_certfile=mtls["ssl.certfile"],
                               ssl_keyfile=mtls["ssl.keyfile"]) as admin:
-            assert topic not in admin.list_topics()  # User:CN=lab-client may not even describe it
+            assert topic not in admin.list_topics()  # User:lab-client may not even describe it
     assert not list(tmp_path.rglob("*.jks"))  # PEM only
