@@ -112,9 +112,9 @@ def _pkcs8(key_pem: bytes) -> bytes:
                              serialization.NoEncryption())
 
 
-def grant(plaintext_bootstrap: str, acls: list[dict], cluster: str = "watched") -> int:
-    """The ACLs `quota-sidecar acls --json` printed for `cluster`, created as the lab's super user (PLAINTEXT):
-    exactly those. Returns how many."""
+def grant(plaintext_bootstrap: str, acls: list[dict]) -> int:
+    """The ACLs `quota-sidecar acls --json` printed (for the watched cluster and the pipeline's: here one), created
+    as the lab's super user (PLAINTEXT): exactly those. Returns how many."""
     from kafka import KafkaAdminClient
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
 
@@ -122,7 +122,7 @@ def grant(plaintext_bootstrap: str, acls: list[dict], cluster: str = "watched") 
                   ACLPermissionType[entry["permission"]],
                   ResourcePattern(ResourceType[entry["resource_type"]], entry["resource_name"],
                                   ACLResourcePatternType[entry["pattern_type"]]))
-              for entry in acls if entry["cluster"] == cluster]
+              for entry in acls]
     with KafkaAdminClient(bootstrap_servers=plaintext_bootstrap) as admin:
         result = admin.create_acls(wanted)
     if result["failed"]:
