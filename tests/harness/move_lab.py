@@ -325,8 +325,8 @@ class MoveLab:
         finally:
             passes.stop()
         pass_seconds = passes.median_interval()
-        # The sidecars follow a change of the clients' traffic once their window has it, at the pass after that
-        # (a pass each interval), with the rate the pass after that reads back at worst: window + 2 passes.
+        # The sidecars follow a change of the clients' traffic once their window holds it: the next pass reads it (up
+        # to one interval later) and its rate is written by that pass's end (one more): window + 2 passes.
         self.reaction = None if pass_seconds is None else self.settings.network_window_seconds + 2 * pass_seconds
         result = self._summarize(*moved, reaction=self.reaction)
         result.sidecar_pass_seconds = pass_seconds
