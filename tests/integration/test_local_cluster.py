@@ -228,13 +228,11 @@ def test_the_secure_lab_speaks_sasl_ssl_and_mutual_tls_and_only_acls_count(tmp_p
 
     from harness.kafka_tools import run_tool
     from harness.secure_lab import SecureLab
+    from quota_sidecar.configuration.admin_client import client_kwargs
 
     security = SecureLab(tmp_path / "tls", scram_users={"quota-sidecar": "s3cret"})
     with LocalKafkaCluster(brokers=1, security=security) as cluster:
-        python = security.sasl_ssl_properties(cluster.secure_bootstrap_servers(), "quota-sidecar")
-        sasl_ssl = {"bootstrap_servers": python["bootstrap.servers"], "security_protocol": "SASL_SSL",
-                    "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "quota-sidecar",
-                    "sasl_plain_password": "s3cret", "ssl_cafile": python["ssl.cafile"]}
+        sasl_ssl = client_kwargs(security.sasl_ssl_properties(cluster.secure_bootstrap_servers(), "quota-sidecar"))
         topic = f"{unique_name}-secure"
         with KafkaAdminClient(**sasl_ssl) as admin:
             with pytest.raises(TopicAuthorizationFailedError):
@@ -246,9 +244,7 @@ def test_the_secure_lab_speaks_sasl_ssl_and_mutual_tls_and_only_acls_count(tmp_p
         with KafkaAdminClient(**sasl_ssl) as admin:
             admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
 
-        mtls = security.mtls_properties(cluster.secure_bootstrap_servers("SSL"), "lab-client")
-        with KafkaAdminClient(bootstrap_servers=mtls["bootstrap.servers"], security_protocol="SSL",
-                              ssl_cafile=mtls["ssl.cafile"], ssl_certfile=mtls["ssl.certfile"],
-                              ssl_keyfile=mtls["ssl.keyfile"]) as admin:
+        mtls = client_kwargs(security.mtls_properties(cluster.secure_bootstrap_servers("SSL"), "lab-client"))
+        with KafkaAdminClient(**mtls) as admin:
             assert topic not in admin.list_topics()  # User:lab-client may not even describe it
     assert not list(tmp_path.rglob("*.jks"))  # PEM only
