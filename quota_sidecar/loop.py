@@ -25,6 +25,7 @@ from .common import deadline, records
 from .common.errors import AdminError, DecisionFailed, RetryableAdminError
 from .common.failure_report import FailureReport
 from .common.observation import Observation, Volume
+from .common.refusals import REFUSALS
 from .configuration.config import SidecarConfig
 from .decide import quotas
 from .decide.decider import Decider, Decision
@@ -88,7 +89,8 @@ class Sidecar:
                             watch, self.cordoner.view if self.cordoner else None, self.quota_writer.tenants,
                             tuple(self.guard.moves) if self.guard else (),
                             self.pipeline.last_decision if self.pipeline else None,
-                            None if self.cover is None else CoverView(self.cover.heard(), tuple(self.cover.covered)))
+                            None if self.cover is None else CoverView(self.cover.heard(), tuple(self.cover.covered)),
+                            REFUSALS.lately(3 * max(self.config.check_interval, self.config.poll_timeout).total_seconds()))
         with self._lock:
             self._published = snapshot
 

@@ -19,10 +19,15 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     """
     from .act.cluster_store import ClusterStore
     from .act.cordoning import Cordoner
+    from .common.refusals import REFUSALS
+    from .decide import acls
     from .decide.decider import Decider
+    from .decide.refusal_lines import RefusalLines
     from .loop import Sidecar
     from .observe.admin import ClusterAdmin
 
+    # A permission refused is said in one line naming what stops without it (clean-up asks for what run does).
+    REFUSALS.explain = RefusalLines(config, [acls.RUN if running else acls.STATUS_DIRECT]).explain
     session = None
     if config.zookeeper_connect:
         from .observe.zookeeper_session import ZooKeeperSession

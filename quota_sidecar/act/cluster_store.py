@@ -20,7 +20,7 @@ from ..common import deadline, text
 from ..common.errors import AdminError, RetryableAdminError
 from ..common.records import TOPIC
 from ..observe.admin import ClusterAdmin
-from ..observe.kafka_client import admin_error, close_clients, open_client, with_cause
+from ..observe.kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client, with_cause
 
 DEFAULT_TOPIC = TOPIC
 DEFAULT_TIMEOUT_MS = 30_000
@@ -75,7 +75,7 @@ class ClusterStore:
                             _apply(records, record.key.decode(), record.value)
                 return records
             except Errors.KafkaError as error:
-                raise admin_error(error, reading) from error
+                raise admin_error(error, reading, CONSUMING) from error
 
     def put(self, key: str, value: dict) -> None:
         """Write `value` under `key`; returns once every in-sync replica has it (acks=all)."""
@@ -98,7 +98,7 @@ class ClusterStore:
             try:
                 self._ready_producer().partitions_for(self.topic)
             except Errors.KafkaError as error:
-                raise admin_error(error, connecting) from error
+                raise admin_error(error, connecting, PRODUCING[:1]) from error
 
     def close(self, timeout: float = 10.0) -> None:
         """Bounded: a write stuck behind a throttle must not keep a stopping sidecar alive."""
@@ -121,7 +121,7 @@ class ClusterStore:
                 for each in sent:
                     each.get(timeout=deadline.left(doing=writing))
             except Errors.KafkaError as error:
-                raise admin_error(error, writing) from error
+                raise admin_error(error, writing, PRODUCING) from error
 
     @contextmanager
     def _naming_the_cause(self):

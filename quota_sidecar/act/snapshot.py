@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Mapping
 
 from ..common.observation import Entity, ReplicationObservation
+from ..common.refusals import Refusal
 from ..configuration.config import SidecarConfig
 from ..decide.decider import Decision
 from ..decide.quotas import TenantCount
@@ -76,3 +77,4 @@ class Snapshot:
     cancelled_moves: tuple[Mapping, ...] = ()  # the moves onto this broker its sidecar cancelled (records.py)
     last_aggregation: Mapping | None = None  # the aggregator's last decision for this agent (pipeline_messages)
     cover: CoverView | None = None  # when this agent beats (cover.after)
+    refused: tuple[Refusal, ...] = ()  # the permissions Kafka's authorizer refused lately (refusals.py)

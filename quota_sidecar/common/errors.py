@@ -17,6 +17,16 @@ class PermanentAdminError(AdminError):
     """A failure that retrying will not fix: no authorization, an unsupported request, a bad argument."""
 
 
+class AuthorizationRefused(PermanentAdminError):
+    """Kafka's authorizer refused a request. `apis`: the Kafka APIs the failed call may have sent (one for an admin
+    request; a client's read or write sends several); `resource_kind`: CLUSTER, TOPIC, GROUP...; `topics`: the
+    refused topics when known. Its message is the one line refusals.py makes of it."""
+
+    def __init__(self, message: str, apis: tuple[str, ...], resource_kind: str, topics: frozenset[str] = frozenset()):
+        super().__init__(message)
+        self.apis, self.resource_kind, self.topics = apis, resource_kind, topics
+
+
 class UnknownTopicError(PermanentAdminError):
     """The topic does not exist (any more): deleted, or never created."""
 

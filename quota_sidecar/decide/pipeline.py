@@ -21,7 +21,7 @@ from kafka.partitioner.default import murmur2
 from ..common import deadline, pipeline_messages as messages
 from ..common.errors import AdminError, DecisionFailed, RetryableAdminError
 from ..observe.admin import ClusterAdmin
-from ..observe.kafka_client import admin_error, close_clients, open_client, with_cause
+from ..observe.kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client, with_cause
 
 PARTITIONS = 6
 WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent's local verdict a turn
@@ -66,7 +66,7 @@ class Pipeline:
                 self._producer.flush(timeout=deadline.left(doing=asking))
                 decision = early or self._answer(asked)
             except (Errors.KafkaError, AdminError) as error:
-                failure = error if isinstance(error, AdminError) else admin_error(error, asking)
+                failure = error if isinstance(error, AdminError) else admin_error(error, asking, CONSUMING + PRODUCING)
                 raise DecisionFailed(str(with_cause(failure, self._client_config))) from None
         self.last_decision = decision
         return decision
@@ -180,7 +180,7 @@ def end_offsets(client_config: Mapping[str, object], topic: str, timeout: float 
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         ends = consumer.end_offsets(partitions) if partitions else {}
     except Errors.KafkaError as error:
-        raise admin_error(error, f"reading the end offsets of {topic}") from error
+        raise admin_error(error, f"reading the end offsets of {topic}", CONSUMING[:2]) from error
     finally:
         consumer.close(autocommit=False)
     return {partition.partition: offset for partition, offset in ends.items()}

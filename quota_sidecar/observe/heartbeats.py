@@ -21,7 +21,7 @@ from kafka import errors as Errors
 from ..common import pipeline_messages as messages
 from ..common.errors import AdminError
 from ..common.failure_report import FailureReport
-from .kafka_client import admin_error, close_clients, open_client
+from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Heartbeats:
                     self._beat(producer, consumer)
                     self._report.success()
                 except (AdminError, Errors.KafkaError) as error:  # the pipeline cluster away: this agent covers none
-                    self._report.failure(str(admin_error(error, f"beating on {self.topic}")))
+                    self._report.failure(str(admin_error(error, f"beating on {self.topic}", CONSUMING + PRODUCING)))
                     close_clients(consumer, producer, self.topic, self.every)
                     producer = consumer = None
                     self._stop.wait(self.every)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import socket
 import threading
 from typing import Callable, Iterable, Mapping
@@ -17,7 +18,9 @@ import kafka.errors as Errors
 from kafka.net.compat import KafkaNetClient
 
 from ..common import deadline
-from ..common.errors import AdminError, PassTimeout, PermanentAdminError, RetryableAdminError, UnknownTopicError
+from ..common.errors import (AdminError, AuthorizationRefused, PassTimeout, PermanentAdminError, RetryableAdminError,
+                             UnknownTopicError)
+from ..common.refusals import REFUSALS
 
 log = logging.getLogger(__name__)
 # kafka-python's DEBUG records dump client configurations and whole requests, SASL passwords included
@@ -30,12 +33,25 @@ PROBE_TIMEOUT = 3.0
 
 # kafka-python marks these as not retriable, yet they pass: a broker that is restarting or not yet known.
 _ALSO_RETRYABLE = (Errors.BrokerNotAvailableError, Errors.UnknownBrokerIdError, OSError)
+# The Kafka APIs a consumer's read and a producer's write send: a refusal of either names them (admin_error).
+CONSUMING, PRODUCING = ("Metadata", "ListOffsets", "Fetch"), ("Metadata", "Produce")
+# The resource each authorization error of Kafka's protocol names.
+_REFUSED_RESOURCE = {Errors.TopicAuthorizationFailedError: "TOPIC", Errors.ClusterAuthorizationFailedError: "CLUSTER",
+                     Errors.GroupAuthorizationFailedError: "GROUP",
+                     Errors.TransactionalIdAuthorizationFailedError: "TRANSACTIONAL_ID"}
 
 
-def admin_error(error: Exception, what: str) -> AdminError:
-    """The typed error for a kafka-python (or socket) failure while doing `what`."""
+def admin_error(error: Exception, what: str, apis: tuple[str, ...] = ()) -> AdminError:
+    """The typed error for a kafka-python (or socket) failure while doing `what`, a request named by its Kafka API
+    first ("DescribeConfigs of topic 'x'"), else by `apis`, those a client's call sends (Metadata, Fetch...)."""
     if isinstance(error, AdminError):
         return error
+    if isinstance(error, Errors.AuthorizationError):
+        kind = next((k for cls, k in _REFUSED_RESOURCE.items() if isinstance(error, cls)), type(error).__name__)
+        named = error.args[0] if error.args and isinstance(error.args[0], (set, frozenset, list)) else ()
+        topics = frozenset(named) | frozenset(re.findall(r"'([^']+)'", what) if kind == "TOPIC" else ())
+        return REFUSALS.refused(AuthorizationRefused(f"{what} failed: {error}", apis or (what.split()[0],),
+                                                     kind, topics))
     if isinstance(error, Errors.UnknownTopicOrPartitionError):  # retriable for kafka-python; final for a deleted topic
         return UnknownTopicError(f"{what} failed: {error}")
     retryable = getattr(error, "retriable", False) or isinstance(error, _ALSO_RETRYABLE)

@@ -33,6 +33,12 @@ class SidecarCollector:
         factor = snapshot.factor
         yield _gauge("throttle_factor", "Throttle factor in force (1.0 = no throttle, 0.0 = producers stopped).",
                      factor.factor)
+        refused = GaugeMetricFamily(f"{NAMESPACE}_permission_refused",
+                                    "1 for each permission Kafka's authorizer refused this process in its last passes "
+                                    "(status says what stops without it).", labels=["permission"])
+        for refusal in snapshot.refused:
+            refused.add_metric([refusal.permission], 1)
+        yield refused
         source = GaugeMetricFamily(f"{NAMESPACE}_throttle_factor_source",
                                    "Where the factor in force comes from (1 for the current source): initial, "
                                    "computed, last_valid or fallback.", labels=["source"])

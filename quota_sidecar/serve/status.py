@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from .. import __version__
 from ..act.cordoning import CordonView
@@ -59,6 +59,8 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         status["cordoned"] = _cordoned(snapshot.cordons)
     if snapshot.cancelled_moves:
         status["cancelled_moves"] = [dict(move) for move in snapshot.cancelled_moves]
+    status["refused"] = [{"permission": r.permission, "line": r.line, "times": r.times,
+                          "last_at": iso(datetime.fromtimestamp(r.last_at, timezone.utc))} for r in snapshot.refused]
     return status
 
 
@@ -157,6 +159,8 @@ def render(status: dict) -> str:
     ]
     if throttle["last_error"]:
         lines.append(f"last poll failed: {throttle['last_error']}")
+    lines += [f"refused by Kafka's authorizer ({r['times']}x, last at {r['last_at']}): {r['line']}"
+              for r in status.get("refused", ())]
     lines += _render_watch(status.get("local_watch"))
     lines += _render_cover(status.get("cover"))
     znodes = any("published_available_bytes" in v for v in status["volumes"])  # side by side

@@ -116,15 +116,30 @@ def grant(plaintext_bootstrap: str, acls: list[dict]) -> int:
     """The ACLs `quota-sidecar acls --json` printed (for the watched cluster and the pipeline's: here one), created
     as the lab's super user (PLAINTEXT): exactly those. Returns how many."""
     from kafka import KafkaAdminClient
-    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
 
-    wanted = [ACL(entry["principal"], entry["host"], ACLOperation[entry["operation"]],
-                  ACLPermissionType[entry["permission"]],
-                  ResourcePattern(ResourceType[entry["resource_type"]], entry["resource_name"],
-                                  ACLResourcePatternType[entry["pattern_type"]]))
-              for entry in acls]
+    wanted = [_acl(entry) for entry in acls]
     with KafkaAdminClient(bootstrap_servers=plaintext_bootstrap) as admin:
         result = admin.create_acls(wanted)
     if result["failed"]:
         raise RuntimeError(f"creating the ACLs failed: {result['failed']}")
     return len(wanted)
+
+
+def revoke(plaintext_bootstrap: str, acls: list[dict]) -> None:
+    """Delete ACLs printed by `quota-sidecar acls --json`, as the lab's super user; each must have been there."""
+    from kafka import KafkaAdminClient, errors
+
+    with KafkaAdminClient(bootstrap_servers=plaintext_bootstrap) as admin:
+        for deleted in admin.delete_acls([_acl(entry) for entry in acls]):
+            _, matched, error = deleted
+            if error is not errors.NoError or len(matched) != 1:
+                raise RuntimeError(f"deleting an ACL failed: {deleted}")
+
+
+def _acl(entry: dict):
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
+
+    return ACL(entry["principal"], entry["host"], ACLOperation[entry["operation"]],
+               ACLPermissionType[entry["permission"]],
+               ResourcePattern(ResourceType[entry["resource_type"]], entry["resource_name"],
+                               ACLResourcePatternType[entry["pattern_type"]]))

@@ -1,18 +1,20 @@
 """Least privilege (issue 22): an agent and the aggregator on a cluster with Kafka's StandardAuthorizer, over
 SCRAM-SHA-512 and TLS (tests/harness/secure_lab.py), their pipeline on that cluster, each principal granted exactly
 the ACLs `quota-sidecar acls` prints for it and nothing more: disk protection, cordons, status and clean-up work,
-and nothing is refused.
+and nothing is refused. With any one of the agent's ACLs taken away, it says in one line which permission was
+refused and what stops without it, and what does not need that ACL goes on.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
 from harness.aggregator import Aggregator
-from harness.secure_lab import SecureLab, grant
+from harness.secure_lab import SecureLab, grant, revoke
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
@@ -26,17 +28,18 @@ AGENT, AGGREGATOR = "quota-sidecar", "quota-sidecar-aggregator"
 PASSWORDS = {AGENT: "s3cret-agent", AGGREGATOR: "s3cret-aggregator"}
 
 
-def granted(process: SidecarProcess, principal: str, processes: str, lab_bootstrap: str) -> int:
-    """The ACLs `quota-sidecar acls` prints for what `process` runs, created as the lab's super user."""
-    printed = subprocess.run([str(EXECUTABLE), "acls", "--principal", f"User:{principal}", "--for", processes,
-                              "--config", str(process.config_path), "--json"], capture_output=True, text=True,
-                             timeout=60)
-    assert printed.returncode == 0, printed.stderr
-    return grant(lab_bootstrap, json.loads(printed.stdout))
+def printed(process: SidecarProcess, principal: str, processes: str) -> list[dict]:
+    """The ACLs `quota-sidecar acls --json` prints for what `process` runs."""
+    answer = subprocess.run([str(EXECUTABLE), "acls", "--principal", f"User:{principal}", "--for", processes,
+                             "--config", str(process.config_path), "--json"], capture_output=True, text=True,
+                            timeout=60)
+    assert answer.returncode == 0, answer.stderr
+    return json.loads(answer.stdout)
 
 
-def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_show_and_clean_up(
-        make_kafka_cluster, tmp_path):
+def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str):
+    """A one-broker secure cluster, the aggregator and an agent each granted exactly what `quota-sidecar acls` prints
+    for them (the agent: `agent_runs`); neither started. (cluster, agent, aggregator, the agent's ACLs)."""
     security = SecureLab(tmp_path / "tls", scram_users=PASSWORDS)
     cluster = make_kafka_cluster(brokers=1, security=security)
     secure = cluster.secure_bootstrap_servers()
@@ -51,9 +54,15 @@ def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_
         PREFIX + "storage.check.interval": "PT2S", PREFIX + "broker.id": "1",
         # The aggregator's writes are no client's: a principal of its own is never throttled, as the README says.
         PREFIX + "excluded.principal.name.list": f"User:{AGGREGATOR}"})
-    assert granted(aggregator.process, AGGREGATOR, "aggregate", cluster.bootstrap_servers) > 0
-    assert granted(agent, AGENT, "run,cleanup", cluster.bootstrap_servers) > 0
+    assert grant(cluster.bootstrap_servers, printed(aggregator.process, AGGREGATOR, "aggregate")) > 0
+    agent_acls = printed(agent, AGENT, agent_runs)
+    assert grant(cluster.bootstrap_servers, agent_acls) > 0
+    return cluster, agent, aggregator, agent_acls
 
+
+def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_show_and_clean_up(
+        make_kafka_cluster, tmp_path):
+    cluster, agent, aggregator, _ = least_privileged(make_kafka_cluster, tmp_path, "run,cleanup")
     lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user, to check
     try:
         aggregator.start().wait_ready()
@@ -71,6 +80,60 @@ def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_
             logged = process.log_path.read_text()
             assert "AUTHORIZATION" not in logged.upper() and "Traceback" not in logged, process.log_tail()
             assert not any(password in logged for password in PASSWORDS.values())
+    finally:
+        agent.stop()
+        aggregator.stop()
+        lab.close()
+
+
+# What a pass needs to decide and write at all: without one of these the throttle waits for the permission.
+DECIDING = {"disk protection", "the sidecars' records", "the aggregator's decisions"}
+
+
+def refused_as(acl: dict, permission: str) -> bool:
+    """Whether a refusal's permission ("DESCRIBE or READ on TOPIC t") is what taking `acl` away refuses."""
+    operations, _, resources = permission.partition(" on ")
+    resource = "CLUSTER" if acl["resource_type"] == "CLUSTER" else f"TOPIC {acl['resource_name']}"
+    return acl["operation"] in operations.split(" or ") and resource in resources.split(" or ")
+
+
+def test_each_acl_taken_away_is_one_line_naming_it_and_what_stops_and_the_rest_goes_on(make_kafka_cluster, tmp_path):
+    cluster, agent, aggregator, agent_acls = least_privileged(make_kafka_cluster, tmp_path, "run")
+    lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user
+    try:
+        aggregator.start().wait_ready()
+        agent.start().wait_ready()
+        eventually(lambda: lab.describe_user_quotas([None])[None].get(PRODUCE) == 1.0, 120, "the throttle written")
+        started = time.monotonic()
+        for n, acl in enumerate(agent_acls):
+            taken = f"{acl['operation']} on {acl['resource_type']} {acl['resource_name']}"
+            revoke(cluster.bootstrap_servers, [acl])
+            if acl["operation"] == "CREATE":  # the agent ensures its topics when it starts
+                agent.stop()
+                agent.start()
+            # A tenant with a rate of its own appears: throttling it is a write, recorded first.
+            tenant = f"tenant-{n}"
+            lab.alter_user_quotas({tenant: {PRODUCE: 5_000_000.0}})
+            refusal = eventually(lambda: next((r for r in agent.get("/status")["refused"]
+                                               if refused_as(acl, r["permission"])), None)
+                                 if agent.get("/status") else None, 60, f"{taken} refused, said in status")
+            line = refusal["line"]
+            assert "refused for User:quota-sidecar" in line, line
+            for need in acl["needs"]:
+                assert f"{need['feature']}: {need['without']}" in line, (taken, line)
+            logged = agent.log_path.read_text()
+            assert line in logged and "Traceback" not in logged, agent.log_tail()
+            if not DECIDING & {need["feature"] for need in acl["needs"]}:  # the throttle does not need it: it goes on
+                eventually(lambda: lab.describe_user_quotas([tenant])[tenant].get(PRODUCE, 5e6) < 5e6, 30,
+                           f"{tenant} throttled without {taken}")
+            grant(cluster.bootstrap_servers, [acl])
+            eventually(lambda: lab.describe_user_quotas([tenant])[tenant].get(PRODUCE, 5e6) < 5e6
+                       and agent.status()["throttle"]["last_error"] is None, 90, f"all well again with {taken}")
+        logged = agent.log_path.read_text()
+        assert not any(password in logged for password in PASSWORDS.values())
+        # No retry storm: a line per pass (PT2S) at most, from the poll and from the heartbeats' thread.
+        lines = sum("refused for User:quota-sidecar" in line for line in logged.splitlines())
+        assert lines <= 2 * ((time.monotonic() - started) / 2 + len(agent_acls)), lines
     finally:
         agent.stop()
         aggregator.stop()

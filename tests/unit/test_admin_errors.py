@@ -21,7 +21,6 @@ PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required u
     (Errors.BrokerNotAvailableError(), RetryableAdminError),
     (Errors.UnknownBrokerIdError(7), RetryableAdminError),
     (ConnectionRefusedError(111, "refused"), RetryableAdminError),
-    (Errors.ClusterAuthorizationFailedError(), PermanentAdminError),
     (Errors.SaslAuthenticationFailedError(), PermanentAdminError),
     (Errors.UnsupportedVersionError(), PermanentAdminError),
     (Errors.InvalidRequestError(), PermanentAdminError),

@@ -10,6 +10,7 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from quota_sidecar.common.refusals import Refusal
 from quota_sidecar.serve.metrics import registry_for
 
 CHART_FILES = Path(__file__).resolve().parents[2] / "charts" / "quota-sidecar" / "files"
@@ -38,7 +39,8 @@ def rule_expressions() -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("source", [dashboard_queries, rule_expressions], ids=["dashboard", "alerts"])
 def test_every_metric_used_is_exported(a_snapshot, source):
-    names = exported(a_snapshot(replication=True))
+    refused = Refusal("ALTER_CONFIGS on CLUSTER", "ALTER_CONFIGS on CLUSTER refused for User:quota-sidecar (...)", 1, 0.0)
+    names = exported(a_snapshot(replication=True, refused=(refused,)))
 
     used = {where: set(METRIC.findall(" ".join(queries))) for where, queries in source().items()}
 
