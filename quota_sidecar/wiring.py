@@ -51,7 +51,7 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         znodes = ZnodeVolumes(session, config.broker_id)
     decider = Decider(config, pipeline.judge_volumes, runner.decider if runner else None, pipeline.ask_rates_ahead)
     sidecar = Sidecar(config, admin, store, decider, replication=runner, cordoner=cordoner, znodes=znodes,
-                      pipeline=pipeline, cover=build_cover(config, admin) if running else None)
+                      pipeline=pipeline, cover=build_cover(config, admin, pipeline) if running else None)
     if running:
         sidecar.warm_up()
     return sidecar
@@ -78,11 +78,10 @@ def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[],
     from .decide.pipeline import Pipeline
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
-                    config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics,
-                    config.pipeline.heartbeats_topic if config.covering else None)
+                    config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics)
 
 
-def build_cover(config: configuration.SidecarConfig, admin):
+def build_cover(config: configuration.SidecarConfig, admin, pipeline):
     """The heartbeats and the watch of the brokers whose agent is down (cover.after), or None."""
     if not config.covering:
         return None
@@ -91,7 +90,8 @@ def build_cover(config: configuration.SidecarConfig, admin):
     from .observe.heartbeats import Heartbeats
 
     after, interval = config.cover_after.total_seconds(), config.cover_interval.total_seconds()
-    heartbeats = Heartbeats(config.pipeline.client, admin.cluster_id, config.broker_id,
-                            config.pipeline.heartbeats_topic, after / 4)
+    topic = config.pipeline.heartbeats_topic
+    heartbeats = Heartbeats(config.pipeline.client, admin.cluster_id, config.broker_id, topic, after / 4,
+                            ensure_topic=lambda: pipeline.ensure_heartbeats_topic(topic))
     cover = Cover(heartbeats, config.broker_id, after, interval)
     return CoverWatch(heartbeats, cover.targets, admin, config.storage_limit, interval, config.fill_window.total_seconds())

@@ -30,15 +30,13 @@ WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent
 class Pipeline:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int | None,
                  timeout: float, observations_topic: str = messages.OBSERVATIONS_TOPIC,
-                 decisions_topic: str = messages.DECISIONS_TOPIC, create_topics: bool = True,
-                 heartbeats_topic: str | None = None):
+                 decisions_topic: str = messages.DECISIONS_TOPIC, create_topics: bool = True):
         self._client_config = dict(client_config)
         self.create_topics = create_topics  # False for a look (status --direct) that must create nothing
         self.timeout = timeout  # at most this per question, within the pass's own deadline
         self._cluster_id = cluster_id
         self.agent = agent
         self.observations_topic, self.decisions_topic = observations_topic, decisions_topic
-        self.heartbeats_topic = heartbeats_topic  # created with the others when the agents beat (cover.after)
         self._admin = ClusterAdmin(self._client_config)
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
@@ -135,7 +133,7 @@ class Pipeline:
         if self._consumer is not None:
             return
         if self.create_topics:
-            ensure_topics(self._admin, self.observations_topic, self.decisions_topic, self.heartbeats_topic)
+            ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
         consumer = open_client(KafkaConsumer, {
             **self._client_config, "group_id": None, "enable_auto_commit": False,
             "allow_auto_create_topics": False}, deadline.left(doing=doing))
@@ -158,18 +156,25 @@ class Pipeline:
         self._consumer = consumer
 
 
-def ensure_topics(admin: ClusterAdmin, observations_topic: str, decisions_topic: str,
-                  heartbeats_topic: str | None = None) -> None:
+    def ensure_heartbeats_topic(self, topic: str) -> None:
+        """Create the heartbeats' topic unless it exists (cover.after), by the heartbeats' own thread: without CREATE
+        on it the agent covers none and is covered, and still gets its decisions. One partition, which every agent
+        reads."""
+        self._admin.create_topic(topic, 1, _replication_factor(self._admin),
+                                 {"retention.ms": str(messages.HEARTBEATS_RETENTION_MS)})
+
+
+def ensure_topics(admin: ClusterAdmin, observations_topic: str, decisions_topic: str) -> None:
     """Create the pipeline's topics unless they exist (whichever agent or aggregator comes first); a broker
-    would otherwise auto-create the decisions topic uncompacted. Replication factor min(3, live brokers). The
-    heartbeats go to one partition, which every agent reads."""
-    replication_factor = min(3, len(admin.live_broker_ids()))
+    would otherwise auto-create the decisions topic uncompacted."""
+    replication_factor = _replication_factor(admin)
     admin.create_topic(observations_topic, PARTITIONS, replication_factor,
                        {"retention.ms": str(messages.OBSERVATIONS_RETENTION_MS)})
     admin.create_topic(decisions_topic, PARTITIONS, replication_factor, {"cleanup.policy": "compact"})
-    if heartbeats_topic is not None:
-        admin.create_topic(heartbeats_topic, 1, replication_factor,
-                           {"retention.ms": str(messages.HEARTBEATS_RETENTION_MS)})
+
+
+def _replication_factor(admin: ClusterAdmin) -> int:
+    return min(3, len(admin.live_broker_ids()))
 
 
 def end_offsets(client_config: Mapping[str, object], topic: str, timeout: float = 30.0) -> dict[int, int]:

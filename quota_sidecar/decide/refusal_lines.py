@@ -5,7 +5,8 @@ A refused request (errors.AuthorizationRefused) names the Kafka APIs it sent and
 operation on which resource the authorizer checks for those APIs, and every feature that needs the same
 permission: one line says all of it, e.g. "ALTER_CONFIGS on CLUSTER refused for User:quota-sidecar
 (AlterClientQuotas for user <default>): disk protection: no quota is written: disk protection cannot throttle
-producers; ...".
+producers; ...". A permission the table grants through another that implies it (DESCRIBE_CONFIGS through
+ALTER_CONFIGS) names that one: the operator grants what the table says.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class RefusalLines:
 
     def __init__(self, config: SidecarConfig, processes: Iterable[str]):
         self.needs = acls.needed(config, processes)
+        self.table = acls.acls(self.needs)
         name = config.quotas.sidecar_principal
         self.principal = f"User:{name}" if name else "this process's principal"
 
@@ -49,7 +51,10 @@ class RefusalLines:
                                 f"acls` does not list: please report it")
         operations = tuple(dict.fromkeys(need.operation for need in checked))
         resources = tuple(dict.fromkeys(need.resource for need in checked))
-        stops = dict.fromkeys(f"{need.feature}: {need.without}" for need in self.needs
-                              if need.operation in operations and need.resource in resources)
         permission = f"{' or '.join(operations)} on {' or '.join(map(str, resources))}"
-        return permission, f"{permission} refused for {self.principal} ({refused}): {'; '.join(stops)}"
+        # The table's ACLs that grant it are not granted (an ACL implying it would allow it): all they serve stops.
+        granting = [acl for acl in self.table if any(need in acl.needs for need in checked)]
+        granted_with = (f", which `quota-sidecar acls` grants with {granting[0].operation} on {granting[0].resource}"
+                        if len(granting) == 1 and granting[0].operation not in operations else "")
+        stops = dict.fromkeys(f"{need.feature}: {need.without}" for acl in granting for need in acl.needs)
+        return permission, f"{permission} refused for {self.principal} ({refused}){granted_with}: {'; '.join(stops)}"

@@ -19,20 +19,23 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as Errors
 
 from ..common import pipeline_messages as messages
-from ..common.errors import AdminError
+from ..common.errors import AdminError, PermanentAdminError
 from ..common.failure_report import FailureReport
 from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client
 
 log = logging.getLogger(__name__)
 
 HISTORY_SECONDS = 60.0
+PERMANENT_BACKOFF = 10  # beat intervals between two tries after a failure retrying will not fix
 
 
 class Heartbeats:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int, topic: str,
-                 every: float, monotonic: Callable[[], float] = time.monotonic):
+                 every: float, monotonic: Callable[[], float] = time.monotonic,
+                 ensure_topic: Callable[[], None] | None = None):
         self._client_config = dict(client_config)
         self._cluster_id, self.agent, self.topic, self.every, self.monotonic = cluster_id, agent, topic, every, monotonic
+        self._ensure_topic = ensure_topic  # creates the topic unless it exists, before the first beat
         self.reading_since = float("inf")  # when this agent started reading the beats: none heard before
         self._last_seen: dict[int, float] = {}  # agent -> when its newest beat was read
         self._lock = threading.Lock()
@@ -66,14 +69,18 @@ class Heartbeats:
                     self._beat(producer, consumer)
                     self._report.success()
                 except (AdminError, Errors.KafkaError) as error:  # the pipeline cluster away: this agent covers none
-                    self._report.failure(str(admin_error(error, f"beating on {self.topic}", CONSUMING + PRODUCING)))
+                    failure = admin_error(error, f"beating on {self.topic}", CONSUMING + PRODUCING)
+                    self._report.failure(str(failure))
                     close_clients(consumer, producer, self.topic, self.every)
                     producer = consumer = None
-                    self._stop.wait(self.every)
+                    # What retrying will not fix (a permission refused) is asked again less often.
+                    self._stop.wait(self.every * (PERMANENT_BACKOFF if isinstance(failure, PermanentAdminError) else 1))
         finally:
             close_clients(consumer, producer, self.topic, self.every)
 
     def _connect(self) -> tuple[KafkaProducer, KafkaConsumer]:
+        if self._ensure_topic is not None:
+            self._ensure_topic()
         consumer = open_client(KafkaConsumer, {**self._client_config, "group_id": None, "enable_auto_commit": False,
                                                "allow_auto_create_topics": False}, 10.0)
         try:

@@ -48,8 +48,10 @@ def admin_error(error: Exception, what: str, apis: tuple[str, ...] = ()) -> Admi
         return error
     if isinstance(error, Errors.AuthorizationError):
         kind = next((k for cls, k in _REFUSED_RESOURCE.items() if isinstance(error, cls)), type(error).__name__)
-        named = error.args[0] if error.args and isinstance(error.args[0], (set, frozenset, list)) else ()
-        topics = frozenset(named) | frozenset(re.findall(r"'([^']+)'", what) if kind == "TOPIC" else ())
+        topics = frozenset()
+        if kind == "TOPIC":  # the consumer names the topics in a set, the producer's sender the one topic
+            named = error.args[0] if error.args else ()
+            topics = frozenset({named} if isinstance(named, str) else named) | frozenset(re.findall(r"'([^']+)'", what))
         return REFUSALS.refused(AuthorizationRefused(f"{what} failed: {error}", apis or (what.split()[0],),
                                                      kind, topics))
     if isinstance(error, Errors.UnknownTopicOrPartitionError):  # retriable for kafka-python; final for a deleted topic
@@ -62,6 +64,8 @@ def error_for_code(code: int, message: str | None, what: str) -> AdminError | No
     error_class = Errors.for_code(code)
     if error_class is Errors.NoError:
         return None
+    if issubclass(error_class, Errors.AuthorizationError):  # its one argument, when any, names the refused topics
+        return admin_error(error_class(), what)
     return admin_error(error_class(message or error_class.description), what)
 
 

@@ -91,10 +91,12 @@ DECIDING = {"disk protection", "the sidecars' records", "the aggregator's decisi
 
 
 def refused_as(acl: dict, permission: str) -> bool:
-    """Whether a refusal's permission ("DESCRIBE or READ on TOPIC t") is what taking `acl` away refuses."""
+    """Whether a refusal's permission ("DESCRIBE or READ on TOPIC t") is one taking `acl` away refuses: its own, or
+    one it implies (DESCRIBE_CONFIGS for ALTER_CONFIGS)."""
     operations, _, resources = permission.partition(" on ")
     resource = "CLUSTER" if acl["resource_type"] == "CLUSTER" else f"TOPIC {acl['resource_name']}"
-    return acl["operation"] in operations.split(" or ") and resource in resources.split(" or ")
+    allowed = {acl["operation"]} | {need["operation"] for need in acl["needs"]}
+    return bool(allowed & set(operations.split(" or "))) and resource in resources.split(" or ")
 
 
 def test_each_acl_taken_away_is_one_line_naming_it_and_what_stops_and_the_rest_goes_on(make_kafka_cluster, tmp_path):

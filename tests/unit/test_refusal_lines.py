@@ -11,7 +11,7 @@ from quota_sidecar.common.refusals import REFUSALS, Refusals
 from quota_sidecar.configuration import config as configuration
 from quota_sidecar.decide import acls
 from quota_sidecar.decide.refusal_lines import RefusalLines, apis_of
-from quota_sidecar.observe.kafka_client import CONSUMING, PRODUCING, admin_error
+from quota_sidecar.observe.kafka_client import CONSUMING, PRODUCING, admin_error, error_for_code
 from quota_sidecar.serve import status as status_module
 from quota_sidecar.serve.metrics import registry_for
 
@@ -91,3 +91,20 @@ def test_status_and_metrics_show_what_was_refused(explained, a_snapshot):
     assert f"refused by Kafka's authorizer ({refusal.times}x" in status_module.render(shown)
     registry = registry_for(lambda: snapshot)
     assert registry.get_sample_value("quota_sidecar_permission_refused", {"permission": "DESCRIBE on CLUSTER"}) == 1
+
+
+def test_the_refused_topic_is_taken_from_the_producer_the_consumer_or_the_request(explained):
+    produced = admin_error(Errors.TopicAuthorizationFailedError("__quota_sidecar_heartbeats"), "beating",
+                           CONSUMING + PRODUCING)
+    assert " on TOPIC __quota_sidecar_heartbeats refused" in str(produced)
+    answered = error_for_code(Errors.TopicAuthorizationFailedError.errno, "Authorization failed.",
+                              "CreateTopics of '__quota_sidecar_state'")
+    assert str(answered).startswith("CREATE on TOPIC __quota_sidecar_state refused")
+
+
+def test_a_permission_the_table_grants_through_another_names_that_one_and_all_it_serves(explained):
+    error = admin_error(Errors.ClusterAuthorizationFailedError(), "DescribeClientQuotas")
+    assert str(error).startswith("DESCRIBE_CONFIGS on CLUSTER refused for User:quota-sidecar (DescribeClientQuotas "
+                                 "failed: [Error 31] ClusterAuthorizationFailedError), which `quota-sidecar acls` "
+                                 "grants with ALTER_CONFIGS on CLUSTER: ")
+    assert "disk protection: no quota is written" in str(error)  # ALTER_CONFIGS is not granted either
