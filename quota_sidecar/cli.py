@@ -306,13 +306,17 @@ def keys() -> None:
                    "run --cleanup adds); repeat it or separate with commas.")
 @click.option("--aggregator", is_flag=True, help="The principal runs the aggregator (--for aggregate).")
 @click.option("--command-config", metavar="FILE",
-              help="Passed on to kafka-acls.sh: the client properties of a principal allowed to create ACLs.")
+              help="The client properties (Java's names) of a principal allowed to create ACLs: passed on to "
+                   "kafka-acls.sh, or used by --apply.")
 @click.option("--table", "as_table", is_flag=True, help="Print a Markdown table (the README's) instead of commands.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of commands.")
+@click.option("--apply", "apply", is_flag=True,
+              help="Create the ACLs missing, as the principal of --command-config; remove none. Exit 1 if one fails.")
 def acls_command(config_paths: tuple[str, ...], overrides: tuple[str, ...], principal: str, processes: tuple[str, ...],
-                 aggregator: bool, command_config: str | None, as_table: bool, as_json: bool) -> None:
+                 aggregator: bool, command_config: str | None, as_table: bool, as_json: bool, apply: bool) -> None:
     """The kafka-acls commands that grant a principal what a process needs with this configuration, and
-    nothing more: each preceded by what needs it and what happens without it. Nothing is applied."""
+    nothing more: each preceded by what needs it and what happens without it. Nothing is applied without
+    --apply."""
     kind, _, name = principal.partition(":")
     if not kind or not name or any(c.isspace() for c in kind):
         fail(f"--principal {principal!r}: expected Type:name, e.g. User:quota-sidecar")
@@ -321,14 +325,42 @@ def acls_command(config_paths: tuple[str, ...], overrides: tuple[str, ...], prin
     unknown = [p for p in wanted if p not in permissions.PROCESSES]
     if unknown:
         fail(f"--for {unknown[0]}: expected one of {', '.join(permissions.PROCESSES)}")
-    if as_table and as_json:
-        fail("--table and --json: give one of them")
+    if as_table + as_json + apply > 1:
+        fail("--table, --json and --apply: give one of them")
+    if apply and not command_config:
+        fail("--apply needs --command-config FILE: the client properties of a principal allowed to create ACLs")
     wanted = [p for p in permissions.PROCESSES if p in (wanted or [permissions.RUN])]
     config = load_config(config_paths, overrides, aggregator=wanted == [permissions.AGGREGATE])
     found = permissions.required(config, wanted)
-    if as_table:
+    if apply:
+        _apply_acls(acls_text.as_json(found, config, principal), command_config)
+    elif as_table:
         click.echo(acls_text.table(found))
     elif as_json:
         click.echo(json.dumps(acls_text.as_json(found, config, principal), indent=2))
     else:
         click.echo(acls_text.commands(found, config, principal, wanted, command_config))
+
+
+def _apply_acls(entries: list[dict], command_config: str) -> None:
+    """One line per ACL: created, already there, or why it failed (exit 1)."""
+    from .act.acl_writes import apply
+    from .configuration.admin_client import client_kwargs
+    from .configuration.properties import read_properties
+
+    try:
+        admin = client_kwargs({**read_properties(command_config), "bootstrap.servers": entries[0]["bootstrap_servers"]})
+    except (ConfigError, OSError) as error:
+        fail(f"--command-config {command_config}: {error}")
+    try:
+        applied = apply(entries, admin)
+    except AdminError as error:
+        fail(f"nothing applied: {error}", code=1)
+    for each in applied:
+        acl = each.acl
+        what = (f"{acl['permission']} {acl['principal']} {acl['operation']} on {acl['resource_type']} "
+                f"{acl['resource_name']} ({acl['bootstrap_servers']})")
+        click.echo(f"{'created' if each.created else 'failed' if each.error else 'already there'}: {what}"
+                   + (f": {each.error}" if each.error else ""))
+    if any(each.error for each in applied):
+        sys.exit(1)

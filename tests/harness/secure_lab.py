@@ -15,6 +15,7 @@ SSL, where only ACLs count.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -24,6 +25,8 @@ import trustme
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SCRAM = "SCRAM-SHA-512"
 SECURE_LISTENERS = ("SASL_SSL", "SSL")  # the listener names are their protocols
+# The operator's own admin over SASL_SSL, a super user: what `quota-sidecar acls --apply --command-config` runs as.
+LAB_ADMIN = "lab-admin"
 
 
 @dataclass
@@ -33,6 +36,7 @@ class SecureLab:
     hosts: tuple[str, ...] = ("127.0.0.1", "localhost")  # every address a broker listens on (a netns IP too)
 
     def __post_init__(self):
+        self.scram_users = {**self.scram_users, LAB_ADMIN: secrets.token_urlsafe(12)}
         self.work_dir = Path(self.work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.ca = trustme.CA(organization_name="quota-sidecar lab")
@@ -50,7 +54,8 @@ class SecureLab:
         return {
             "authorizer.class.name": AUTHORIZER,
             "allow.everyone.if.no.acl.found": "false",
-            "super.users": "User:ANONYMOUS",  # PLAINTEXT: the lab itself, inter-broker traffic and the controllers
+            # PLAINTEXT: the lab itself, inter-broker traffic and the controllers; and the operator's admin
+            "super.users": f"User:ANONYMOUS;User:{LAB_ADMIN}",
             "listener.name.sasl_ssl.sasl.enabled.mechanisms": SCRAM,  # SASL_PLAINTEXT keeps PLAIN alone
             f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config":
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",

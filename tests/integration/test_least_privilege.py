@@ -14,7 +14,7 @@ import time
 import pytest
 
 from harness.aggregator import Aggregator
-from harness.secure_lab import SecureLab, grant, revoke
+from harness.secure_lab import LAB_ADMIN, SecureLab, grant, revoke
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
@@ -54,10 +54,24 @@ def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str):
         PREFIX + "storage.check.interval": "PT2S", PREFIX + "broker.id": "1",
         # The aggregator's writes are no client's: a principal of its own is never throttled, as the README says.
         PREFIX + "excluded.principal.name.list": f"User:{AGGREGATOR}"})
-    assert grant(cluster.bootstrap_servers, printed(aggregator.process, AGGREGATOR, "aggregate")) > 0
-    agent_acls = printed(agent, AGENT, agent_runs)
-    assert grant(cluster.bootstrap_servers, agent_acls) > 0
-    return cluster, agent, aggregator, agent_acls
+    # Granted as an operator would: `acls --apply` as their admin over the secure listener, twice (nothing twice).
+    admin_config = tmp_path / "admin.properties"
+    admin_config.write_text("".join(f"{key}={value}\n" for key, value in security.sasl_ssl_properties(
+        secure, LAB_ADMIN).items() if key != "bootstrap.servers"))
+    for process, principal, runs in ((aggregator.process, AGGREGATOR, "aggregate"), (agent, AGENT, agent_runs)):
+        acls = printed(process, principal, runs)
+        assert applied(process, principal, runs, admin_config) == ["created"] * len(acls)
+        assert applied(process, principal, runs, admin_config) == ["already there"] * len(acls)
+    return cluster, agent, aggregator, printed(agent, AGENT, agent_runs)
+
+
+def applied(process: SidecarProcess, principal: str, processes: str, admin_config) -> list[str]:
+    """What `quota-sidecar acls --apply` did with each ACL, as it says."""
+    answer = subprocess.run([str(EXECUTABLE), "acls", "--principal", f"User:{principal}", "--for", processes,
+                             "--config", str(process.config_path), "--apply", "--command-config", str(admin_config)],
+                            capture_output=True, text=True, timeout=120)
+    assert answer.returncode == 0 and "password" not in answer.stdout + answer.stderr, answer.stdout + answer.stderr
+    return [line.split(":")[0] for line in answer.stdout.splitlines()]
 
 
 def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_show_and_clean_up(

@@ -232,7 +232,10 @@ def test_json_for_machines():
     (["--principal", "User:"], "expected Type:name"),
     (["--principal", "User:a", "--for", "run,status"], "--for status: expected one of run, aggregate, status-direct, "
                                                        "plan, cleanup"),
-    (["--principal", "User:a", "--table", "--json"], "--table and --json: give one of them"),
+    (["--principal", "User:a", "--table", "--json"], "--table, --json and --apply: give one of them"),
+    (["--principal", "User:a", "--apply"], "--apply needs --command-config FILE"),
+    (["--principal", "User:a", "--apply", "--command-config", "/nonexistent/admin.properties"],
+     "--command-config /nonexistent/admin.properties: cannot read configuration file"),
     (["--principal", "User:a", "--set", "storage.check.intervall=PT1S"], "storage.check.intervall is not a known key"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, says):
@@ -245,3 +248,13 @@ def test_the_readme_has_the_table_of_every_process():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     table = acl_table(*(acls.required(configuration.load((), EVERYTHING, p == AGGREGATE), [p]) for p in PROCESSES))
     assert table in readme, "the README's ACL table is stale: paste tests/unit/test_acls.py's acl_table(...)"
+
+
+def test_apply_says_in_one_line_that_nothing_was_applied_when_the_cluster_cannot_be_reached(tmp_path):
+    admin = tmp_path / "admin.properties"
+    admin.write_text("security.protocol=PLAINTEXT\n")
+    result = invoke("--principal", "User:a", "--apply", "--command-config", str(admin),
+                    *sets(["kafka.admin.bootstrap.servers=no-such-host.invalid:9092", *BASE[1:]]))
+    assert result.exit_code == 1
+    assert result.output == ("quota-sidecar: nothing applied: cannot reach any bootstrap server "
+                             "no-such-host.invalid:9092 (host not found)\n"), result.output
