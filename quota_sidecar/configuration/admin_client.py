@@ -8,6 +8,7 @@ Pure: nothing here imports kafka-python or talks to anyone.
 from __future__ import annotations
 
 import re
+import ssl
 from typing import Callable, Mapping
 
 from ..common.errors import ConfigError
@@ -101,7 +102,28 @@ def client_kwargs(java_props: Mapping[str, str]) -> dict:
     kwargs.update(_sasl_kwargs(props, protocol))
     kwargs.update(_pem_store_kwargs(props, "truststore", "ssl.cafile"))
     kwargs.update(_pem_store_kwargs(props, "keystore", "ssl.certfile"))
+    _check_tls_files(props, kwargs)
     return kwargs
+
+
+def _check_tls_files(props: Mapping[str, str], kwargs: Mapping[str, object]) -> None:
+    """The PEM files loaded as each TLS connection will load them: one that does not stops the start now, naming
+    the key that gave it, rather than every handshake failing later."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    cafile, certfile = kwargs.get("ssl_cafile"), kwargs.get("ssl_certfile")
+    if cafile:
+        key = "ssl.cafile" if "ssl.cafile" in props else "ssl.truststore.location"
+        try:
+            context.load_verify_locations(cafile)
+        except ssl.SSLError as error:
+            raise _config_error(key, props[key], f"a file of PEM certificates ({error.reason or error})") from None
+    if certfile:
+        key = "ssl.certfile" if "ssl.certfile" in props else "ssl.keystore.location"
+        try:
+            context.load_cert_chain(certfile, kwargs.get("ssl_keyfile"), kwargs.get("ssl_password"))
+        except ssl.SSLError as error:
+            raise _config_error(key, props[key], "a PEM certificate and its key (in it, or in ssl.keyfile; "
+                                f"encrypted with ssl.key.password): {error.reason or error}") from None
 
 
 def _config_error(key: str, raw: str | None, allowed: str) -> ConfigError:

@@ -21,6 +21,7 @@ from ..common import deadline
 from ..common.errors import (AdminError, AuthorizationRefused, PassTimeout, PermanentAdminError, RetryableAdminError,
                              UnknownTopicError)
 from ..common.refusals import REFUSALS
+from .tls_probe import tls_refused
 
 log = logging.getLogger(__name__)
 # kafka-python's DEBUG records dump client configurations and whole requests, SASL passwords included
@@ -119,14 +120,19 @@ def open_client(client_class, client_config: Mapping[str, object], timeout: floa
 
     `timeout` (seconds) caps the bootstrap, back-offs included. The bootstrap servers are probed first
     with a plain connection: when none accepts one, the error says why (refused, host not found, no
-    answer) at once, instead of kafka-python retrying until the timeout. kafka-python starts a client's
+    answer) at once, instead of kafka-python retrying until the timeout; over TLS, why the handshake fails
+    (tls_probe.py). kafka-python starts a client's
     IO thread before bootstrapping and leaves it running when bootstrap fails, so the net client is
     captured here and closed on failure.
     """
     servers = _servers(client_config.get("bootstrap_servers"))
-    why = unreachable_because(servers, PROBE_TIMEOUT if timeout is None else min(PROBE_TIMEOUT, timeout))
+    probe_timeout = PROBE_TIMEOUT if timeout is None else min(PROBE_TIMEOUT, timeout)
+    why = unreachable_because(servers, probe_timeout)
     if why is not None:
         raise RetryableAdminError(why)
+    refused = tls_refused(servers, client_config, probe_timeout)
+    if refused is not None:  # no retry fixes a certificate: the next pass asks again
+        raise PermanentAdminError(refused)
     client_config = dict(client_config)
     if timeout is not None:
         bootstrap_ms = int(client_config.get("bootstrap_timeout_ms", 30_000))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Mapping
 
@@ -74,11 +75,12 @@ class SecureLab:
 
     # -- the clients -----------------------------------------------------------------------------
 
-    def client_certificate(self, common_name: str) -> tuple[Path, Path]:
+    def client_certificate(self, common_name: str, not_after: datetime | None = None) -> tuple[Path, Path]:
         """(certificate, key) files of a client certificate for mutual TLS, whose principal is User:<common_name>
-        (the brokers' ssl.principal.mapping.rules). Named in its SAN too: trustme leaves an empty SAN otherwise,
-        which Java refuses ("bad certificate")."""
-        leaf = self.ca.issue_cert(common_name, common_name=common_name)
+        (the brokers' ssl.principal.mapping.rules); `not_after` in the past: an expired one. Named in its SAN too:
+        trustme leaves an empty SAN otherwise, which Java refuses ("bad certificate")."""
+        not_before = None if not_after is None else not_after - timedelta(days=30)
+        leaf = self.ca.issue_cert(common_name, common_name=common_name, not_before=not_before, not_after=not_after)
         cert, key = self.work_dir / f"{common_name}.crt", self.work_dir / f"{common_name}.key"
         leaf.cert_chain_pems[0].write_to_path(str(cert))
         leaf.private_key_pem.write_to_path(str(key))

@@ -1,6 +1,10 @@
 """admin_client.client_kwargs: the kafka.admin.* keys as Java clients spell them -> kafka-python's arguments."""
 
+import tempfile
+from pathlib import Path
+
 import pytest
+import trustme
 
 from quota_sidecar.common.errors import ConfigError
 from quota_sidecar.configuration.admin_client import client_kwargs
@@ -11,7 +15,27 @@ SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required u
 BOOTSTRAP = {"bootstrap.servers": "127.0.0.1:9092"}
 SASL = {**BOOTSTRAP, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
 SSL = {**BOOTSTRAP, "security.protocol": "SSL"}
-PEM = __file__  # any readable file: the PEM keys must name one
+PEM = __file__  # any readable file, where the key's file is not loaded (ssl.crlfile)
+# PEM files that load: a CA, a certificate with its key apart and in one file (a PEM keystore).
+_FILES, _CA = Path(tempfile.mkdtemp(prefix="quota-sidecar-pem-")), trustme.CA()
+CA, CERT, KEY, KEYSTORE = (str(_FILES / name) for name in ("ca.pem", "cert.pem", "key.pem", "keystore.pem"))
+_CA.cert_pem.write_to_path(CA)
+_LEAF = _CA.issue_cert("quota-sidecar")
+_LEAF.cert_chain_pems[0].write_to_path(CERT)
+_LEAF.private_key_pem.write_to_path(KEY)
+_LEAF.private_key_and_cert_chain_pem.write_to_path(KEYSTORE)
+_ENCRYPTED_KEY = str(_FILES / "encrypted-key.pem")  # its password is not hunter2
+
+
+def _encrypted(key_pem: bytes) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.BestAvailableEncryption(b"the right one"))
+
+
+Path(_ENCRYPTED_KEY).write_bytes(_encrypted(_LEAF.private_key_pem.bytes()))
 
 
 @pytest.mark.parametrize("props, expected", [
@@ -27,13 +51,13 @@ PEM = __file__  # any readable file: the PEM keys must name one
     ({**BOOTSTRAP, "receive.buffer.bytes": "-1"}, {"receive_buffer_bytes": None}),
     ({**BOOTSTRAP, "send.buffer.bytes": "131072"}, {"send_buffer_bytes": 131072}),
     ({**BOOTSTRAP, "security.protocol": "ssl"}, {"security_protocol": "SSL"}),
-    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": PEM}, {"ssl_cafile": PEM}),
-    ({**SSL, "ssl.keystore.type": "PEM", "ssl.keystore.location": PEM, "ssl.key.password": "k"},
-     {"ssl_certfile": PEM, "ssl_password": "k"}),
+    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": CA}, {"ssl_cafile": CA}),
+    ({**SSL, "ssl.keystore.type": "PEM", "ssl.keystore.location": KEYSTORE, "ssl.key.password": "k"},
+     {"ssl_certfile": KEYSTORE, "ssl_password": "k"}),
     ({**SSL, "ssl.endpoint.identification.algorithm": ""}, {"ssl_check_hostname": False}),
     ({**SSL, "ssl.endpoint.identification.algorithm": "https"}, {"ssl_check_hostname": True}),
-    ({**SSL, "ssl.cafile": PEM, "ssl.certfile": PEM, "ssl.keyfile": PEM, "ssl.crlfile": PEM},
-     {"ssl_cafile": PEM, "ssl_certfile": PEM, "ssl_keyfile": PEM, "ssl_crlfile": PEM}),
+    ({**SSL, "ssl.cafile": CA, "ssl.certfile": CERT, "ssl.keyfile": KEY, "ssl.crlfile": PEM},
+     {"ssl_cafile": CA, "ssl_certfile": CERT, "ssl_keyfile": KEY, "ssl_crlfile": PEM}),
     ({**SASL, "sasl.jaas.config": PLAIN_JAAS},
      {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
       "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}),
@@ -86,6 +110,15 @@ def test_client_kwargs_accepts(props, expected):
     ({**SASL, "sasl.jaas.config": PLAIN_JAAS.replace(' password="alice-secret"', "")}, "sasl.jaas.config=******: expected"),
     ({**SASL, "sasl.jaas.config": PLAIN_JAAS.rstrip(";")}, "sasl.jaas.config=******: expected"),
     ({**BOOTSTRAP, "ssl.key.password": "hunter2"}, "ssl.key.password=******: expected no ssl.* keys"),
+    # files that do not load as TLS will load them, at start rather than at every handshake
+    ({**SSL, "ssl.cafile": PEM}, f"ssl.cafile={PEM!r}: expected a file of PEM certificates (NO_CERTIFICATE_OR_CRL_FOUND)"),
+    ({**SSL, "ssl.truststore.type": "PEM", "ssl.truststore.location": KEY},
+     f"ssl.truststore.location={KEY!r}: expected a file of PEM certificates"),
+    ({**SSL, "ssl.cafile": CA, "ssl.certfile": CERT, "ssl.keyfile": CA},
+     f"ssl.certfile={CERT!r}: expected a PEM certificate and its key (in it, or in ssl.keyfile; encrypted with "
+     "ssl.key.password): "),
+    ({**SSL, "ssl.certfile": CERT, "ssl.keyfile": _ENCRYPTED_KEY, "ssl.key.password": "hunter2"},
+     f"ssl.certfile={CERT!r}: expected a PEM certificate and its key"),
 ], ids=lambda value: None)
 def test_client_kwargs_rejects(props, message):
     with pytest.raises(ConfigError) as raised:
