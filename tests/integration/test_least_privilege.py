@@ -14,6 +14,7 @@ import time
 import pytest
 
 from harness.aggregator import Aggregator
+from harness.kafka_tools import kafka_configs
 from harness.secure_lab import LAB_ADMIN, SecureLab, grant, revoke
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
@@ -39,7 +40,8 @@ def printed(process: SidecarProcess, principal: str, processes: str) -> list[dic
 
 def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str):
     """A one-broker secure cluster, the aggregator and an agent each granted exactly what `quota-sidecar acls` prints
-    for them (the agent: `agent_runs`); neither started. (cluster, agent, aggregator, the agent's ACLs)."""
+    for them (the agent: `agent_runs`); neither started. (cluster, agent, aggregator, the agent's ACLs, the agent's
+    client properties for Kafka's own tools)."""
     security = SecureLab(tmp_path / "tls", scram_users=PASSWORDS)
     cluster = make_kafka_cluster(brokers=1, security=security)
     secure = cluster.secure_bootstrap_servers()
@@ -62,7 +64,10 @@ def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str):
         acls = printed(process, principal, runs)
         assert applied(process, principal, runs, admin_config) == ["created"] * len(acls)
         assert applied(process, principal, runs, admin_config) == ["already there"] * len(acls)
-    return cluster, agent, aggregator, printed(agent, AGENT, agent_runs)
+    java_tools = tmp_path / "agent-java.properties"  # the agent's settings as Kafka's own tools spell them
+    java_tools.write_text("".join(f"{key}={value}\n" for key, value in
+                                  security.java_client_properties(secure, AGENT).items() if key != "bootstrap.servers"))
+    return cluster, agent, aggregator, printed(agent, AGENT, agent_runs), java_tools
 
 
 def applied(process: SidecarProcess, principal: str, processes: str, admin_config) -> list[str]:
@@ -76,12 +81,16 @@ def applied(process: SidecarProcess, principal: str, processes: str, admin_confi
 
 def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_show_and_clean_up(
         make_kafka_cluster, tmp_path):
-    cluster, agent, aggregator, _ = least_privileged(make_kafka_cluster, tmp_path, "run,cleanup")
+    cluster, agent, aggregator, _, java_tools = least_privileged(make_kafka_cluster, tmp_path, "run,cleanup")
     lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user, to check
     try:
         aggregator.start().wait_ready()
         agent.start(cleanup=True).wait_ready()
         eventually(lambda: lab.describe_user_quotas([None])[None].get(PRODUCE) == 1.0, 120, "the throttle written")
+        # Kafka's own kafka-configs, over the same TLS and SCRAM settings, sees what the agent wrote.
+        described = kafka_configs(cluster.secure_bootstrap_servers(), "--command-config", str(java_tools), "--describe",
+                                  "--entity-type", "users", "--entity-default")
+        assert "producer_byte_rate=1.0" in described, described
         (log_dir,) = cluster.log_dirs(1)
         eventually(lambda: lab.describe_configs("broker", [1], [CORDONED_LOG_DIRS])["1"].get(CORDONED_LOG_DIRS)
                    == log_dir, 60, "the violating dir cordoned")
@@ -114,7 +123,7 @@ def refused_as(acl: dict, permission: str) -> bool:
 
 
 def test_each_acl_taken_away_is_one_line_naming_it_and_what_stops_and_the_rest_goes_on(make_kafka_cluster, tmp_path):
-    cluster, agent, aggregator, agent_acls = least_privileged(make_kafka_cluster, tmp_path, "run")
+    cluster, agent, aggregator, agent_acls, _ = least_privileged(make_kafka_cluster, tmp_path, "run")
     lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user
     try:
         aggregator.start().wait_ready()
