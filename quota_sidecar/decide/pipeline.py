@@ -155,7 +155,6 @@ class Pipeline:
             raise
         self._consumer = consumer
 
-
     def ensure_heartbeats_topic(self, topic: str) -> None:
         """Create the heartbeats' topic unless it exists (cover.after), by the heartbeats' own thread: without CREATE
         on it the agent covers none and is covered, and still gets its decisions. One partition, which every agent

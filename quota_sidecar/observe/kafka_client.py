@@ -121,9 +121,8 @@ def open_client(client_class, client_config: Mapping[str, object], timeout: floa
     `timeout` (seconds) caps the bootstrap, back-offs included. The bootstrap servers are probed first
     with a plain connection: when none accepts one, the error says why (refused, host not found, no
     answer) at once, instead of kafka-python retrying until the timeout; over TLS, why the handshake fails
-    (tls_probe.py). kafka-python starts a client's
-    IO thread before bootstrapping and leaves it running when bootstrap fails, so the net client is
-    captured here and closed on failure.
+    (tls_probe.py). kafka-python starts a client's IO thread before bootstrapping and leaves it running when
+    bootstrap fails, so the net client is captured here and closed on failure.
     """
     servers = _servers(client_config.get("bootstrap_servers"))
     probe_timeout = PROBE_TIMEOUT if timeout is None else min(PROBE_TIMEOUT, timeout)
