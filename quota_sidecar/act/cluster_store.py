@@ -17,7 +17,7 @@ import kafka.errors as Errors
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from ..common import deadline, text
-from ..common.errors import AdminError, RetryableAdminError
+from ..common.errors import AdminError, PermanentAdminError, RetryableAdminError
 from ..common.records import TOPIC
 from ..observe.admin import ClusterAdmin
 from ..observe.kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client, with_cause
@@ -116,12 +116,21 @@ class ClusterStore:
         with deadline.within(self._timeout_ms / 1000, writing), self._naming_the_cause():
             try:
                 producer.config["max_block_ms"] = _ms(writing)  # read by each send: waiting for metadata
+                producer.partitions_for(self.topic)  # the metadata first: its refusal is not Produce's
+            except Errors.KafkaError as error:
+                raise admin_error(error, writing, PRODUCING[:1]) from error
+            try:
                 sent = [producer.send(self.topic, key=key.encode(), value=value, partition=0)
                         for key, value in records]
                 for each in sent:
                     each.get(timeout=deadline.left(doing=writing))
             except Errors.KafkaError as error:
-                raise admin_error(error, writing, PRODUCING) from error
+                failure = admin_error(error, writing, PRODUCING[1:])
+                if isinstance(failure, PermanentAdminError):  # kafka-python's idempotent producer stays failed
+                    with self._lock:                          # (a refused WRITE): a new one once it is granted
+                        close_clients(None, self._producer, self.topic, 1.0)
+                        self._producer = None
+                raise failure from error
 
     @contextmanager
     def _naming_the_cause(self):

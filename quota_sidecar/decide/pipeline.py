@@ -46,6 +46,7 @@ class Pipeline:
         # Called between polls while waiting for a decision (the agent's local verdict must not wait for it).
         self.while_waiting: Callable[[], None] | None = None
         self._early: dict | None = None  # its decision, when read while waiting for another
+        self._sent = None  # the last observation's send (kafka-python's future)
 
     def __repr__(self) -> str:  # the client configuration holds passwords
         return f"Pipeline(observations={self.observations_topic!r}, decisions={self.decisions_topic!r})"
@@ -62,6 +63,8 @@ class Pipeline:
                 else:
                     asked, early = self._publish(at, rows, asking), None
                 self._producer.flush(timeout=deadline.left(doing=asking))
+                if self._sent is not None and self._sent.failed():  # refused (WRITE), not waited for in vain
+                    raise self._sent.exception
                 decision = early or self._answer(asked)
             except (Errors.KafkaError, AdminError) as error:
                 failure = error if isinstance(error, AdminError) else admin_error(error, asking, CONSUMING + PRODUCING)
@@ -74,7 +77,7 @@ class Pipeline:
         self._connect(doing)
         observation = messages.observation(self._cluster_id(), self.agent, at, **rows)
         key = messages.key(self._cluster_id(), self.agent)
-        self._producer.send(self.observations_topic, key=key.encode(), value=messages.encode(observation))
+        self._sent = self._producer.send(self.observations_topic, key=key.encode(), value=messages.encode(observation))
         return observation["id"]
 
     def judge_volumes(self, rows: list[dict], limits: dict) -> tuple[float, list[dict]]:

@@ -329,3 +329,18 @@ def test_replication_passes_report_their_failures_alike(caplog):
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("WARNING", "replication pass failed: ListPartitionReassignments failed: NodeNotReadyError")] * 2 + [
         ("INFO", "replication passes succeed again after 2 failed replication passes over 5s")]
+
+
+def test_what_is_tried_several_times_a_second_says_each_cause_once_until_it_succeeds(caplog):
+    report = FailureReport("heartbeat", "heartbeats", monotonic=lambda: 0.0, first_only=True)
+    refused = "READ on TOPIC __quota_sidecar_heartbeats refused for User:quota-sidecar (...)"
+    with caplog.at_level(logging.INFO, logger="quota_sidecar.loop"):
+        for cause in (CAUSE, CAUSE, refused, CAUSE, refused):
+            report.failure(cause)
+        report.success()
+        report.failure(CAUSE)
+    said = [record.getMessage() for record in caplog.records]
+    assert said == [f"heartbeat failed: {CAUSE}; said once until it succeeds",
+                    f"heartbeat failed: {refused}; said once until it succeeds",
+                    "heartbeats succeed again after 5 failed heartbeats over 0s",
+                    f"heartbeat failed: {CAUSE}; said once until it succeeds"]
