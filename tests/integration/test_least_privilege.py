@@ -122,6 +122,7 @@ def refused_as(acl: dict, permission: str) -> bool:
     return bool(allowed & set(operations.split(" or "))) and resource in resources.split(" or ")
 
 
+@pytest.mark.security
 def test_each_acl_taken_away_is_one_line_naming_it_and_what_stops_and_the_rest_goes_on(make_kafka_cluster, tmp_path):
     cluster, agent, aggregator, agent_acls, _ = least_privileged(make_kafka_cluster, tmp_path, "run")
     lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user

@@ -16,7 +16,7 @@ from harness.secure_lab import SecureLab
 from harness.sidecar_process import EXECUTABLE
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.security]
 
 USER, PASSWORD = "quota-sidecar", "s3cret-agent"
 
