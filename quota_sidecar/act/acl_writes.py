@@ -46,17 +46,19 @@ def _apply(admin: KafkaAdminClient, entries: list[Mapping]) -> list[Applied]:
                                                  ResourcePatternFilter(ResourceType.ANY, None,
                                                                        ACLResourcePatternType.ANY)))
         there |= {_key(acl) for acl in found}
-    missing = [_acl(entry) for entry in entries if _key(_acl(entry)) not in there]
+    acls = [kafka_acl(entry) for entry in entries]
+    keys = [_key(acl) for acl in acls]
+    missing = list({key: acl for key, acl in zip(keys, acls) if key not in there}.values())
     result = admin.create_acls(missing) if missing else {"succeeded": [], "failed": []}
     created = {_key(acl) for acl in result["succeeded"]}
     # kafka-python gives the failures' errors alone, in the order of the ACLs that failed.
     failed = dict(zip([_key(acl) for acl in missing if _key(acl) not in created], result["failed"]))
-    return [Applied(entry, _key(_acl(entry)) in created,
-                    failed[_key(_acl(entry))].__name__ if _key(_acl(entry)) in failed else None)
-            for entry in entries]
+    return [Applied(entry, key in created, failed[key].__name__ if key in failed else None)
+            for entry, key in zip(entries, keys)]
 
 
-def _acl(entry: Mapping) -> ACL:
+def kafka_acl(entry: Mapping) -> ACL:
+    """An ACL as `quota-sidecar acls --json` prints it, as kafka-python's admin client takes it."""
     return ACL(entry["principal"], entry["host"], ACLOperation[entry["operation"]],
                ACLPermissionType[entry["permission"]],
                ResourcePattern(ResourceType[entry["resource_type"]], entry["resource_name"],

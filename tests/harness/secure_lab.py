@@ -23,6 +23,8 @@ from typing import Mapping
 
 import trustme
 
+from quota_sidecar.act.acl_writes import kafka_acl
+
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SCRAM = "SCRAM-SHA-512"
 SECURE_LISTENERS = ("SASL_SSL", "SSL")  # the listener names are their protocols
@@ -124,7 +126,7 @@ def grant(plaintext_bootstrap: str, acls: list[dict]) -> int:
     as the lab's super user (PLAINTEXT): exactly those. Returns how many."""
     from kafka import KafkaAdminClient
 
-    wanted = [_acl(entry) for entry in acls]
+    wanted = [kafka_acl(entry) for entry in acls]
     with KafkaAdminClient(bootstrap_servers=plaintext_bootstrap) as admin:
         result = admin.create_acls(wanted)
     if result["failed"]:
@@ -137,16 +139,7 @@ def revoke(plaintext_bootstrap: str, acls: list[dict]) -> None:
     from kafka import KafkaAdminClient, errors
 
     with KafkaAdminClient(bootstrap_servers=plaintext_bootstrap) as admin:
-        for deleted in admin.delete_acls([_acl(entry) for entry in acls]):
+        for deleted in admin.delete_acls([kafka_acl(entry) for entry in acls]):
             _, matched, error = deleted
             if error is not errors.NoError or len(matched) != 1:
                 raise RuntimeError(f"deleting an ACL failed: {deleted}")
-
-
-def _acl(entry: dict):
-    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
-
-    return ACL(entry["principal"], entry["host"], ACLOperation[entry["operation"]],
-               ACLPermissionType[entry["permission"]],
-               ResourcePattern(ResourceType[entry["resource_type"]], entry["resource_name"],
-                               ACLResourcePatternType[entry["pattern_type"]]))

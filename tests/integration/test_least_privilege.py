@@ -60,14 +60,15 @@ def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str):
     admin_config = tmp_path / "admin.properties"
     admin_config.write_text("".join(f"{key}={value}\n" for key, value in security.sasl_ssl_properties(
         secure, LAB_ADMIN).items() if key != "bootstrap.servers"))
+    agent_acls = printed(agent, AGENT, agent_runs)
     for process, principal, runs in ((aggregator.process, AGGREGATOR, "aggregate"), (agent, AGENT, agent_runs)):
-        acls = printed(process, principal, runs)
+        acls = agent_acls if process is agent else printed(process, principal, runs)
         assert applied(process, principal, runs, admin_config) == ["created"] * len(acls)
         assert applied(process, principal, runs, admin_config) == ["already there"] * len(acls)
     java_tools = tmp_path / "agent-java.properties"  # the agent's settings as Kafka's own tools spell them
     java_tools.write_text("".join(f"{key}={value}\n" for key, value in
                                   security.java_client_properties(secure, AGENT).items() if key != "bootstrap.servers"))
-    return cluster, agent, aggregator, printed(agent, AGENT, agent_runs), java_tools
+    return cluster, agent, aggregator, agent_acls, java_tools
 
 
 def applied(process: SidecarProcess, principal: str, processes: str, admin_config) -> list[str]:
