@@ -188,9 +188,12 @@ class Sidecar:
             with deadline.within(self._deadline, "the replication pass"):
                 all_records = self.read_records()
                 observation = self.replication.observe(all_records, self._guarded())
-                self._apply_replication(self.decider.decide_replication(observation), observation, all_records,
-                                        self.clock())
-            self.replication_report.success()
+                decision = self.decider.decide_replication(observation)
+                self._apply_replication(decision, observation, all_records, self.clock())
+            if decision.undecided is not None:  # the rule's own rates without figures were applied
+                self.replication_report.failure(decision.undecided)
+            else:
+                self.replication_report.success()
         except (AdminError, DecisionFailed) as error:
             self.replication_report.failure(str(error))
         finally:

@@ -126,6 +126,7 @@ class Decider:
         if self.replication is not None and observation.replication is not None:
             try:
                 replication = self.decide_replication(observation.replication)
+                replication_error = replication.undecided  # its rates then the rule's own without figures
             except SparkUnavailable:
                 raise
             except Exception as failure:  # no decision: the throttles wait for the next pass

@@ -25,6 +25,7 @@ from ..observe.kafka_client import CONSUMING, PRODUCING, admin_error, close_clie
 
 PARTITIONS = 6
 WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent's local verdict a turn
+WRITES_KEEP = 0.3  # of a pass's time left when it asks: for its writes, should no decision come
 
 
 class Pipeline:
@@ -55,7 +56,7 @@ class Pipeline:
         """Publish an observation of `rows` (pipeline_messages.observation) and return the decision on it.
         DecisionFailed when none comes before the pass's deadline, or the pipeline cannot be reached."""
         asking = f"asking the aggregator through {self.observations_topic}"
-        with self._lock, deadline.within(self.timeout, asking):
+        with self._lock, deadline.within(self._budget(), asking):
             try:
                 if self._ahead is not None and self._ahead[0] == rows:  # asked already: its answer is on its way
                     (_, asked), early = self._ahead, self._early
@@ -71,6 +72,12 @@ class Pipeline:
                 raise DecisionFailed(str(with_cause(failure, self._client_config))) from None
         self.last_decision = decision
         return decision
+
+    def _budget(self) -> float:
+        """How long a question may wait: `timeout`, and no more than what leaves the pass WRITES_KEEP of its time
+        for what it writes without a decision (the rate rule's own rates, a fallback factor)."""
+        left = deadline.time_left()
+        return self.timeout if left is None else min(self.timeout, left * (1 - WRITES_KEEP))
 
     def _publish(self, at: datetime, rows: dict, doing: str) -> str:
         """Send an observation of `rows` (not flushed yet); its id."""

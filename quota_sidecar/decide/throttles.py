@@ -15,7 +15,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from ..common.observation import (FOLLOWER, LEADER, ROLES, UNLIMITED, BrokerLoad, Overrides, Partition, Reassignment,
                                   ReplicaSizes, ReplicationObservation)
-from ..common.vocabulary import BROKER_OVERRIDE, DISK_GUARD, GLOBAL_OVERRIDE
+from ..common.errors import DecisionFailed
+from ..common.vocabulary import BROKER_OVERRIDE, DISK_GUARD, FAIL_SAFE, GLOBAL_OVERRIDE, KEPT
 from ..configuration.config import ReplicationConfig
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -124,6 +125,7 @@ class ReplicationDecision:
     topics: Mapping[str, Mapping[str, tuple[str, ...]]]  # topic -> role -> sorted "p:b" entries
     moves: tuple[Mapping, ...] = ()  # every adding replica's progress (spark_jobs.move_progress.MOVE_COLUMNS)
     destinations: Mapping[int, Mapping] = field(default_factory=dict)  # broker -> replicas, lag sum, slowest ETA
+    undecided: str | None = None  # why the aggregator gave no rates: undecided_rates() then
 
     def to_json(self) -> dict:
         return {
@@ -230,6 +232,14 @@ def count_failures(previous: Mapping[int, int], brokers: Iterable[int], loads: M
 RateJudge = Callable[[list[dict]], dict[str, list[dict]]]
 
 
+def undecided_rates(rows: Iterable[Mapping]) -> dict[str, list[dict]]:
+    """What the rate rule (spark_jobs/replication_rates.py) gives a row it has no figures for, when the aggregator
+    gives nothing: the rate in force kept; where none is, the fail-safe rate (replication.min.rate). No progress."""
+    return {"rates": [{**row, "rate": row["min_rate"] if row["applied_rate"] is None else row["applied_rate"],
+                       "reason": FAIL_SAFE if row["applied_rate"] is None else KEPT, "keep_up_capped": False}
+                      for row in rows], "moves": [], "destinations": []}
+
+
 class ReplicationDecider:
     """Carries the failure counts between polls; the rate and progress arithmetic itself runs in Spark."""
 
@@ -247,8 +257,12 @@ class ReplicationDecider:
 
     def decide(self, observation: ReplicationObservation, violations: Iterable[Mapping]) -> ReplicationDecision:
         rows, involved, guarded, self.failures = self._inputs(observation, violations)
-        # No Spark job while no broker decided here takes part in a move: the moves' progress waits too.
-        judged = self.judge_rates(rows) if rows else {"rates": [], "moves": [], "destinations": []}
+        undecided = None
+        try:
+            # No Spark job while no broker decided here takes part in a move: the moves' progress waits too.
+            judged = self.judge_rates(rows) if rows else {"rates": [], "moves": [], "destinations": []}
+        except DecisionFailed as failure:  # a move the aggregator has not decided yet is not left unthrottled
+            judged, undecided = undecided_rates(rows), f"decision failed: {failure}"
         computed = {(row["broker_id"], row["role"]): (row["rate"], row["reason"], row["keep_up_capped"])
                     for row in judged["rates"]}
         overrides = observation.overrides
@@ -262,6 +276,7 @@ class ReplicationDecider:
             moves=tuple(judged["moves"]),
             destinations={row["broker"]: {key: value for key, value in row.items() if key != "broker"}
                           for row in judged["destinations"]},
+            undecided=undecided,
         )
 
     def _inputs(self, observation: ReplicationObservation, violations: Iterable[Mapping]):

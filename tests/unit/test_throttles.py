@@ -245,3 +245,24 @@ def test_a_broker_catching_up_outside_moves_is_a_destination_when_asked_or_guard
     rates = decision.brokers.get(3, BrokerRates())
     assert (rates.follower_rate, rates.follower_reason) == follower
     assert decision.topics["t"][FOLLOWER] == ("0:3",)
+
+
+def test_a_move_the_aggregator_has_not_decided_keeps_its_rate_or_gets_the_fail_safe_rate_not_none():
+    from quota_sidecar.common.errors import DecisionFailed
+    from quota_sidecar.common.observation import Reassignment, ReplicationObservation
+    from quota_sidecar.decide.throttles import ReplicationDecider
+
+    def no_decision(rows):
+        raise DecisionFailed("the poll ran out of its 7s deadline while waiting for the aggregator's decision")
+
+    # Broker 3 leads one move (a leader rate in force) and receives another (none yet).
+    moves = (Reassignment("a", 0, (3, 1), adding=(1,)), Reassignment("b", 0, (4, 3), adding=(3,)))
+    observation = ReplicationObservation(moves, broker_load={3: BrokerLoad(0, 0)},
+                                         applied_rates={3: {"leader_rate": 7_000_000, "follower_rate": None}})
+    config = ReplicationConfig(capacity_default=100_000_000, min_rate=10_000_000)
+    decision = ReplicationDecider(config, no_decision, own_broker=3).decide(observation, ())
+    rates = decision.brokers[3]
+    assert (rates.leader_rate, rates.leader_reason) == (7_000_000, KEPT)
+    assert (rates.follower_rate, rates.follower_reason) == (10_000_000, FAIL_SAFE)
+    assert decision.topics["a"][LEADER] == ("0:3",) and decision.topics["b"][FOLLOWER] == ("0:3",)
+    assert decision.undecided.startswith("decision failed: the poll ran out of its 7s deadline")
