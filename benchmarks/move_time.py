@@ -109,7 +109,7 @@ def render(result: dict) -> str:
         f"peak {mb(result['client_tx_peak'])} MB/s, quiet {mb(result['client_tx_quiet'])} MB/s, so the static "
         f"rate is {mb(result['static_rate'])} MB/s.",
         "",
-        "| round | throttle | move s | throttle MB/s: all (peaks / quiet) | source's throttle late in peaks MB/s "
+        "| round | throttle | move s | throttle MB/s: all (peaks / quiet) | source's throttle as peaks end MB/s "
         "| replication MB/s: all (peaks / quiet) | replication ÷ throttle | moved before a throttle: MB (s) "
         "| clients read MB/s: peaks / quiet | sidecar pass s |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -120,7 +120,7 @@ def render(result: dict) -> str:
             pass_seconds = "–" if f["sidecar_pass_seconds"] is None else f"{f['sidecar_pass_seconds']:.1f}"
             lines.append(
                 f"| {index} | {mode} | {f['move_seconds']:.1f} | {mb(f['throttle_average'])} "
-                f"({mb(f['throttle_in_peaks'])} / {mb(f['throttle_in_quiet'])}) | {mb(f['leader_late_in_peaks'])} "
+                f"({mb(f['throttle_in_peaks'])} / {mb(f['throttle_in_quiet'])}) | {mb(f['leader_at_peak_ends'])} "
                 f"| {mb(f['replication_average'])} "
                 f"({mb(f['replication_in_peaks'])} / {mb(f['replication_in_quiet'])}) | {f['rate_ratio']:.2f} "
                 f"| {mb(f['unthrottled_bytes'])} ({f['unthrottled_seconds']:.1f}) "

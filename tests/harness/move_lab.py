@@ -61,10 +61,8 @@ class LabSettings:
     network_window_seconds: int = 4      # replication.network.window
     check_interval_seconds: int = 1      # storage.check.interval: the sidecar's pass interval
     subnet: int = 0                      # 10.231.<subnet>.0/24
-    start_in_peak: bool = False          # every move starts as a phase of the client load begins: which one
     move_timeout: float = 240.0
     sidecar_properties: tuple[tuple[str, object], ...] = ()  # more keys for every sidecar (without the prefix)
-
 
 
 class MoveLab:
@@ -257,24 +255,25 @@ class MoveLab:
     def measure_client_traffic(self) -> tuple[float, float]:
         """The source broker's sent bytes/s at the client's peak and in its quiet phase, without a move.
 
-        Averaged over the sidecars' own window, as they would see it: read on the bridge's end of the
-        source's link, whose received bytes are what the source sent.
+        Read on the bridge's end of the source's link, whose received bytes are what the source sent: the slope
+        of that counter over the settled part of one peak and of the quiet phase after it (from its half, and
+        no sooner than the sidecars' window), as the sidecars see a phase once their window holds it. Not the
+        highest of short windows: a reader starved of CPU catches up in bursts above the rate it asks for.
         """
-        window = self.settings.network_window_seconds
+        profile, window = self.settings.load, self.settings.network_window_seconds
         interface = self.network.outside_interface(SOURCE)
-        counters: list[tuple[float, int]] = []
-        end = self.load.wait_for_phase(peak=True) + self.settings.load.peak_seconds + window + 1
-        while time.monotonic() < end:
-            counters.append((time.monotonic(), psutil.net_io_counters(pernic=True)[interface].bytes_recv))
+        started = self.load.wait_for_phase(peak=True)
+        settled: dict[bool, list[tuple[float, int]]] = {True: [], False: []}
+        while time.monotonic() < started + profile.period:
+            at = time.monotonic()
+            since_origin = at - self.load.origin
+            if profile.settled(since_origin, reaction=window):
+                sent = psutil.net_io_counters(pernic=True)[interface].bytes_recv
+                settled[profile.in_peak(since_origin)].append((at, sent))
             time.sleep(0.25)
-        rates = []
-        for start_at, start_bytes in counters:
-            later = [(at, sent) for at, sent in counters if at - start_at >= window]
-            if later:
-                at, sent = later[0]
-                rates.append((sent - start_bytes) / (at - start_at))
-        self.client_peak_tx, self.client_quiet_tx = max(rates), min(rates)
-        return self.client_peak_tx, self.client_quiet_tx
+        peak, quiet = (_slope(settled[phase]) for phase in (True, False))
+        self.client_peak_tx, self.client_quiet_tx = peak, quiet
+        return peak, quiet
 
     def static_rate(self) -> int:
         """What an operator who must keep the client's headroom at its peak sets, once, for the whole move.
@@ -340,7 +339,7 @@ class MoveLab:
 
     def _move(self, mode: str, topic: str) -> tuple[str, str, int, list[Sample], float, float]:
         size = self.admin.describe_replica_sizes(SOURCE, {topic: [0]})[(topic, 0)]
-        started = self.load.wait_for_phase(peak=self.settings.start_in_peak)
+        started = self.load.wait_for_phase(peak=False)  # every move starts as a quiet phase begins
         self.admin.alter_reassignments({(topic, 0): [DESTINATION]})
         samples = []
         while True:
@@ -382,6 +381,10 @@ class MoveLab:
             str(DESTINATION), {}).get(FOLLOWER_RATE)
         return (None if leader is None else int(leader)), (None if follower is None else int(follower))
 
+
+def _slope(counters: list[tuple[float, int]]) -> float:
+    (first_at, first), (last_at, last) = counters[0], counters[-1]
+    return (last - first) / (last_at - first_at)
 
 
 def _until(condition: Callable[[], bool], timeout: float, what: str) -> None:

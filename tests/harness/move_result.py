@@ -49,8 +49,8 @@ class MoveResult:
     replication_in_peaks: float | None   # peaks, and in its quiet phases
     throttle_in_quiet: float | None
     replication_in_quiet: float | None
-    leader_late_in_peaks: float | None  # the source's leader rate in the settled parts of the peaks, once
-                                        # the sidecars had time to see the peak: what equal headroom needs low
+    leader_at_peak_ends: float | None  # the source's leader rate as each peak of the move ends (or the move,
+                                       # in a peak's settled part): where the sidecars got to, for equal headroom
     leader_in_quiet: float | None       # ... and in the settled parts of the quiet phases
     reaction: float | None              # seconds the sidecars took to follow a phase (LoadProfile.settled)
     unthrottled_bytes: int        # moved before a throttle was in force (the sidecars' reaction time)
@@ -110,7 +110,6 @@ class PassWatch:
                     self.polls[broker].add(health["last_poll"])
 
 
-
 def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: LoadProfile,
               client: tuple[float, float], client_late_peak: float, reaction: float | None) -> MoveResult:
     throttled = [(a, b) for a, b in zip(samples, samples[1:]) if a.throttle is not None]
@@ -131,7 +130,7 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
         replication_average=_rate(throttled, "replica_bytes"),
         throttle_in_peaks=_time_average(peaks, "throttle"), replication_in_peaks=_rate(peaks, "replica_bytes"),
         throttle_in_quiet=_time_average(quiet, "throttle"), replication_in_quiet=_rate(quiet, "replica_bytes"),
-        leader_late_in_peaks=_time_average(late, "leader_rate"),
+        leader_at_peak_ends=_at_phase_ends(late, load, "leader_rate"),
         leader_in_quiet=_time_average(late_quiet, "leader_rate"), reaction=reaction,
         unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
         client_offered_peak=load.peak, client_offered_quiet=load.produce,
@@ -151,6 +150,12 @@ def _rate(pairs: list[tuple[Sample, Sample]], counter: str) -> float | None:
 
 def _difference(total: float | None, part: float | None) -> float | None:
     return None if total is None or part is None else total - part
+
+
+def _at_phase_ends(pairs: list[tuple[Sample, Sample]], load: LoadProfile, attribute: str) -> float | None:
+    """The average over phases of an attribute's last value in each: where each phase left it."""
+    last = {int(a.since_origin // load.period): getattr(a, attribute) for a, _ in pairs}
+    return round(sum(last.values()) / len(last)) if last else None
 
 
 def _time_average(pairs: list[tuple[Sample, Sample]], attribute: str) -> float | None:
