@@ -79,8 +79,7 @@ def lab(make_kafka_cluster, tmp_path):
         yield lab
 
 
-def test_replication_follows_the_sidecar_throttle_and_moves_faster_than_the_static_rate_at_equal_headroom(
-        lab, record_property):
+def test_replication_follows_the_sidecar_throttle_and_moves_faster_than_the_static_rate_at_equal_headroom(lab):
     lab.start_sidecars(wait=False)  # they start while the client load is measured
     peak, quiet = lab.measure_client_traffic()
     assert peak > 2 * quiet, f"the client load does not vary: peak {peak:.0f} B/s, quiet {quiet:.0f} B/s"
@@ -93,7 +92,7 @@ def test_replication_follows_the_sidecar_throttle_and_moves_faster_than_the_stat
 
     figures = (f"static {static.figures()}\nadaptive {adaptive.figures()}\nclient peak {peak:.0f} B/s, "
                f"quiet {quiet:.0f} B/s\nsidecar logs in {lab.work_dir}")
-    record_property("figures", figures)  # in the JUnit XML of a passing run too (tests/soak_timed.py)
+    print(figures)  # in the JUnit XML of a passing run too (tests/soak_timed.py)
     for result in (static, adaptive):
         assert result.throttled_seconds >= 5, f"{result.mode}: too little time under a throttle to judge\n{figures}"
         assert RATE_LOWER < result.rate_ratio < RATE_UPPER, \
