@@ -51,7 +51,7 @@ class MoveResult:
     replication_in_quiet: float | None
     leader_at_peak_ends: float | None  # the source's leader rate as each peak of the move ends (or the move,
                                        # in a peak's settled part): where the sidecars got to, for equal headroom
-    leader_in_quiet: float | None       # ... and in the settled parts of the quiet phases
+    leader_at_quiet_ends: float | None  # ... and as each quiet phase ends
     reaction: float | None              # seconds the sidecars took to follow a phase (LoadProfile.settled)
     unthrottled_bytes: int        # moved before a throttle was in force (the sidecars' reaction time)
     unthrottled_seconds: float
@@ -131,7 +131,7 @@ def summarize(mode: str, topic: str, size: int, samples: list[Sample], load: Loa
         throttle_in_peaks=_time_average(peaks, "throttle"), replication_in_peaks=_rate(peaks, "replica_bytes"),
         throttle_in_quiet=_time_average(quiet, "throttle"), replication_in_quiet=_rate(quiet, "replica_bytes"),
         leader_at_peak_ends=_at_phase_ends(late, load, "leader_rate"),
-        leader_in_quiet=_time_average(late_quiet, "leader_rate"), reaction=reaction,
+        leader_at_quiet_ends=_at_phase_ends(late_quiet, load, "leader_rate"), reaction=reaction,
         unthrottled_bytes=first.replica_bytes, unthrottled_seconds=round(first.at, 2),
         client_offered_peak=load.peak, client_offered_quiet=load.produce,
         client_peak_throughput=round(client[0]), client_quiet_throughput=round(client[1]),

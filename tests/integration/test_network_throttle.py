@@ -99,7 +99,7 @@ def test_replication_follows_the_sidecar_throttle_and_moves_faster_than_the_stat
             f"{result.mode}: replication at {result.rate_ratio:.2f}x its throttle\n{figures}"
     assert adaptive.throttle_max > static_rate, f"the sidecars never gave more than the static rate\n{figures}"
     assert adaptive.move_seconds < static.move_seconds, f"the sidecars' move did not finish first\n{figures}"
-    late, quiet_level = adaptive.leader_at_peak_ends, adaptive.leader_in_quiet
+    late, quiet_level = adaptive.leader_at_peak_ends, adaptive.leader_at_quiet_ends
     assert late is not None, f"no throttle in force as a client peak ended: nothing to compare\n{figures}"
     link_had_room = adaptive.link_in_peaks is not None and adaptive.link_in_peaks < LINK_FULL * SETTINGS.capacity
     equal_headroom = static_rate
