@@ -66,7 +66,7 @@ CLIENT_SHARE = 0.8
 # link): the sidecars then rightly leave replication more, and equal headroom is judged against the clients'
 # traffic as it was on the link. Only while the link had room in the peaks: a throttle that takes the clients'
 # share fills the link (by design the peaks use ~0.9 of it: the clients, and replication at 0.7-0.8 of a throttle
-# of 0.9 of what they leave), and then the clients' peak measured before the moves stays the measure.
+# of 0.9 of what they leave), and then the clients' peak measured in the static move stays the measure.
 LINK_FULL = 0.9
 
 
@@ -102,16 +102,16 @@ def test_replication_follows_the_sidecar_throttle_and_moves_faster_than_the_stat
     late, quiet_level = adaptive.leader_at_peak_ends, adaptive.leader_at_quiet_ends
     assert late is not None, f"no throttle in force as a client peak ended: nothing to compare\n{figures}"
     link_had_room = adaptive.link_in_peaks is not None and adaptive.link_in_peaks < LINK_FULL * SETTINGS.capacity
-    equal_headroom = static_rate
+    # The clients' peak on the link as the sidecars see it, measured during a move as the sidecars measure it: late
+    # in the static move's peaks, where the static rate leaves them room. The window before the moves read 3.71 and
+    # 4.04 MB/s beside two busy processes where the static move's peaks read 3.58 and 3.57: a starved reader's
+    # paused fetches come again, and how often varies with the CPU it gets.
+    clients = static.clients_on_link_late_in_peaks
     if link_had_room and adaptive.clients_on_link_late_in_peaks is not None:
-        in_the_move = lab.static_rate_for(adaptive.clients_on_link_late_in_peaks)
-        if in_the_move > static_rate:
-            print(f"\nthe clients sent {adaptive.clients_on_link_late_in_peaks:.0f} B/s late in the peaks of the "
-                  f"move, not {lab.client_peak_tx:.0f} (the link had room: {adaptive.link_in_peaks:.0f} B/s): the "
-                  f"machine held them back, and equal headroom is {in_the_move} B/s, not {static_rate}")
-            equal_headroom = in_the_move
+        clients = min(clients, adaptive.clients_on_link_late_in_peaks)  # held back by the CPU, not by the link
+    equal_headroom = lab.static_rate_for(clients)
     assert late <= PEAK_SLACK * equal_headroom, \
-        f"as the peaks ended the source's throttle was {late} B/s against the static {equal_headroom} B/s\n{figures}"
+        f"as the peaks ended the source's throttle was {late} B/s against equal headroom at {equal_headroom} B/s\n{figures}"
     assert quiet_level is None or late <= PEAK_BELOW_QUIET * quiet_level, \
         f"the throttle did not back off in the peaks: {late} B/s there, {quiet_level} B/s between them\n{figures}"
     assert adaptive.client_late_peak_throughput >= CLIENT_SHARE * static.client_late_peak_throughput or link_had_room, \
