@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean test-chart image test-docker \
-        soak-tests test-harness test-security
+        soak-tests test-harness test-security chart-acls
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -94,6 +94,13 @@ HELM := build/tools/bin/helm
 $(HELM):
 	@if command -v go >/dev/null; then echo "installing helm $(HELM_VERSION) into build/tools"; \
 	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+# The ACL table of the chart's NOTES: what the agent needs with the chart's default config (a unit test checks it is
+# what `quota-sidecar acls` prints today).
+CHART_ACLS := --principal User:quota-sidecar --table --set kafka.admin.bootstrap.servers=localhost:9092 \
+              --set storage.per.volume.limit.min.available.bytes=5368709120 --set broker.id=0 \
+              --set storage.local.log.dirs=/var/lib/kafka/data
+chart-acls: venv
+	$(BIN)/quota-sidecar acls $(CHART_ACLS) > charts/quota-sidecar/files/acls.md
 test-chart: setup $(HELM)
 	@if ! command -v promtool >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	 DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus >/dev/null; fi

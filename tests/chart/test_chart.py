@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ from harness.chart import (CHART, COMBINATIONS, KUBE_VERSION, OPERATOR_KINDS, RO
                            expand, render, volume_files)
 from harness.aggregator import Aggregator
 from harness.local_cluster import LocalKafkaCluster
+from harness.secure_lab import SecureLab, grant
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
@@ -91,6 +93,17 @@ def test_the_network_policy_fences_only_the_sidecars_port(helm):
     assert scrapers["ports"] == [{"protocol": "TCP", "port": 8080}] and scrapers["from"]
 
 
+def test_with_https_the_network_policy_fences_both_of_the_sidecars_ports(helm):
+    policy = next(d for d in render(helm, ["httpTls.secretName=tls", "httpTls.plainPort=9100"])
+                  if d["kind"] == "NetworkPolicy")
+
+    anyone, scrapers = policy["spec"]["ingress"]
+    assert [p for p in anyone["ports"] if p["protocol"] == "TCP"] == [
+        {"protocol": "TCP", "port": 1, "endPort": 8079}, {"protocol": "TCP", "port": 8081, "endPort": 9099},
+        {"protocol": "TCP", "port": 9101, "endPort": 65535}]
+    assert scrapers["ports"] == [{"protocol": "TCP", "port": 8080}, {"protocol": "TCP", "port": 9100}]
+
+
 def test_the_bitnami_examples_carry_the_charts_container(helm):
     """examples/kubernetes/*.yaml hold the container for Bitnami's values, written out: it must be the chart's."""
     settings = COMBINATIONS["bitnami-broker-properties"] + ["example.enabled=true", "secrets.api\\.token=x"]
@@ -126,80 +139,149 @@ def mounted(path: str, mounts: dict[str, str]) -> str:
     return mounts[mount] + path[len(mount):]
 
 
+class RenderedSidecar:
+    """The sidecar container of the example StatefulSet, run as the kubelet would: its command, args and env, its
+    ConfigMap and Secrets as files at their mount paths (under a temp dir: no root filesystem of ours is touched;
+    a Secret the chart only names comes from `secrets`), the broker's data dir at the data volume's mount path, pod
+    ordinal 1 in the pod-index label."""
+
+    def __init__(self, helm, work: Path, settings: list[str], secrets: dict[str, dict[str, str]] | None = None):
+        self.documents = render(helm, ["example.enabled=true", *settings])
+        statefulset = next(d for d in self.documents if d["kind"] == "StatefulSet")
+        self.container, = containers_named([statefulset], "quota-sidecar")
+        volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+        self.mounts = {}  # mountPath in the container -> the directory that stands for it here
+        for mount in self.container["volumeMounts"]:
+            volume = volumes.get(mount["name"])
+            if volume is None:  # the volume claim template: the broker's data volume
+                assert mount["readOnly"]
+                continue
+            directory = work / mount["name"]
+            directory.mkdir()
+            named = (secrets or {}).get(volume.get("secret", {}).get("secretName"))
+            for file_name, content in (named or volume_files(self.documents, volume)).items():
+                (directory / file_name).write_text(content)
+            self.mounts[mount["mountPath"]] = str(directory)
+        env = container_env(self.container, {"metadata.labels['apps.kubernetes.io/pod-index']": "1"})
+        self.env = {name: mounted(value, self.mounts) for name, value in env.items()}  # HOME=/tmp: the emptyDir
+        self.command = [mounted(expand(item, self.env), self.mounts)
+                        for item in self.container["command"] + self.container["args"]]
+        assert self.command[0] == "quota-sidecar"
+        self.log_path = work / "sidecar.log"
+        self.process = None
+
+    def __enter__(self) -> RenderedSidecar:
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen([str(EXECUTABLE), *self.command[1:]], stdout=log,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            env={**os.environ, **self.env}, start_new_session=True)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=60)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def get(self, url: str, context: ssl.SSLContext | None = None) -> int:
+        """The status of a GET; 0 while nothing listens. Not retried once the process has exited."""
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the sidecar exited:\n{self.log()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=context) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+        except urllib.error.URLError:
+            return 0
+
+    def wait_ready(self, base: str) -> None:
+        """The kubelet's view: the readiness probe answers 200, then the liveness probe, at the probes' port."""
+        readiness = self.container["readinessProbe"]["httpGet"]["path"]
+        try:
+            eventually(lambda: self.get(base + readiness) == 200, timeout=240, what=f"{readiness} answering 200",
+                       every=1)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{self.log()[-3000:]}") from None
+        assert self.get(base + self.container["livenessProbe"]["httpGet"]["path"]) == 200
+
+    def set_override(self, base: str, token: str, context: ssl.SSLContext | None = None) -> int:
+        override = urllib.request.Request(base + "/throttle/1", method="PUT", data=b'{"rate": 5000000}',
+                                          headers={"Authorization": f"Bearer {token}",
+                                                   "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(override, timeout=10, context=context) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+
+def violated_limit(log_dir: Path) -> list[str]:
+    """Settings of a sidecar beside `log_dir`'s broker whose limit every volume violates: producers throttled."""
+    return ["config.storage\\.check\\.interval=PT2S",
+            "config.storage\\.per\\.volume\\.limit\\.min\\.available\\.bytes=1000000000000000000",
+            f"dataVolume.mountPath={log_dir.parent}", f"dataVolume.logDirs={log_dir}"]
+
+
+def status(url: str, context: ssl.SSLContext | None = None) -> dict:
+    with urllib.request.urlopen(url + "/status", timeout=5, context=context) as response:
+        return json.load(response)
+
+
 def test_the_rendered_sidecar_container_runs_against_a_real_cluster(helm, tmp_path):
-    """The container of the example StatefulSet, run as the kubelet would: its command, args and env, its
-    ConfigMap and Secret as files at their mount paths (under a temp dir: no root filesystem of ours is touched),
-    the broker's data dir at the data volume's mount path, pod ordinal 1 in the pod-index label. The agent's
-    pipeline is the watched cluster (its default), where an aggregator decides."""
+    """The agent's pipeline is the watched cluster (its default), where an aggregator decides."""
     with LocalKafkaCluster(brokers=1) as cluster, Aggregator(cluster.bootstrap_servers, tmp_path / "aggregator"):
         log_dir = Path(cluster.log_dirs(1)[0])
         port, = free_loopback_ports(1)
-        documents = render(helm, [
-            "example.enabled=true", "secrets.api\\.token=s3cret",
-            f"config.kafka\\.admin\\.bootstrap\\.servers={cluster.bootstrap_servers}",
-            "config.http\\.host=127.0.0.1", f"config.http\\.port={port}",
-            "config.storage\\.check\\.interval=PT2S",
-            "config.storage\\.per\\.volume\\.limit\\.min\\.available\\.bytes=1000000000000000000",  # violated
-            f"dataVolume.mountPath={log_dir.parent}", f"dataVolume.logDirs={log_dir}"])
-        statefulset = next(d for d in documents if d["kind"] == "StatefulSet")
-        container, = containers_named([statefulset], "quota-sidecar")
-        volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
-
-        mounts = {}  # mountPath in the container -> the directory that stands for it here
-        for mount in container["volumeMounts"]:
-            volume = volumes.get(mount["name"])
-            if volume is None:  # the volume claim template: the broker's data volume
-                assert mount["readOnly"] and mount["mountPath"] == str(log_dir.parent)
-                continue
-            directory = tmp_path / mount["name"]
-            directory.mkdir()
-            for file_name, content in volume_files(documents, volume).items():
-                (directory / file_name).write_text(content)
-            mounts[mount["mountPath"]] = str(directory)
-
-        env = container_env(container, {"metadata.labels['apps.kubernetes.io/pod-index']": "1"})
-        env = {name: mounted(value, mounts) for name, value in env.items()}  # HOME=/tmp: the emptyDir
-        command = [mounted(expand(item, env), mounts) for item in container["command"] + container["args"]]
-        assert command[0] == "quota-sidecar"
-        command[0] = str(EXECUTABLE)
-
-        log_path = tmp_path / "sidecar.log"
-        with open(log_path, "w") as log:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env={**os.environ, **env}, start_new_session=True)
-        try:
+        with RenderedSidecar(helm, tmp_path, [
+                "secrets.api\\.token=s3cret", f"config.kafka\\.admin\\.bootstrap\\.servers={cluster.bootstrap_servers}",
+                "config.http\\.host=127.0.0.1", f"config.http\\.port={port}", *violated_limit(log_dir)]) as sidecar:
             base = f"http://127.0.0.1:{port}"
+            sidecar.wait_ready(base)
+            seen = status(base)
+            assert seen["throttle"]["factor"] == 0.0  # the limit is violated: producers throttled
+            assert seen["sidecar"]["broker_id"] == 1  # the pod's ordinal, through $(POD_INDEX)
+            assert seen["local_watch"]["watched"] == [str(log_dir)]  # the data volume, read-only
+            assert sidecar.set_override(base, "s3cret") == 200  # the token came from the Secret
+            assert "s3cret" not in sidecar.log()
 
-            def probe(path: str) -> int:
-                if process.poll() is not None:  # not retried: a sidecar that exited is not a slow one
-                    raise RuntimeError(f"the sidecar exited:\n{log_path.read_text()[-3000:]}")
-                try:
-                    with urllib.request.urlopen(base + path, timeout=5) as response:
-                        return response.status
-                except urllib.error.HTTPError as error:
-                    return error.code
-                except urllib.error.URLError:  # not listening yet
-                    return 0
 
-            readiness = container["readinessProbe"]["httpGet"]["path"]
-            try:
-                eventually(lambda: probe(readiness) == 200, timeout=240, what=f"{readiness} answering 200", every=1)
-            except AssertionError as error:
-                raise AssertionError(f"{error}\n{log_path.read_text()[-3000:]}") from None
-            assert probe(container["livenessProbe"]["httpGet"]["path"]) == 200
-
-            with urllib.request.urlopen(base + "/status", timeout=5) as response:
-                status = json.load(response)
-            assert status["throttle"]["factor"] == 0.0  # the limit is violated: producers throttled
-            assert status["sidecar"]["broker_id"] == 1  # the pod's ordinal, through $(POD_INDEX)
-            assert status["local_watch"]["watched"] == [str(log_dir)]  # the data volume, read-only
-            override = urllib.request.Request(base + "/throttle/1", method="PUT", data=b'{"rate": 5000000}',
-                                              headers={"Authorization": "Bearer s3cret",
-                                                       "Content-Type": "application/json"})
-            with urllib.request.urlopen(override, timeout=10) as response:  # the token came from the Secret
-                assert response.status == 200
-            assert "s3cret" not in log_path.read_text()
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait(timeout=60)
+def test_the_rendered_sidecar_runs_with_mutual_tls_under_the_authorizer_with_the_notes_acls(helm, tmp_path):
+    """The chart's TLS: the agent reaches a broker with StandardAuthorizer over mutual TLS with the CA, certificate
+    and key of a cert-manager-style Secret (kafkaTls), granted exactly the ACLs `quota-sidecar acls` prints for its
+    rendered config; its endpoint speaks https with the certificate of a kubernetes.io/tls Secret (httpTls), the
+    probes on the plain port."""
+    security = SecureLab(tmp_path / "tls")
+    with LocalKafkaCluster(brokers=1, security=security) as cluster, \
+            Aggregator(cluster.bootstrap_servers, tmp_path / "aggregator"):  # the lab's super user: PLAINTEXT
+        log_dir = Path(cluster.log_dirs(1)[0])
+        client_cert, client_key = security.client_certificate("quota-sidecar")  # User:quota-sidecar
+        endpoint = security.ca.issue_cert("127.0.0.1")
+        https_port, plain_port = free_loopback_ports(2)
+        kafka_tls = {"ca.crt": security.ca_file.read_text(), "tls.crt": client_cert.read_text(),
+                     "tls.key": client_key.read_text()}
+        http_tls = {"tls.crt": endpoint.cert_chain_pems[0].bytes().decode(),
+                    "tls.key": endpoint.private_key_pem.bytes().decode()}
+        settings = [
+            "secrets.api\\.token=s3cret", "kafkaTls.secretName=kafka-client-tls",
+            "kafkaTls.certificateKey=tls.crt", "kafkaTls.privateKeyKey=tls.key",
+            "httpTls.secretName=sidecar-endpoint-tls", f"httpTls.plainPort={plain_port}",
+            f"config.kafka\\.admin\\.bootstrap\\.servers={cluster.secure_bootstrap_servers('SSL')}",
+            "config.kafka\\.admin\\.security\\.protocol=SSL", "config.sidecar\\.principal=User:quota-sidecar",
+            "config.http\\.host=127.0.0.1", f"config.http\\.port={https_port}", *violated_limit(log_dir)]
+        with RenderedSidecar(helm, tmp_path, settings, secrets={"kafka-client-tls": kafka_tls,
+                                                                "sidecar-endpoint-tls": http_tls}) as sidecar:
+            printed = subprocess.run([str(EXECUTABLE), "acls", "--principal", "User:quota-sidecar", "--json",
+                                      *sidecar.command[2:]], capture_output=True, text=True, check=True)
+            grant(cluster.bootstrap_servers, json.loads(printed.stdout))
+            plain, https = f"http://127.0.0.1:{plain_port}", f"https://127.0.0.1:{https_port}"
+            sidecar.wait_ready(plain)
+            trusting = ssl.create_default_context(cafile=str(security.ca_file))
+            seen = status(https, trusting)
+            assert seen["throttle"]["factor"] == 0.0, seen  # DescribeLogDirs over mutual TLS, quotas written
+            assert seen["sidecar"]["broker_id"] == 1
+            assert sidecar.set_override(https, "s3cret", trusting) == 200  # https and the token
+            assert sidecar.set_override(https, "wrong", trusting) == 401
+            assert "s3cret" not in sidecar.log() and "PRIVATE KEY" not in sidecar.log()

@@ -40,6 +40,10 @@ COMBINATIONS = {
                    "monitoring.dashboard=true", "monitoring.labels.release=kube-prometheus-stack",
                    "monitoring.interval=15s"],
     "no-probes-no-policy": ["probes.liveness=false", "probes.readiness=false", "networkPolicy.enabled=false"],
+    "tls": ["example.enabled=true", "kafkaTls.secretName=kafka-client-tls", "kafkaTls.certificateKey=tls.crt",
+            "kafkaTls.privateKeyKey=tls.key", "httpTls.secretName=sidecar-endpoint-tls",
+            "config.kafka\\.admin\\.security\\.protocol=SSL", "monitoring.podMonitor=true",
+            "monitoring.serviceMonitor=true"],
 }
 
 

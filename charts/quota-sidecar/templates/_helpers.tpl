@@ -46,16 +46,44 @@ matchLabels:
 {{- index .Values.config "http.port" | default "8080" -}}
 {{- end -}}
 
+{{/* The port of the probes and /metrics: the plain listener when the endpoint speaks https. */}}
+{{- define "quota-sidecar.metricsPortName" -}}
+{{- if .Values.httpTls.secretName }}sidecar-plain{{ else }}sidecar-http{{ end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.metricsPort" -}}
+{{- if .Values.httpTls.secretName }}{{ .Values.httpTls.plainPort }}{{ else }}{{ include "quota-sidecar.httpPort" . }}{{ end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.kafkaTlsDir" -}}/etc/quota-sidecar-kafka-tls{{- end -}}
+{{- define "quota-sidecar.httpTlsDir" -}}/etc/quota-sidecar-http-tls{{- end -}}
+
 {{/* The sidecar's properties: config, plus the log dirs of the data volume and the shared Spark's URL. */}}
 {{- define "quota-sidecar.properties" -}}
 {{- $props := deepCopy .Values.config -}}
 {{- if and .Values.dataVolume.logDirs (not (hasKey $props "storage.local.log.dirs")) -}}
 {{- $_ := set $props "storage.local.log.dirs" .Values.dataVolume.logDirs -}}
 {{- end -}}
+{{- with .Values.kafkaTls -}}
+{{- if .secretName -}}
+{{- $dir := include "quota-sidecar.kafkaTlsDir" $ -}}
+{{- $_ := set $props "kafka.admin.ssl.cafile" (printf "%s/%s" $dir .caKey) -}}
+{{- if .certificateKey -}}
+{{- $_ := set $props "kafka.admin.ssl.certfile" (printf "%s/%s" $dir .certificateKey) -}}
+{{- $_ := set $props "kafka.admin.ssl.keyfile" (printf "%s/%s" $dir .privateKeyKey) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.httpTls.secretName -}}
+{{- $dir := include "quota-sidecar.httpTlsDir" . -}}
+{{- $_ := set $props "http.tls.cert.file" (printf "%s/tls.crt" $dir) -}}
+{{- $_ := set $props "http.tls.key.file" (printf "%s/tls.key" $dir) -}}
+{{- $_ := set $props "http.plain.port" (toString .Values.httpTls.plainPort) -}}
+{{- end -}}
 {{- if .Values.sparkConnect.enabled -}}
 {{- $_ := set $props "spark.url" (printf "sc://%s-spark-connect:%d" (include "quota-sidecar.fullname" .) (int .Values.sparkConnect.port)) -}}
 {{- end -}}
-# Rendered by the quota-sidecar chart from .Values.config (and dataVolume, sparkConnect).
+# Rendered by the quota-sidecar chart from .Values.config (and dataVolume, kafkaTls, httpTls, sparkConnect).
 {{- range $key, $value := $props }}
 client.quota.callback.static.{{ $key }}={{ $value }}
 {{- end }}
@@ -108,14 +136,19 @@ ports:
   - name: sidecar-http
     containerPort: {{ include "quota-sidecar.httpPort" . }}
     protocol: TCP
+  {{- if .Values.httpTls.secretName }}
+  - name: sidecar-plain
+    containerPort: {{ .Values.httpTls.plainPort }}
+    protocol: TCP
+  {{- end }}
 # The HTTP endpoint answers once Spark has started and warmed up (a minute or more on a busy node).
 startupProbe:
-  httpGet: {path: /healthz, port: sidecar-http}
+  httpGet: {path: /healthz, port: {{ include "quota-sidecar.metricsPortName" . }}}
   periodSeconds: 10
   failureThreshold: 30
 {{- if .Values.probes.liveness }}
 livenessProbe:
-  httpGet: {path: /healthz, port: sidecar-http}
+  httpGet: {path: /healthz, port: {{ include "quota-sidecar.metricsPortName" . }}}
   periodSeconds: 20
   timeoutSeconds: 5
   failureThreshold: 3
@@ -124,7 +157,7 @@ livenessProbe:
 readinessProbe:
   httpGet:
     path: {{ if .Values.probes.readinessMaxAge }}/readyz?max_age={{ .Values.probes.readinessMaxAge }}{{ else }}/readyz{{ end }}
-    port: sidecar-http
+    port: {{ include "quota-sidecar.metricsPortName" . }}
   periodSeconds: 15
   timeoutSeconds: 5
 {{- end }}
@@ -147,6 +180,16 @@ volumeMounts:
     mountPath: /etc/quota-sidecar-secret
     readOnly: true
   {{- end }}
+  {{- if .Values.kafkaTls.secretName }}
+  - name: quota-sidecar-kafka-tls
+    mountPath: {{ include "quota-sidecar.kafkaTlsDir" . }}
+    readOnly: true
+  {{- end }}
+  {{- if .Values.httpTls.secretName }}
+  - name: quota-sidecar-http-tls
+    mountPath: {{ include "quota-sidecar.httpTlsDir" . }}
+    readOnly: true
+  {{- end }}
   - name: {{ .Values.dataVolume.name }}
     mountPath: {{ .Values.dataVolume.mountPath }}
     readOnly: true
@@ -166,6 +209,16 @@ volumeMounts:
 - name: quota-sidecar-secret
   secret:
     secretName: {{ include "quota-sidecar.secretName" . }}
+{{- end }}
+{{- with .Values.kafkaTls.secretName }}
+- name: quota-sidecar-kafka-tls
+  secret:
+    secretName: {{ . }}
+{{- end }}
+{{- with .Values.httpTls.secretName }}
+- name: quota-sidecar-http-tls
+  secret:
+    secretName: {{ . }}
 {{- end }}
 - name: quota-sidecar-tmp
   emptyDir: {}
