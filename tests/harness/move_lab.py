@@ -362,8 +362,10 @@ class MoveLab:
 
     def _summarize(self, mode: str, topic: str, size: int, samples: list[Sample], started: float, ended: float,
                    reaction: float | None) -> MoveResult:
+        # The clients as each peak ends: its last window, where the throttle stands where the sidecars got to.
+        ends = max(reaction or 0.0, self.settings.load.peak_seconds - self.settings.network_window_seconds)
         return summarize(mode, topic, size, samples, self.settings.load, self.load.throughput(started, ended),
-                         self.load.throughput(started, ended, settled_only=True, reaction=reaction)[0], reaction)
+                         self.load.throughput(started, ended, settled_only=True, reaction=ends)[0], reaction)
 
     def _sample(self, topic: str, at: float) -> Sample:
         moving = any(move.topic == topic for move in self.admin.list_reassignments())

@@ -59,7 +59,7 @@ class MoveResult:
     client_offered_quiet: int
     client_peak_throughput: float   # bytes/s the consumer received during the move's peak phases
     client_quiet_throughput: float  # ... and during its quiet phases
-    client_late_peak_throughput: float  # ... in the settled parts of the peaks, once the sidecars have seen them
+    client_late_peak_throughput: float  # ... in the last window of each peak (or later, after the reaction)
     link_in_peaks: float | None     # bytes/s the source sent on its link during the throttled peak phases
     clients_on_link_late_in_peaks: float | None  # ... less the replication, in their settled parts: the clients'
                                                  # traffic as the sidecar sees it once its window has the peak
