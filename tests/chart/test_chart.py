@@ -151,6 +151,7 @@ class RenderedSidecar:
         self.container, = containers_named([statefulset], "quota-sidecar")
         volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
         self.mounts = {}  # mountPath in the container -> the directory that stands for it here
+        files = {}
         for mount in self.container["volumeMounts"]:
             volume = volumes.get(mount["name"])
             if volume is None:  # the volume claim template: the broker's data volume
@@ -158,10 +159,15 @@ class RenderedSidecar:
                 continue
             directory = work / mount["name"]
             directory.mkdir()
-            named = (secrets or {}).get(volume.get("secret", {}).get("secretName"))
-            for file_name, content in (named or volume_files(self.documents, volume)).items():
-                (directory / file_name).write_text(content)
             self.mounts[mount["mountPath"]] = str(directory)
+            if "secret" in volume or "configMap" in volume:
+                named = (secrets or {}).get(volume.get("secret", {}).get("secretName"))
+                files[mount["mountPath"]] = named or volume_files(self.documents, volume)
+        for mount_path, contents in files.items():  # the properties name files at their mount paths: ours here
+            for file_name, content in contents.items():
+                for path in files:
+                    content = content.replace(path + "/", self.mounts[path] + "/")
+                Path(self.mounts[mount_path], file_name).write_text(content)
         env = container_env(self.container, {"metadata.labels['apps.kubernetes.io/pod-index']": "1"})
         self.env = {name: mounted(value, self.mounts) for name, value in env.items()}  # HOME=/tmp: the emptyDir
         self.command = [mounted(expand(item, self.env), self.mounts)
