@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean test-chart image test-docker \
-        soak-tests test-harness test-security chart-acls
+        soak-tests test-harness test-security test-zookeeper chart-acls
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -44,7 +44,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
 # `make conformance` runs them through evaluate on Spark Connect, `make test-harness` the lab's own tests.
 test: setup imports
-	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker -m "not harness and not security"
+	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker -m "not harness and not security and not zookeeper"
 
 test-harness: setup
 	$(BIN)/pytest -m harness tests/integration
@@ -52,6 +52,9 @@ test-harness: setup
 # Under Kafka's authorizer over SASL_SSL and mutual TLS: each of the agent's ACLs taken away in turn, and the TLS
 # failures (a wrong CA, a host name mismatch, an expired client certificate). ~3 min; make test runs the
 # least-privilege test with every ACL granted.
+test-zookeeper: setup
+	$(BIN)/pytest -m zookeeper tests/integration
+
 test-security: setup
 	$(BIN)/pytest -m security tests/integration
 

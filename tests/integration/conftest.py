@@ -134,6 +134,15 @@ def unique_name(request) -> str:
     return f"{test_name}-{uuid.uuid4().hex[:8]}"
 
 
+def pytest_collection_modifyitems(items):
+    """A test run on a ZooKeeper-mode generation gets the `zookeeper` mark, as the modules of ZooKeeper's own have:
+    `make test-zookeeper` runs them, `make test` leaves them out (its time)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "zookeeper-" in callspec.id:
+            item.add_marker(pytest.mark.zookeeper)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield

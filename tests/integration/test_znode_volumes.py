@@ -21,7 +21,7 @@ from quota_sidecar.configuration import config as cfg
 from quota_sidecar.observe.znode_volumes import VOLUMES_PATH
 from quota_sidecar.wiring import build_sidecar
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.zookeeper]
 P = cfg.PREFIX
 VALIDITY_SECONDS = 15
 

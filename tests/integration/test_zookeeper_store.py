@@ -13,7 +13,7 @@ from quota_sidecar.act.zookeeper_store import ZooKeeperStore
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.observe.zookeeper_session import ZooKeeperSession
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.zookeeper]
 
 
 @pytest.fixture(scope="module")
