@@ -49,12 +49,14 @@ test: setup imports
 test-harness: setup
 	$(BIN)/pytest -m harness tests/integration
 
-# Under Kafka's authorizer over SASL_SSL and mutual TLS: each of the agent's ACLs taken away in turn, and the TLS
-# failures (a wrong CA, a host name mismatch, an expired client certificate). ~3 min; make test runs the
-# least-privilege test with every ACL granted.
+# The version matrix's ZooKeeper-mode generations (Kafka 3.9 and 3.2 with a real ZooKeeper), ~9 min; CI runs it
+# after make test.
 test-zookeeper: setup
 	$(BIN)/pytest -m zookeeper tests/integration
 
+# Under Kafka's authorizer over SASL_SSL and mutual TLS: each of the agent's ACLs taken away in turn, and the TLS
+# failures (a wrong CA, a host name mismatch, an expired client certificate). ~3 min; make test runs the
+# least-privilege test with every ACL granted.
 test-security: setup
 	$(BIN)/pytest -m security tests/integration
 

@@ -111,7 +111,8 @@ def test_replication_follows_the_sidecar_throttle_and_moves_faster_than_the_stat
         clients = min(clients, adaptive.clients_on_link_late_in_peaks)  # held back by the CPU, not by the link
     equal_headroom = lab.static_rate_for(clients)
     assert late <= PEAK_SLACK * equal_headroom, \
-        f"as the peaks ended the source's throttle was {late} B/s against equal headroom at {equal_headroom} B/s\n{figures}"
+        f"as the peaks ended the source's throttle was {late} B/s against equal headroom at {equal_headroom} B/s\n" \
+        f"{figures}"
     assert quiet_level is None or late <= PEAK_BELOW_QUIET * quiet_level, \
         f"the throttle did not back off in the peaks: {late} B/s there, {quiet_level} B/s between them\n{figures}"
     assert adaptive.client_late_peak_throughput >= CLIENT_SHARE * static.client_late_peak_throughput or link_had_room, \
