@@ -8,6 +8,7 @@ import pytest
 
 from quota_sidecar.common import deadline
 from quota_sidecar.common.errors import AdminError, PassTimeout, RetryableAdminError
+from quota_sidecar.decide.pipeline import Pipeline
 from quota_sidecar.observe.admin import ClusterAdmin
 
 TOLERANCE = 2.0  # seconds a busy machine may add to a deadline (thread wake-ups, closing the client)
@@ -112,3 +113,20 @@ def test_the_poll_deadline_of_a_configuration(keys, seconds):
     config = cfg.from_properties({cfg.PREFIX + key: value for key, value in {
         "kafka.admin.bootstrap.servers": "h:1", "storage.check.interval": "PT0S", **keys}.items()})
     assert config.poll_timeout.total_seconds() == seconds
+
+
+@pytest.mark.parametrize("left, waits", [
+    (None, 10.0),  # outside a pass: the question's own limit
+    (9.5, 6.5),    # early in a pass: all but the writes' share of the deadline (3 s of 10)
+    (4.0, 1.0),    # late: the writes keep their 3 s, not 30 % of what is left (1.2 s)
+    (2.0, 0.0),    # later still: no question, the writes have what is left
+])
+def test_a_question_to_the_aggregator_leaves_the_pass_a_fixed_share_of_its_deadline_for_its_writes(left, waits):
+    pipeline = Pipeline({"bootstrap_servers": ["127.0.0.1:9"]}, lambda: "cluster", 1, timeout=10.0)
+    if left is None:
+        assert pipeline._budget() == waits
+        return
+    clock = Clock()
+    with deadline.within(10, "the replication pass", clock):
+        clock.now += 10 - left
+        assert pipeline._budget() == pytest.approx(waits)
