@@ -112,18 +112,21 @@ test-chart: setup $(HELM)
 	@if command -v go >/dev/null && [ "$(KUBE)" != 0 ]; then tests/chart/kube/build.sh build/tools/kube; fi
 	HELM=$(abspath $(HELM)) $(BIN)/pytest tests/chart
 
-# The images of deploy/Containerfile (quota-sidecar, quota-sidecar-thin, quota-sidecar-kafka) with the Docker
-# engine of DOCKER_HOST, or one of the project's own (deploy/docker-engine.sh: no bridge, no iptables rules),
-# on a debootstrap base when no registry answers. ~5 min on 2 shared cores, ~2.5 GB in build/docker.
+# The images of deploy/Containerfile (quota-sidecar: the agent; quota-sidecar-spark: the aggregator;
+# quota-sidecar-kafka) with the Docker engine of DOCKER_HOST, or one of the project's own (deploy/docker-engine.sh:
+# no bridge, no iptables rules), on a debootstrap base when no registry answers. As root it installs Debian's
+# docker.io and debootstrap first when missing (deploy/install-tools.sh). ~5 min on 2 shared cores, ~2.5 GB in
+# build/docker.
 image: setup
 	PYTHON=$(abspath $(BIN)/python) deploy/build-images.sh
 
-# The images against real Kafka: run locked down (tests/docker/test_images.py), and pytest-docker's compose
-# end to end, flood -> throttle -> lift (tests/docker/test_compose.py), and the chart's example pod: the broker's
-# start script and the sidecar beside it, as rendered by helm (tests/docker/test_example_pod.py). As root it
-# brings up the project's own engine (no bridge, no iptables rules, ip_forward untouched), builds the images if
-# missing and stops the engine after, then checks that the host's FORWARD chain and bridges are as they were.
-# ~4 min with the images built (~5 min more without). Elsewhere the tests skip and say why.
+# The images against real Kafka: the agent decided for by the aggregator, both locked down
+# (tests/docker/test_images.py), pytest-docker's compose end to end (broker, agent, aggregator): flood -> throttle
+# -> lift (tests/docker/test_compose.py), and the chart's example pod: the broker's start script and the agent
+# beside it, as rendered by helm (tests/docker/test_example_pod.py). As root it installs Debian's docker.io and
+# docker-compose when missing, brings up the project's own engine (no bridge, no iptables rules, ip_forward
+# untouched), builds the images if missing and stops the engine after, then checks that the host's FORWARD chain
+# and bridges are as they were. Without an engine it fails in one line (skips would prove nothing).
 test-docker: setup $(HELM)
 	PYTHON=$(abspath $(BIN)/python) deploy/test-docker.sh
 

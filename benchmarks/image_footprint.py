@@ -1,14 +1,14 @@
-"""Each image's size and the sidecar's resident memory in it, against a one-broker local cluster.
+"""Each image's size and the resident memory of what it runs, against a one-broker local cluster: the agent
+(quota-sidecar) decided for by the aggregator (quota-sidecar-spark).
 
     DOCKER_HOST=unix://$PWD/build/docker/docker.sock .venv/bin/python benchmarks/image_footprint.py [SECONDS]
 
-Needs `make image` and a Docker engine (deploy/docker-engine.sh start). Each sidecar runs as the chart runs it
-(tests/harness/containers.py: uid 10001, read-only root, /tmp a tmpfs), polls every 2 s against a limit every
-volume violates (the throttle engaged: every part of the pass works), and its RSS (every process in the
-container, VmRSS summed) is sampled every 2 s for SECONDS (60) after its first successful pass; the
-figures are the median and the peak. Both decide through one `quota-sidecar aggregate` run here, outside the
-images (harness.aggregator: no image runs it yet), its pipeline the same cluster (the agents' default); its
-memory is benchmarks/memory.py's. Prints a Markdown table for docs/benchmarks.md.
+Needs `make image` and a Docker engine (deploy/docker-engine.sh start). Both run as the chart runs them
+(tests/harness/containers.py: uid 10001, read-only root, /tmp a tmpfs); the agent polls every 2 s against a limit
+every volume violates (the throttle engaged: every part of the pass works), its pipeline the same cluster (the
+agents' default), where the aggregator decides. Their RSS (every process in the container, VmRSS summed) is sampled
+every 2 s for SECONDS (60) after the agent's first successful pass; the figures are the median and the peak.
+Prints a Markdown table for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from harness import containers  # noqa: E402
-from harness.aggregator import Aggregator  # noqa: E402
 from harness.local_cluster import LocalKafkaCluster  # noqa: E402
 from harness.ports import free_loopback_ports  # noqa: E402
 from harness.waiting import eventually  # noqa: E402
@@ -54,51 +53,55 @@ def ready(port: int) -> bool:
         return False
 
 
-def sample(container: containers.Container, seconds: float) -> list[int]:
-    samples, end = [], time.monotonic() + seconds
-    while time.monotonic() < end:
-        samples.append(container.rss_bytes())
-        time.sleep(2)
-    return samples
-
-
 def size(image: str) -> int:
     return int(containers.docker("image", "inspect", "-f", "{{.Size}}", image).strip())
+
+
+def aggregator(cluster: LocalKafkaCluster, work: Path) -> containers.Container:
+    config = work / "config-aggregator"
+    config.mkdir()
+    (config / "aggregator.properties").write_text(
+        f"{PREFIX}kafka.admin.bootstrap.servers={cluster.bootstrap_servers}\n"
+        f"{PREFIX}aggregator.checkpoint.location=/tmp/checkpoint\n")
+    containers.readable(config)
+    return containers.run(containers.SPARK, "aggregate", "--config", "/etc/quota-sidecar/aggregator.properties",
+                          mounts={str(config): ("/etc/quota-sidecar", True)})
 
 
 def main(seconds: float = 60.0) -> None:
     reason = containers.why_not()
     if reason:
         sys.exit(f"image_footprint: {reason}")
-    rows = []
-    with tempfile.TemporaryDirectory() as work, LocalKafkaCluster(brokers=1) as cluster, \
-            Aggregator(cluster.bootstrap_servers, Path(work) / "aggregator") as aggregator:
-        aggregator.warm_up()
-        started = []
+    started = []
+    with tempfile.TemporaryDirectory() as work, LocalKafkaCluster(brokers=1) as cluster:
         try:
+            deciding = aggregator(cluster, Path(work))
+            started.append(deciding)
+            eventually(lambda: "deciding for the agents of" in deciding.logs(), timeout=300,
+                       what="the aggregator deciding", every=2)
             port, = free_loopback_ports(1)
-            full = sidecar(containers.FULL, cluster, Path(work), port)
-            started.append(full)
-            eventually(lambda: ready(port), timeout=300, what="the full sidecar ready", every=2)
-            rows.append((containers.FULL, "the agent (`quota-sidecar run`)", sample(full, seconds)))
-            full.remove()
-
-            port, = free_loopback_ports(1)
-            thin = sidecar(containers.THIN, cluster, Path(work), port)
-            started.append(thin)
-            eventually(lambda: ready(port), timeout=300, what="the thin sidecar ready", every=2)
-            rows.append((containers.THIN, "the agent (`quota-sidecar run`)", sample(thin, seconds)))
+            agent = sidecar(containers.AGENT, cluster, Path(work), port)
+            started.append(agent)
+            eventually(lambda: ready(port), timeout=300, what="the agent ready", every=2)
+            samples = {container.name: [] for container in started}
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for container in started:
+                    samples[container.name].append(container.rss_bytes())
+                time.sleep(2)
+            rows = [(containers.SPARK, "the aggregator (`quota-sidecar aggregate`), deciding for one agent",
+                     samples[deciding.name]),
+                    (containers.AGENT, "the agent (`quota-sidecar run`)", samples[agent.name])]
         finally:
             for container in started:
                 container.remove()
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     print("| image | size | what runs | RSS median | RSS peak |\n|---|---|---|---|---|")
-    for image, what, samples in rows:
-        name = image.split(" ")[0]
-        print(f"| `{image}` | {size(name) / MiB:.0f} MiB | {what} | {statistics.median(samples) / MiB:.0f} MiB "
-              f"| {max(samples) / MiB:.0f} MiB |")
+    for image, what, taken in rows:
+        print(f"| `{image}` | {size(image) / MiB:.0f} MiB | {what} | {statistics.median(taken) / MiB:.0f} MiB "
+              f"| {max(taken) / MiB:.0f} MiB |")
     print(f"| `{containers.KAFKA}` | {size(containers.KAFKA) / MiB:.0f} MiB | Kafka's broker jars and a JRE | | |")
-    print(f"\nload average (1, 5, 15 min) after: {load}; {len(rows[0][2])} samples per sidecar over {seconds:.0f} s")
+    print(f"\nload average (1, 5, 15 min) after: {load}; {len(rows[0][2])} samples each over {seconds:.0f} s")
 
 
 if __name__ == "__main__":

@@ -173,13 +173,21 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
 
 
 def _connector_jars() -> list[str]:
-    """The jars of Spark's Kafka connector that `make setup` resolved (build/spark-kafka.classpath)."""
+    """The jars of Spark's Kafka connector that `make setup` resolved (build/spark-kafka.classpath); none where
+    they are on Spark's own classpath already (the quota-sidecar-spark image puts them in pyspark's jars)."""
     listed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "spark-kafka.classpath")
     try:
         with open(listed, encoding="utf-8") as file:
             return [jar for jar in file.read().strip().split(":") if jar]
     except OSError:
+        if _on_sparks_classpath("spark-sql-kafka-0-10_"):
+            return []
         fail(f"no jars of Spark's Kafka connector: set {configuration.PREFIX}aggregator.kafka.jars, or run "
              f"`make setup` in the checkout ({listed})")
 
 
+def _on_sparks_classpath(prefix: str) -> bool:
+    import pyspark
+
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    return os.path.isdir(jars) and any(name.startswith(prefix) for name in os.listdir(jars))

@@ -170,7 +170,8 @@ KEYS: tuple[Key, ...] = (
     Key("aggregator.checkpoint.location", location, "", "the aggregator's Spark checkpoint (offsets read): a restart "
         "resumes after the last micro-batch it decided; put it on a volume", "<temp dir>/quota-sidecar-aggregator"),
     Key("aggregator.kafka.jars", path_list, (), "the jars of Spark's Kafka connector the aggregator loads (never "
-        "downloaded at run time)", "those of build/spark-kafka.classpath (make setup)"),
+        "downloaded at run time)", "those of build/spark-kafka.classpath (make setup); none in the "
+        "quota-sidecar-spark image, which has them on Spark's classpath"),
     Key("http.host", host, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
     Key("http.port", port, 8080, "its port (0 picks a free one, logged)"),
     Key("api.token", token, "", "bearer token for override changes; empty refuses changes"),

@@ -68,11 +68,49 @@ def test_the_example_runs_one_locked_down_sidecar_per_broker_pod(helm):
     assert data["readOnly"] is True and data["mountPath"] == "/var/lib/kafka"
     assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz?max_age=120"
-    assert sidecar["image"] == "quota-sidecar-thin:0.1.0"  # Spark Connect: no JVM in the sidecar
-    properties = next(d for d in documents if d["metadata"]["name"] == "qs-quota-sidecar-config")
-    assert "client.quota.callback.static.spark.url=sc://qs-quota-sidecar-spark-connect:15002" in (
-        properties["data"]["sidecar.properties"])
+    assert sidecar["image"] == "quota-sidecar:0.1.0"  # the agent: no JVM
+    assert sidecar["resources"]["limits"]["memory"] == "192Mi"
     assert {d["kind"] for d in documents} >= {"PodMonitor", "ServiceMonitor", "PrometheusRule", "Deployment"}
+
+
+def test_one_aggregator_decides_for_the_release_from_its_own_locked_down_workload(helm):
+    documents = render(helm, COMBINATIONS["example"])
+
+    aggregator = next(d for d in documents if d["kind"] == "Deployment")
+    assert aggregator["spec"]["replicas"] == 1 and aggregator["spec"]["strategy"] == {"type": "Recreate"}
+    container, = aggregator["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "quota-sidecar-spark:0.1.0"
+    assert container["args"] == ["aggregate", "--config", "/etc/quota-sidecar/aggregator.properties"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    checkpoint = next(v for v in aggregator["spec"]["template"]["spec"]["volumes"] if v["name"] == "checkpoint")
+    claim = next(d for d in documents if d["kind"] == "PersistentVolumeClaim")
+    assert checkpoint["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    data = next(d for d in documents if d["metadata"]["name"] == "qs-quota-sidecar-config")["data"]
+    # The agents reach the pipeline through their own broker; the aggregator through the example's Service.
+    assert "pipeline.bootstrap.servers" not in data["sidecar.properties"]
+    aggregator_properties = data["aggregator.properties"].splitlines()
+    assert "client.quota.callback.static.pipeline.bootstrap.servers=qs-quota-sidecar-kafka:9092" in aggregator_properties
+    assert ("client.quota.callback.static.aggregator.checkpoint.location=/var/lib/quota-sidecar-aggregator/checkpoint"
+            in aggregator_properties)
+    assert not any("storage.local.log.dirs" in line for line in aggregator_properties)
+
+
+@pytest.mark.parametrize("settings, pipeline", [
+    (COMBINATIONS["defaults"], "kafka:9092"),  # Bitnami's Service of a release named kafka
+    (COMBINATIONS["aggregator-elsewhere"], "my-kafka-0.my-kafka:9092"),
+    (COMBINATIONS["separate-pipeline"], "kafka-ops:9092"),  # the agents' own pipeline cluster
+])
+def test_the_aggregator_reaches_the_pipeline_the_agents_publish_to(helm, settings, pipeline):
+    data = next(d for d in render(helm, settings) if d["kind"] == "ConfigMap")["data"]
+
+    assert f"client.quota.callback.static.pipeline.bootstrap.servers={pipeline}" in data["aggregator.properties"]
+
+
+def test_without_the_aggregator_the_chart_renders_none(helm):
+    documents = render(helm, COMBINATIONS["example-no-aggregator"])
+
+    assert not [d for d in documents if d["kind"] in ("Deployment", "PersistentVolumeClaim")]
+    assert "aggregator.properties" not in next(d for d in documents if d["kind"] == "ConfigMap")["data"]
 
 
 def test_the_native_sidecar_is_an_init_container_that_restarts(helm):
@@ -139,19 +177,22 @@ def mounted(path: str, mounts: dict[str, str]) -> str:
     return mounts[mount] + path[len(mount):]
 
 
-class RenderedSidecar:
-    """The sidecar container of the example StatefulSet, run as the kubelet would: its command, args and env, its
-    ConfigMap and Secrets as files at their mount paths (under a temp dir: no root filesystem of ours is touched;
-    a Secret the chart only names comes from `secrets`), the broker's data dir at the data volume's mount path, pod
-    ordinal 1 in the pod-index label."""
+class RenderedContainer:
+    """A container of the example as rendered (by default the agent of the StatefulSet; the aggregator is the
+    Deployment's), run as the kubelet would: its command, args and env, its ConfigMap and Secrets as files at their
+    mount paths (under a temp dir: no root filesystem of ours is touched; a Secret the chart only names comes from
+    `secrets`), the broker's data dir at the data volume's mount path, pod ordinal 1 in the pod-index label."""
 
-    def __init__(self, helm, work: Path, settings: list[str], secrets: dict[str, dict[str, str]] | None = None):
+    def __init__(self, helm, work: Path, settings: list[str], secrets: dict[str, dict[str, str]] | None = None,
+                 kind: str = "StatefulSet", name: str = "quota-sidecar"):
         self.documents = render(helm, ["example.enabled=true", *settings])
-        statefulset = next(d for d in self.documents if d["kind"] == "StatefulSet")
-        self.container, = containers_named([statefulset], "quota-sidecar")
-        volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+        workload = next(d for d in self.documents if d["kind"] == kind)
+        self.container, = containers_named([workload], name)
+        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+        work = work / name
+        work.mkdir()
         self.mounts = {}  # mountPath in the container -> the directory that stands for it here
-        files = {}
+        files, named_paths = {}, []
         for mount in self.container["volumeMounts"]:
             volume = volumes.get(mount["name"])
             if volume is None:  # the volume claim template: the broker's data volume
@@ -163,9 +204,11 @@ class RenderedSidecar:
             if "secret" in volume or "configMap" in volume:
                 named = (secrets or {}).get(volume.get("secret", {}).get("secretName"))
                 files[mount["mountPath"]] = named or volume_files(self.documents, volume)
-        for mount_path, contents in files.items():  # the properties name files at their mount paths: ours here
+            if "emptyDir" not in volume:  # /tmp holds the lab's own paths (the broker's log dirs): kept as they are
+                named_paths.append(mount["mountPath"])
+        for mount_path, contents in files.items():  # the properties name paths under the mounts: ours here
             for file_name, content in contents.items():
-                for path in files:
+                for path in named_paths:
                     content = content.replace(path + "/", self.mounts[path] + "/")
                 Path(self.mounts[mount_path], file_name).write_text(content)
         env = container_env(self.container, {"metadata.labels['apps.kubernetes.io/pod-index']": "1"})
@@ -173,10 +216,10 @@ class RenderedSidecar:
         self.command = [mounted(expand(item, self.env), self.mounts)
                         for item in self.container["command"] + self.container["args"]]
         assert self.command[0] == "quota-sidecar"
-        self.log_path = work / "sidecar.log"
+        self.log_path = work / f"{name}.log"
         self.process = None
 
-    def __enter__(self) -> RenderedSidecar:
+    def __enter__(self) -> RenderedContainer:
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen([str(EXECUTABLE), *self.command[1:]], stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -194,7 +237,7 @@ class RenderedSidecar:
     def get(self, url: str, context: ssl.SSLContext | None = None) -> int:
         """The status of a GET; 0 while nothing listens. Not retried once the process has exited."""
         if self.process.poll() is not None:
-            raise RuntimeError(f"the sidecar exited:\n{self.log()[-3000:]}")
+            raise RuntimeError(f"{self.container['name']} exited:\n{self.log()[-3000:]}")
         try:
             with urllib.request.urlopen(url, timeout=5, context=context) as response:
                 return response.status
@@ -236,22 +279,27 @@ def status(url: str, context: ssl.SSLContext | None = None) -> dict:
         return json.load(response)
 
 
-def test_the_rendered_sidecar_container_runs_against_a_real_cluster(helm, tmp_path):
-    """The agent's pipeline is the watched cluster (its default), where an aggregator decides."""
-    with LocalKafkaCluster(brokers=1) as cluster, Aggregator(cluster.bootstrap_servers, tmp_path / "aggregator"):
+def test_the_rendered_agent_and_aggregator_run_against_a_real_cluster(helm, tmp_path):
+    """The agent's pipeline is the watched cluster (its default), where the rendered aggregator decides."""
+    with LocalKafkaCluster(brokers=1) as cluster:
         log_dir = Path(cluster.log_dirs(1)[0])
         port, = free_loopback_ports(1)
-        with RenderedSidecar(helm, tmp_path, [
-                "secrets.api\\.token=s3cret", f"config.kafka\\.admin\\.bootstrap\\.servers={cluster.bootstrap_servers}",
-                "config.http\\.host=127.0.0.1", f"config.http\\.port={port}", *violated_limit(log_dir)]) as sidecar:
+        settings = ["secrets.api\\.token=s3cret", f"config.kafka\\.admin\\.bootstrap\\.servers={cluster.bootstrap_servers}",
+                    f"aggregator.bootstrapServers={cluster.bootstrap_servers}", "config.http\\.host=127.0.0.1",
+                    f"config.http\\.port={port}", *violated_limit(log_dir)]
+        with RenderedContainer(helm, tmp_path, settings, kind="Deployment", name="aggregator") as aggregator, \
+                RenderedContainer(helm, tmp_path, settings) as sidecar:
             base = f"http://127.0.0.1:{port}"
             sidecar.wait_ready(base)
             seen = status(base)
             assert seen["throttle"]["factor"] == 0.0  # the limit is violated: producers throttled
+            assert seen["sidecar"]["decided_by"]["aggregator"], aggregator.log()[-3000:]  # decided there
             assert seen["sidecar"]["broker_id"] == 1  # the pod's ordinal, through $(POD_INDEX)
             assert seen["local_watch"]["watched"] == [str(log_dir)]  # the data volume, read-only
             assert sidecar.set_override(base, "s3cret") == 200  # the token came from the Secret
-            assert "s3cret" not in sidecar.log()
+            assert "s3cret" not in sidecar.log() and "s3cret" not in aggregator.log()
+            checkpoint = Path(aggregator.mounts["/var/lib/quota-sidecar-aggregator"], "checkpoint")
+            assert (checkpoint / "offsets").is_dir()  # on the checkpoint's volume
 
 
 def test_the_rendered_sidecar_runs_with_mutual_tls_under_the_authorizer_with_the_notes_acls(helm, tmp_path):
@@ -277,7 +325,7 @@ def test_the_rendered_sidecar_runs_with_mutual_tls_under_the_authorizer_with_the
             f"config.kafka\\.admin\\.bootstrap\\.servers={cluster.secure_bootstrap_servers('SSL')}",
             "config.kafka\\.admin\\.security\\.protocol=SSL", "config.sidecar\\.principal=User:quota-sidecar",
             "config.http\\.host=127.0.0.1", f"config.http\\.port={https_port}", *violated_limit(log_dir)]
-        with RenderedSidecar(helm, tmp_path, settings, secrets={"kafka-client-tls": kafka_tls,
+        with RenderedContainer(helm, tmp_path, settings, secrets={"kafka-client-tls": kafka_tls,
                                                                 "sidecar-endpoint-tls": http_tls}) as sidecar:
             printed = subprocess.run([str(EXECUTABLE), "acls", "--principal", "User:quota-sidecar", "--json",
                                       *sidecar.command[2:]], capture_output=True, text=True, check=True)

@@ -120,7 +120,7 @@ def control_plane(tmp_path_factory, helm):
                              *(f"--config={stage}" for stage in stages)])
         for index in range(FAKE_NODES):
             plane.kubectl("apply", "-f", "-", input=json.dumps(fake_node(f"kwok-node-{index}")))
-        plane.kubectl("apply", "-f", "-", input=json.dumps(local_volumes(12)))
+        plane.kubectl("apply", "-f", "-", input=json.dumps(local_volumes(32)))
         yield plane
     except BaseException:
         print(plane.log_tails())
@@ -138,7 +138,8 @@ def fake_node(name: str) -> dict:
 
 
 def local_volumes(count: int) -> dict:
-    """PersistentVolumes for the example's volume claims (no provisioner here), of storage class `manual`."""
+    """PersistentVolumes for the example's volume claims and the aggregator's checkpoint (no provisioner here), of
+    storage class `manual`: one a claim, and every install keeps its own."""
     return {"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"data-{index}"},
          "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "manual",
@@ -148,7 +149,7 @@ def local_volumes(count: int) -> dict:
 @pytest.mark.parametrize("name", COMBINATIONS)
 def test_every_combination_installs_and_reaches_running(control_plane, helm, name):
     namespace = f"qs-{name}"[:63]
-    settings = COMBINATIONS[name] + ["example.storageClassName=manual"]
+    settings = COMBINATIONS[name] + ["example.storageClassName=manual", "aggregator.checkpoint.storageClassName=manual"]
     arguments = [item for setting in settings for item in ("--set", setting)]
     installed = subprocess.run([*helm, "install", "qs", str(CHART), f"--kubeconfig={control_plane.kubeconfig}",
                                 "--namespace", namespace, "--create-namespace", "--wait", "--timeout", "5m",

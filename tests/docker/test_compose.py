@@ -1,5 +1,6 @@
-"""pytest-docker end to end (make test-docker): compose.yaml starts a broker container and a sidecar container
-beside it, sharing its network namespace and reading its data volume read-only, as in a pod. Kafka's own
+"""pytest-docker end to end (make test-docker): compose.yaml starts a broker container, the agent's container
+beside it, sharing its network namespace and reading its data volume read-only, as in a pod, and the aggregator's,
+which decides for the agent through the broker's own pipeline topics. Kafka's own
 producer benchmark floods the broker from this host until the volume reaches the limit: the sidecar throttles
 producers; the topic is deleted: it lifts the throttle. `quota-sidecar status` runs inside the sidecar's container.
 """
@@ -41,10 +42,15 @@ def compose_environment(tmp_path_factory):
                   "storage.per.volume.limit.min.available.bytes": LIMIT,
                   "storage.local.log.dirs": "/var/lib/kafka/data", "broker.id": 1}
     (sidecar_config / "sidecar.properties").write_text("".join(f"{PREFIX}{k}={v}\n" for k, v in properties.items()))
+    aggregator_config = tmp_path_factory.mktemp("aggregator-config")
+    (aggregator_config / "aggregator.properties").write_text(
+        f"{PREFIX}kafka.admin.bootstrap.servers=127.0.0.1:{kafka_port}\n"
+        f"{PREFIX}aggregator.checkpoint.location=/var/lib/quota-sidecar-aggregator/checkpoint\n")
     environment = {"QS_VERSION": containers.VERSION, "QS_KAFKA_PORT": str(kafka_port),
                    "QS_CONTROLLER_PORT": str(controller_port), "QS_CLUSTER_ID": _random_cluster_id(),
                    "QS_KAFKA_CONFIG": str(containers.readable(kafka_config)),
-                   "QS_SIDECAR_CONFIG": str(containers.readable(sidecar_config))}
+                   "QS_SIDECAR_CONFIG": str(containers.readable(sidecar_config)),
+                   "QS_AGGREGATOR_CONFIG": str(containers.readable(aggregator_config))}
     os.environ.update(environment)  # compose.yaml's ${...}, read by docker-compose, which pytest-docker runs
     os.environ.update({k: v for k, v in containers.docker_environment().items() if k == "DOCKER_HOST"})
     yield {"kafka": f"127.0.0.1:{kafka_port}", "http": f"http://127.0.0.1:{http_port}"}
@@ -91,9 +97,10 @@ def test_a_flood_is_throttled_and_the_throttle_lifts(docker_services, compose_en
         first = eventually(lambda: status()["throttle"]["source"] == "computed" and status(), timeout=300,
                            what="the sidecar's first successful pass", every=3)
     except AssertionError as error:
-        logs = docker_services._docker_compose.execute("logs --tail 20 sidecar").decode(errors="replace")
+        logs = docker_services._docker_compose.execute("logs --tail 20 sidecar aggregator").decode(errors="replace")
         raise AssertionError(f"{error}\n{logs}") from None
     assert first["throttle"]["factor"] == 1.0 and first["sidecar"]["broker_id"] == 1
+    assert first["sidecar"]["decided_by"]["aggregator"], first["sidecar"]["decided_by"]  # the aggregator's container
     assert first["local_watch"]["watched"] == ["/var/lib/kafka/data"]
 
     flood = producer_performance(compose_environment["kafka"], "flood", records=200_000, record_size=1000,

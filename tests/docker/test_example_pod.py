@@ -3,7 +3,8 @@ order: a pause container holding the pod's network namespace, the init container
 (kafka-format formats the data volume; a native sidecar starts and passes its startup probe), then the
 containers: the broker runs the example's start script (its ConfigMap) in the quota-sidecar-kafka image, the
 sidecar runs beside it. Each with the command, args, env, mounts and locked-down security context the chart
-renders. kwok runs no containers (make test-chart); this runs them (make test-docker).
+renders. The aggregator's Deployment runs beside them, in the same network namespace, the example's Service name
+resolving to the broker there. kwok runs no containers (make test-chart); this runs them (make test-docker).
 
 One replica: the pod's network namespace has only loopback, where its DNS names (the voter's and the advertised
 listener's) resolve to 127.0.0.1 through /etc/hosts, as the cluster's DNS resolves them to the pod's address.
@@ -33,7 +34,7 @@ PROBE = ("import sys, urllib.request, urllib.error\n"
 
 @pytest.fixture(scope="module")
 def helm(tmp_path_factory) -> list[str]:
-    reason = containers.why_not((containers.FULL, containers.KAFKA))
+    reason = containers.why_not()
     if reason:
         pytest.skip(reason)
     return helm_or_skip(tmp_path_factory.mktemp("helm-home"))
@@ -48,6 +49,7 @@ class Pod:
         self.spec = self.statefulset["spec"]["template"]["spec"]
         self.name = f"{self.statefulset['metadata']['name']}-0"
         self.address = f"{self.name}.{self.statefulset['spec']['serviceName']}.{NAMESPACE}.svc"
+        self.service = self.statefulset["spec"]["serviceName"]  # how the aggregator reaches the brokers
         self.fields = {"metadata.labels['apps.kubernetes.io/pod-index']": "0", "metadata.name": self.name,
                        "metadata.namespace": NAMESPACE}
         self.work = work
@@ -58,7 +60,7 @@ class Pod:
 
     def start(self) -> None:
         pause = containers.run(containers.KAFKA, "infinity", entrypoint="sleep", network="none",
-                               hosts={self.address: "127.0.0.1"})
+                               hosts={self.address: "127.0.0.1", self.service: "127.0.0.1"})
         self.running["pause"] = pause
         for container in self.spec.get("initContainers", []):
             started = self.run(container, network=f"container:{pause.name}")
@@ -69,19 +71,27 @@ class Pod:
                 assert exit_code == "0", f"init container {container['name']} failed:\n{started.logs()[-3000:]}"
         for container in self.spec["containers"]:
             self.run(container, network=f"container:{pause.name}")
+        aggregator = next(d for d in self.documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+        self.run(aggregator["containers"][0], network=f"container:{pause.name}", spec=aggregator)
 
-    def run(self, container: dict, network: str) -> containers.Container:
-        """`docker run` of a rendered container: ConfigMaps and Secrets as directories of files, the volume claim
-        as `data`, its emptyDir on /tmp as containers.run's tmpfs, its env, its command with $(VAR) expanded."""
+    def run(self, container: dict, network: str, spec: dict | None = None) -> containers.Container:
+        """`docker run` of a rendered container of `spec` (the StatefulSet's by default): ConfigMaps and Secrets as
+        directories of files, the volume claim as `data` (a claim of the spec's own, as a directory of its own),
+        its emptyDir on /tmp as containers.run's tmpfs, its env, its command with $(VAR) expanded."""
         security = container["securityContext"]
         assert (security["runAsUser"], security["runAsGroup"]) == (10001, 10001)  # what containers.run runs as
         assert security["readOnlyRootFilesystem"] and security["capabilities"] == {"drop": ["ALL"]}
-        volumes = {volume["name"]: volume for volume in self.spec["volumes"]}
+        volumes = {volume["name"]: volume for volume in (spec or self.spec)["volumes"]}
         mounts = {}
         for mount in container["volumeMounts"]:
             volume = volumes.get(mount["name"])
             if volume is None:
                 mounts[str(self.data)] = (mount["mountPath"], mount.get("readOnly", False))
+            elif "persistentVolumeClaim" in volume:  # writable by the container's uid, as fsGroup makes it
+                claim = self.work / volume["persistentVolumeClaim"]["claimName"]
+                claim.mkdir()
+                claim.chmod(0o777)
+                mounts[str(claim)] = (mount["mountPath"], False)
             elif "emptyDir" in volume:
                 assert mount["mountPath"] == "/tmp", mount
             else:
@@ -137,5 +147,6 @@ def test_the_examples_broker_starts_from_its_script_and_its_sidecar_throttles_it
         assert status["sidecar"]["broker_id"] == 0  # the pod's ordinal
         assert status["local_watch"]["watched"] == ["/var/lib/kafka/data"]  # the broker's volume, read-only
         assert status["throttle"]["factor"] == 0.0  # the limit is violated: the pod's broker is throttled
+        assert status["sidecar"]["decided_by"]["aggregator"], pod.running["aggregator"].logs()[-3000:]
     finally:
         pod.remove()

@@ -1,12 +1,12 @@
 """The images of `make image` against a real local Kafka cluster, run as the chart runs them (uid 10001,
-read-only root filesystem, /tmp a tmpfs, the broker's data dir read-only): the full image with its embedded
-Spark, and the thin one through a Spark Connect server run from the full image. make test-docker.
+read-only root filesystem, /tmp a tmpfs, the broker's data dir read-only): the agent (quota-sidecar: no JVM, no
+pyspark) decided for by the aggregator (quota-sidecar-spark: its Spark and Kafka connector inside, nothing loaded
+at run time). make test-docker.
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +21,7 @@ from quota_sidecar.configuration.properties import PREFIX
 
 pytestmark = pytest.mark.docker
 EVERY_BYTE = 10 ** 18  # a limit every volume violates: the throttle engages at the first pass
+CONFIG = "/etc/quota-sidecar"
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +42,37 @@ def started():
         container.remove()
 
 
+@pytest.fixture(scope="module")
+def aggregator(cluster, tmp_path_factory):
+    """The aggregator image deciding for the cluster's agents, its pipeline the cluster itself."""
+    config = write_properties(tmp_path_factory.mktemp("aggregator"), "aggregator.properties", {
+        "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
+        "aggregator.checkpoint.location": "/tmp/checkpoint"})
+    container = containers.run(containers.SPARK, "aggregate", "--config", f"{CONFIG}/aggregator.properties",
+                               mounts={str(config): (CONFIG, True)})
+
+    def deciding():
+        if not container.running():
+            raise RuntimeError(f"the aggregator's container stopped:\n{container.logs()[-3000:]}")
+        return "deciding for the agents of" in container.logs()
+    try:
+        eventually(deciding, timeout=300, what="the aggregator deciding", every=2)
+        yield container
+    finally:
+        container.remove()
+
+
+def write_properties(directory: Path, name: str, properties: dict) -> Path:
+    (directory / name).write_text("".join(f"{PREFIX}{k}={v}\n" for k, v in properties.items()))
+    return containers.readable(directory)
+
+
 def sidecar_config(directory: Path, cluster: LocalKafkaCluster, port: int, **extra) -> Path:
     directory.mkdir()
-    properties = {"kafka.admin.bootstrap.servers": cluster.bootstrap_servers, "http.host": "127.0.0.1",
-                  "http.port": port, "storage.check.interval": "PT2S", "broker.id": 1,
-                  "storage.per.volume.limit.min.available.bytes": EVERY_BYTE,
-                  "storage.local.log.dirs": cluster.log_dirs(1)[0], **extra}
-    (directory / "sidecar.properties").write_text("".join(f"{PREFIX}{k}={v}\n" for k, v in properties.items()))
-    return containers.readable(directory)
+    return write_properties(directory, "sidecar.properties", {
+        "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, "http.host": "127.0.0.1", "http.port": port,
+        "storage.check.interval": "PT2S", "broker.id": 1, "storage.per.volume.limit.min.available.bytes": EVERY_BYTE,
+        "storage.local.log.dirs": cluster.log_dirs(1)[0], **extra})
 
 
 def get(url: str) -> tuple[int, dict | None]:
@@ -75,28 +99,32 @@ def wait_ready(container: containers.Container, port: int) -> dict:
 
 def run_sidecar(image: str, config_dir: Path, cluster: LocalKafkaCluster) -> containers.Container:
     log_dir = cluster.log_dirs(1)[0]
-    return containers.run(image, "run", "--config", "/etc/quota-sidecar/sidecar.properties",
-                          mounts={str(config_dir): ("/etc/quota-sidecar", True), log_dir: (log_dir, True)})
+    return containers.run(image, "run", "--config", f"{CONFIG}/sidecar.properties",
+                          mounts={str(config_dir): (CONFIG, True), log_dir: (log_dir, True)})
 
 
-def test_the_full_image_throttles_as_non_root_on_a_read_only_root(cluster, started, tmp_path):
+def test_the_agent_image_throttles_as_the_aggregator_image_decides_both_locked_down(cluster, aggregator, started,
+                                                                                   tmp_path):
     port, = free_loopback_ports(1)
-    sidecar = run_sidecar(containers.FULL, sidecar_config(tmp_path / "config", cluster, port), cluster)
-    started.append(sidecar)
+    agent = run_sidecar(containers.AGENT, sidecar_config(tmp_path / "config", cluster, port), cluster)
+    started.append(agent)
 
-    status = wait_ready(sidecar, port)
+    status = wait_ready(agent, port)
 
-    assert status["throttle"]["factor"] == 0.0 and status["sidecar"]["decided_by"] == {"spark": "embedded"}
+    assert status["throttle"]["factor"] == 0.0
+    assert status["sidecar"]["decided_by"]["aggregator"], status["sidecar"]["decided_by"]  # a decision came
     assert status["local_watch"]["watched"] == [cluster.log_dirs(1)[0]]
-    assert sidecar.inspect("{{.Config.User}} {{.HostConfig.ReadonlyRootfs}}") == "10001:10001 true"
-    assert sidecar.exec("id", "-u").strip() == "10001"
-    assert "Read-only file system" in docker_exec_error(sidecar, "touch", "/opt/quota-sidecar/x")
+    for container in (agent, aggregator):
+        assert container.inspect("{{.Config.User}} {{.HostConfig.ReadonlyRootfs}}") == "10001:10001 true"
+        assert container.exec("id", "-u").strip() == "10001"
+        assert "Read-only file system" in docker_exec_error(container, "touch", "/opt/quota-sidecar/x")
 
 
-def listens(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(1)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+def test_the_agent_image_has_no_jvm_and_no_spark(cluster):
+    listing = containers.docker("run", "--rm", "--entrypoint", "sh", containers.AGENT, "-c",
+                                "ls /usr/bin /opt/quota-sidecar/bin; python3 -c 'import pyspark' 2>&1 || true")
+    assert "java" not in listing
+    assert "No module named 'pyspark'" in listing
 
 
 def docker_exec_error(container: containers.Container, *command: str) -> str:
@@ -105,20 +133,3 @@ def docker_exec_error(container: containers.Container, *command: str) -> str:
     except RuntimeError as error:
         return str(error)
     return ""
-
-
-def test_the_thin_image_decides_on_a_shared_spark_connect_server(cluster, started, tmp_path):
-    spark_port, port = free_loopback_ports(2)
-    server = containers.run(containers.FULL, str(spark_port), entrypoint="spark-connect-server")
-    started.append(server)
-    eventually(lambda: listens(spark_port) or not server.running(), timeout=180, what="Spark Connect listening", every=1)
-    assert server.running(), server.logs()[-3000:]
-    sidecar = run_sidecar(containers.THIN, sidecar_config(tmp_path / "config", cluster, port,
-                                                          **{"spark.url": f"sc://127.0.0.1:{spark_port}"}), cluster)
-    started.append(sidecar)
-
-    status = wait_ready(sidecar, port)
-
-    assert status["throttle"]["factor"] == 0.0 and status["sidecar"]["decided_by"] == {"spark": f"sc://127.0.0.1:{spark_port}"}
-    assert "java" not in sidecar.exec("sh", "-c", "ls /usr/bin /opt/quota-sidecar/bin")  # no JVM in it
-    assert sidecar.inspect("{{.HostConfig.ReadonlyRootfs}}") == "true" and server.running()

@@ -16,7 +16,7 @@ import quota_sidecar
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = quota_sidecar.__version__
-FULL, THIN, KAFKA = (f"{name}:{VERSION}" for name in ("quota-sidecar", "quota-sidecar-thin", "quota-sidecar-kafka"))
+AGENT, SPARK, KAFKA = (f"{name}:{VERSION}" for name in ("quota-sidecar", "quota-sidecar-spark", "quota-sidecar-kafka"))
 PROJECT_ENGINE = ROOT / "build" / "docker" / "docker.sock"
 
 
@@ -28,7 +28,7 @@ def docker_environment() -> dict[str, str]:
     return env
 
 
-def why_not(images: tuple[str, ...] = (FULL, THIN, KAFKA)) -> str | None:
+def why_not(images: tuple[str, ...] = (AGENT, SPARK, KAFKA)) -> str | None:
     """None when a Docker engine answers and has the images; else the one-line reason to skip."""
     if shutil.which("docker") is None:
         return "no docker CLI (Debian: apt-get install docker.io)"

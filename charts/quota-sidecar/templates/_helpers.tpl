@@ -35,11 +35,7 @@ matchLabels:
 {{- end -}}
 
 {{- define "quota-sidecar.image" -}}
-{{- if .Values.sparkConnect.enabled -}}
-{{ .Values.sparkConnect.thinImage.repository }}:{{ .Values.sparkConnect.thinImage.tag | default .Chart.AppVersion }}
-{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
-{{- end -}}
 {{- end -}}
 
 {{- define "quota-sidecar.httpPort" -}}
@@ -58,15 +54,18 @@ matchLabels:
 {{- define "quota-sidecar.kafkaTlsDir" -}}/etc/quota-sidecar-kafka-tls{{- end -}}
 {{- define "quota-sidecar.httpTlsDir" -}}/etc/quota-sidecar-http-tls{{- end -}}
 
-{{/* The sidecar's properties: config, plus the log dirs of the data volume and the shared Spark's URL. */}}
+{{/*
+The properties of a process of the chart, from config: the agent's (with the log dirs of the data volume and the
+endpoint's TLS files) or, given (dict "root" . "aggregator" true), the aggregator's (the pipeline as it reaches
+it, its checkpoint on its volume). Both get the TLS files to the brokers.
+*/}}
 {{- define "quota-sidecar.properties" -}}
-{{- $props := deepCopy .Values.config -}}
-{{- if and .Values.dataVolume.logDirs (not (hasKey $props "storage.local.log.dirs")) -}}
-{{- $_ := set $props "storage.local.log.dirs" .Values.dataVolume.logDirs -}}
-{{- end -}}
-{{- with .Values.kafkaTls -}}
+{{- $root := .root | default . -}}
+{{- $aggregator := .aggregator | default false -}}
+{{- $props := deepCopy $root.Values.config -}}
+{{- with $root.Values.kafkaTls -}}
 {{- if .secretName -}}
-{{- $dir := include "quota-sidecar.kafkaTlsDir" $ -}}
+{{- $dir := include "quota-sidecar.kafkaTlsDir" $root -}}
 {{- $_ := set $props "kafka.admin.ssl.cafile" (printf "%s/%s" $dir .caKey) -}}
 {{- if .certificateKey -}}
 {{- $_ := set $props "kafka.admin.ssl.certfile" (printf "%s/%s" $dir .certificateKey) -}}
@@ -74,20 +73,43 @@ matchLabels:
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- if .Values.httpTls.secretName -}}
-{{- $dir := include "quota-sidecar.httpTlsDir" . -}}
+{{- if $aggregator -}}
+{{- if not (index $props "pipeline.bootstrap.servers") -}}
+{{- $_ := set $props "pipeline.bootstrap.servers" (include "quota-sidecar.aggregatorBootstrap" $root) -}}
+{{- end -}}
+{{- $_ := set $props "aggregator.checkpoint.location" (printf "%s/checkpoint" (include "quota-sidecar.aggregatorDataDir" $root)) -}}
+{{- else -}}
+{{- if and $root.Values.dataVolume.logDirs (not (hasKey $props "storage.local.log.dirs")) -}}
+{{- $_ := set $props "storage.local.log.dirs" $root.Values.dataVolume.logDirs -}}
+{{- end -}}
+{{- if $root.Values.httpTls.secretName -}}
+{{- $dir := include "quota-sidecar.httpTlsDir" $root -}}
 {{- $_ := set $props "http.tls.cert.file" (printf "%s/tls.crt" $dir) -}}
 {{- $_ := set $props "http.tls.key.file" (printf "%s/tls.key" $dir) -}}
-{{- $_ := set $props "http.plain.port" (toString .Values.httpTls.plainPort) -}}
+{{- $_ := set $props "http.plain.port" (toString $root.Values.httpTls.plainPort) -}}
 {{- end -}}
-{{- if .Values.sparkConnect.enabled -}}
-{{- $_ := set $props "spark.url" (printf "sc://%s-spark-connect:%d" (include "quota-sidecar.fullname" .) (int .Values.sparkConnect.port)) -}}
 {{- end -}}
-# Rendered by the quota-sidecar chart from .Values.config (and dataVolume, kafkaTls, httpTls, sparkConnect).
+# Rendered by the quota-sidecar chart from .Values.config (and {{ if $aggregator }}aggregator, kafkaTls{{ else }}dataVolume, kafkaTls, httpTls{{ end }}).
 {{- range $key, $value := $props }}
 client.quota.callback.static.{{ $key }}={{ $value }}
 {{- end }}
 {{- end -}}
+
+{{/*
+How the aggregator reaches the pipeline on the watched cluster: aggregator.bootstrapServers; else the example's
+Service; else Bitnami's Service of a release named kafka (brokerPodSelector's default is Bitnami's too).
+*/}}
+{{- define "quota-sidecar.aggregatorBootstrap" -}}
+{{- if .Values.aggregator.bootstrapServers -}}
+{{ .Values.aggregator.bootstrapServers }}
+{{- else if .Values.example.enabled -}}
+{{ include "quota-sidecar.fullname" . }}-kafka:9092
+{{- else -}}
+kafka:9092
+{{- end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.aggregatorDataDir" -}}/var/lib/quota-sidecar-aggregator{{- end -}}
 
 {{- define "quota-sidecar.secretProperties" -}}
 {{- range $key, $value := .Values.secrets }}
@@ -127,11 +149,9 @@ env:
       fieldRef:
         fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
   {{- end }}
-  # Everything the sidecar and its Spark write goes to /tmp (an emptyDir): the root filesystem is read-only.
+  # Everything the agent writes goes to /tmp (an emptyDir): the root filesystem is read-only.
   - name: HOME
     value: /tmp
-  - name: SPARK_LOCAL_IP
-    value: 127.0.0.1
 ports:
   - name: sidecar-http
     containerPort: {{ include "quota-sidecar.httpPort" . }}
@@ -141,11 +161,11 @@ ports:
     containerPort: {{ .Values.httpTls.plainPort }}
     protocol: TCP
   {{- end }}
-# The HTTP endpoint answers once Spark has started and warmed up (a minute or more on a busy node).
+# The HTTP endpoint answers once the agent has read its configuration and the broker's log dirs exist.
 startupProbe:
   httpGet: {path: /healthz, port: {{ include "quota-sidecar.metricsPortName" . }}}
-  periodSeconds: 10
-  failureThreshold: 30
+  periodSeconds: 5
+  failureThreshold: 60
 {{- if .Values.probes.liveness }}
 livenessProbe:
   httpGet: {path: /healthz, port: {{ include "quota-sidecar.metricsPortName" . }}}
@@ -162,7 +182,7 @@ readinessProbe:
   timeoutSeconds: 5
 {{- end }}
 resources:
-  {{- toYaml (ternary .Values.thinResources .Values.resources .Values.sparkConnect.enabled) | nindent 2 }}
+  {{- toYaml .Values.resources | nindent 2 }}
 securityContext:
   runAsNonRoot: true
   runAsUser: 10001
