@@ -16,8 +16,10 @@ from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 
+from datetime import date, datetime, timedelta, timezone
+
 from quota_sidecar.common.pipeline_messages import VERSION
-from spark_jobs import move_progress, replication_rates, volume_violations
+from spark_jobs import history, move_progress, replication_rates, volume_violations
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 
 _PARSED = f"from_json(CAST(value AS STRING), '{OBSERVATION_SCHEMA.simpleString()}') AS o"
@@ -127,6 +129,38 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
               .load())
     return (source.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
             .trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
+
+
+# The history is written by a query of its own, every HISTORY_TRIGGER, not in the decisions' micro-batches: a
+# Parquet write there would hold up the next decision (a micro-batch ends when its writes do), and a micro-batch
+# every second would leave thousands of tiny files a day in each partition. Each query keeps its own offsets.
+HISTORY_TRIGGER = "5 minutes"
+
+
+def record_history(batch: DataFrame, location: str, retention: timedelta, expired: dict) -> None:
+    """One micro-batch of Kafka rows appended to the history at ``location``; the days older than ``retention``
+    deleted once a day (``expired`` remembers the last day it was done)."""
+    history.append(history.transform(_parsed(batch)), location)
+    today = datetime.now(timezone.utc).date()
+    if expired.get("day") != today:
+        history.expire(batch.sparkSession, location, retention, today)
+        expired["day"] = today
+
+
+def start_history(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, checkpoint: str,
+                  location: str, retention: timedelta, starting_offsets: dict[int, int]):
+    """The history's streaming query (``history.location``): the same observations as ``start`` reads, appended
+    to the history every HISTORY_TRIGGER, with its checkpoint at ``checkpoint``."""
+    options = {f"kafka.{name}": value for name, value in kafka_options.items()}
+    expired: dict[str, date] = {}
+    source = (spark.readStream.format("kafka").options(**options)
+              .option("subscribe", observations_topic)
+              .option("startingOffsets", json.dumps({observations_topic: {
+                  str(partition): offset for partition, offset in starting_offsets.items()}}))
+              .option("failOnDataLoss", "false").load())
+    return (source.writeStream.foreachBatch(lambda batch, _id: record_history(batch, location, retention, expired))
+            .option("checkpointLocation", checkpoint).trigger(processingTime=HISTORY_TRIGGER)
+            .queryName("quota-sidecar-history").start())
 
 
 def _grouped(df: DataFrame, kind: str, decided: str) -> DataFrame:

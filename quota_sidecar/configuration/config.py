@@ -116,6 +116,7 @@ class CapacityConfig:
     It watches no cluster, so it needs no bootstrap servers."""
     storage_limit: StorageLimit | None
     history: HistoryConfig = HistoryConfig()
+    spark_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ def load_capacity(paths: Sequence[str], overrides: list[str] | tuple[str, ...] =
     admin_keys = {key for key in ours if key.startswith(ADMIN_PREFIX)}
     values = _parse_known(ours, admin_keys | set(_per_broker_capacities(ours).keys_seen))
     return CapacityConfig(_storage_limit(values, required=False),
-                          HistoryConfig(values["history.location"], values["history.retention"]))
+                          HistoryConfig(values["history.location"], values["history.retention"]), values["spark.url"])
 
 
 def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> SidecarConfig:
