@@ -33,12 +33,19 @@ class Sawtooth:
     cycle: timedelta
     start: datetime = START
     phase: timedelta = timedelta(0)
+    jitter: float = 0.0  # each cycle's write rate off by up to this share, at random: its peak off the line
 
     def used_at(self, at: datetime) -> float:
         days = (at - self.start + self.phase) / timedelta(days=1)
         cycle_days = self.cycle / timedelta(days=1)
         cycles, into = divmod(days, cycle_days)
-        return self.base_bytes + self.growth_bytes_per_day * cycle_days * cycles + self.write_bytes_per_day * into
+        return (self.base_bytes + self.growth_bytes_per_day * cycle_days * cycles
+                + self._write_rate(int(cycles)) * into)
+
+    def _write_rate(self, cycle: int) -> float:
+        if not self.jitter:
+            return self.write_bytes_per_day
+        return self.write_bytes_per_day * (1 + self.jitter * random.Random(cycle * 7919 + 17).uniform(-1, 1))
 
     def first_reaching(self, used_bytes: float) -> datetime:
         """The first moment from ``start`` at which the used bytes reach ``used_bytes``: in the first cycle whose
@@ -47,7 +54,7 @@ class Sawtooth:
         origin = self.start - self.phase
         for k in range(int(36500 / cycle_days) + 1):
             climb_days = max(0.0, (used_bytes - self.base_bytes - self.growth_bytes_per_day * cycle_days * k)
-                             / self.write_bytes_per_day)
+                             / self._write_rate(k))
             at = origin + timedelta(days=k * cycle_days + climb_days)
             if climb_days < cycle_days and origin + timedelta(days=(k + 1) * cycle_days) > self.start:
                 return max(at, self.start)
@@ -77,7 +84,7 @@ def rows(volumes: list[tuple[str, int, str, Sawtooth]], days: float, interval: t
 
 
 def fleet(count: int, growth_bytes_per_day: float, cycle: timedelta, total_bytes: int = 1000 * GIB,
-          clusters: int = 2) -> list[tuple[str, int, str, Sawtooth]]:
+          clusters: int = 2, jitter: float = 0.0) -> list[tuple[str, int, str, Sawtooth]]:
     """``count`` volumes over ``clusters`` clusters: every third one only cycles (no net growth), the others grow
     by ``growth_bytes_per_day`` times 1, 2, …; each with a phase of its own."""
     volumes = []
@@ -86,7 +93,7 @@ def fleet(count: int, growth_bytes_per_day: float, cycle: timedelta, total_bytes
         write = max(4 * growth, 0.04 * total_bytes / (cycle / timedelta(days=1)))
         tooth = Sawtooth(total_bytes, base_bytes=0.3 * total_bytes + 0.05 * total_bytes * (index % 4),
                          write_bytes_per_day=write, growth_bytes_per_day=growth, cycle=cycle,
-                         phase=cycle * ((index * 0.37) % 1))
+                         phase=cycle * ((index * 0.37) % 1), jitter=jitter)
         volumes.append((f"cluster-{chr(ord('a') + index % clusters)}", 1 + index // clusters, "/var/lib/kafka/data",
                         tooth))
     return volumes
@@ -123,9 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cycle", default="P7D", help="the retention cycle, ISO-8601")
     parser.add_argument("--total", default="1000GiB")
     parser.add_argument("--noise", type=float, default=0.5, help="burstiness: share of an interval's writes")
+    parser.add_argument("--jitter", type=float, default=0.0, help="each cycle's write rate off by up to this share")
     args = parser.parse_args(argv)
     volumes = fleet(args.volumes, _size(args.growth_per_day), isodate.parse_duration(args.cycle),
-                    int(_size(args.total)), args.clusters)
+                    int(_size(args.total)), args.clusters, args.jitter)
     history = rows(volumes, args.days, isodate.parse_duration(args.interval), args.noise)
     write_parquet(history, args.out)
     print(f"{len(history)} rows of {len(volumes)} volumes over {args.days:g} days to {args.out}")

@@ -34,7 +34,8 @@ def build(spark: SparkSession, path: str, since: timedelta | None, limit: Storag
         cluster_rows = [row.asDict() for row in forecast.by_cluster(judged).collect()]
         as_of = {row["cluster"]: row["as_of_seconds"] for row in cluster_rows}
         volumes = sorted((_volume(row, as_of[row["cluster"]]) for row in volume_rows), key=_by_days_left)
-        risky = [v for v in volumes if v["days_to_limit"] is not None and v["days_to_limit"] <= at_risk / timedelta(days=1)]
+        horizon_days = at_risk / timedelta(days=1)
+        risky = [v for v in volumes if v["days_to_limit"] is not None and v["days_to_limit"] <= horizon_days]
         series = _series(spark, rows, risky)
         judged.unpersist()
     finally:
@@ -146,4 +147,4 @@ def _whole(value: float | None) -> int | None:
 
 
 def _gib(value: float) -> str:
-    return f"{value / (1 << 30):,.1f} GiB"
+    return f"{value / (1 << 30):,.1f} GiB".replace("-0.0 ", "0.0 ")  # a shrinking volume's -0.0 is 0.0

@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 
 GIB = float(1 << 30)
 _STYLE = """
-body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1250px; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.7em; text-align: right; white-space: nowrap; }
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1150px; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.5em; text-align: right; white-space: nowrap; }
 th:nth-child(-n+2), td:nth-child(-n+2) { text-align: left; }
 tr.risk td { background: #fff1f0; }
 .totals { color: #444; }
@@ -55,16 +55,16 @@ def _totals(cluster: dict) -> str:
 
 def _table(volumes: list[dict], charts: list[dict]) -> str:
     risky = {(c["volume"]["broker"], c["volume"]["log_dir"]) for c in charts}
-    head = ("broker", "log dir", "available", "of", "growth/day", "band/day", "limit at", "days left", "full at",
+    head = ("broker", "log dir", "available", "growth/day", "±2σ", "limit at (UTC)", "days left", "full at (UTC)",
             "method", "cycles")
     rows = []
     for v in volumes:
         band = v["growth_band_bytes_per_day"]
-        cells = (str(v["broker"]), _e(v["log_dir"]), _gib(v["available_bytes"]), _gib(v["total_bytes"]),
+        cells = (str(v["broker"]), _e(v["log_dir"]), f"{_gib(v['available_bytes'])} of {_gib(v['total_bytes'])}",
                  _gib(v["growth_bytes_per_day"]),
                  f"{_gib(band[0])} … {_gib(band[1])}" if band[0] is not None else "-",
-                 v["limit_at"] or "not filling",
-                 f"{v['days_to_limit']:.1f}" if v["days_to_limit"] is not None else "-", v["full_at"] or "-",
+                 _minute(v["limit_at"]) or "not filling",
+                 f"{v['days_to_limit']:.1f}" if v["days_to_limit"] is not None else "-", _minute(v["full_at"]) or "-",
                  v["method"], str(v["cycles"]))
         css = " class=\"risk\"" if (v["broker"], v["log_dir"]) in risky else ""
         rows.append(f"<tr{css}>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
@@ -129,6 +129,11 @@ def _available(fit: dict, growth_per_day: float, seconds: float) -> float:
 
 def _time(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, timezone.utc)
+
+
+def _minute(iso: str | None) -> str | None:
+    """"2027-01-04T15:30:30Z" → "2027-01-04 15:30": to the minute is enough for people."""
+    return None if iso is None else iso[:16].replace("T", " ")
 
 
 def _gib(value: float | None) -> str:
