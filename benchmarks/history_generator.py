@@ -65,8 +65,8 @@ def rows(volumes: list[tuple[str, int, str, Sawtooth]], days: float, interval: t
          noise_ratio: float = 0.0, seed: int = 17) -> list[dict]:
     """History rows (spark_jobs.history.COLUMNS and ``day``) of each (cluster, broker, log dir, sawtooth), every
     ``interval`` for ``days``; ``noise_ratio`` of the written bytes of an interval added or taken at random (writes
-    come in bursts), with ``noise_ratio`` <= 1 never below the last value within a cycle (used bytes fall only when retention
-    deletes)."""
+    come in bursts), with ``noise_ratio`` <= 1 never below the last value within a cycle (used bytes fall only
+    when retention deletes)."""
     chance = random.Random(seed)
     out = []
     steps = int(timedelta(days=days) / interval)

@@ -12,6 +12,7 @@ fill window), and a restarted query resumes after the last micro-batch it wrote.
 from __future__ import annotations
 
 import json
+import logging
 from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
@@ -22,6 +23,7 @@ from quota_sidecar.common.pipeline_messages import VERSION
 from spark_jobs import history, move_progress, replication_rates, volume_violations
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 
+_log = logging.getLogger(__name__)
 _PARSED = f"from_json(CAST(value AS STRING), '{OBSERVATION_SCHEMA.simpleString()}') AS o"
 # Null fields too: an agent reads every column of a rule's rows by name.
 _JSON = "to_json(struct(*), map('ignoreNullFields', 'false'))"
@@ -143,8 +145,13 @@ def record_history(batch: DataFrame, location: str, retention: timedelta, expire
     history.append(history.transform(_parsed(batch)), location)
     today = datetime.now(timezone.utc).date()
     if expired.get("day") != today:
-        history.expire(batch.sparkSession, location, retention, today)
-        expired["day"] = today
+        expired["day"] = today  # tried once a day: a failure is said, and the appends go on
+        try:
+            for folder in history.expire(batch.sparkSession, location, retention, today):
+                _log.info("history: deleted %s, older than %s", folder, retention)
+        except Exception as error:  # a history it cannot list or delete from; the next day tries again
+            _log.warning("history: cannot delete the days older than %s at %s: %s", retention, location,
+                         str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
 
 
 def start_history(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, checkpoint: str,

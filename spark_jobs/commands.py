@@ -1,8 +1,9 @@
 """The commands that need Spark (pip install 'quota-sidecar[spark]'): `aggregate`, the fleet's aggregator;
 `evaluate`, recorded observations replayed through the rules in batch; `plan`, a reassignment's time and
-throttle; `report`, the capacity report of the aggregator's history. quota_sidecar/cli.py names them and loads this module only when one is called: the agent never
-imports pyspark. Spark's modules are imported inside each command, after `needs_spark` has said in one line
-what to install when pyspark is missing (so `quota-sidecar --help` lists them without it).
+throttle; `report`, the capacity report of the aggregator's history. quota_sidecar/cli.py names them and
+loads this module only when one is called: the agent never imports pyspark. Spark's modules are imported inside
+each command, after `needs_spark` has said in one line what to install when pyspark is missing (so
+`quota-sidecar --help` lists them without it).
 """
 
 from __future__ import annotations

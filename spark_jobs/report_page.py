@@ -50,7 +50,8 @@ def _totals(cluster: dict) -> str:
                 f"headroom {cluster['headroom_days']:.1f} days" if first else "no volume is filling")
     return (f"<p class=\"totals\">{cluster['volumes']} volumes ({cluster['filling']} filling), "
             f"{_gib(cluster['available_bytes'])} available of {_gib(cluster['total_bytes'])}, net growth "
-            f"{_gib(cluster['growth_bytes_per_day'])}/day; {headroom} (newest observation {cluster['observed_at']}).</p>")
+            f"{_gib(cluster['growth_bytes_per_day'])}/day; {headroom} "
+            f"(newest observation {cluster['observed_at']}).</p>")
 
 
 def _table(volumes: list[dict], charts: list[dict]) -> str:
