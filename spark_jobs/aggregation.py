@@ -134,7 +134,8 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
 
 
 # The history is written by a query of its own, every HISTORY_TRIGGER, not in the decisions' micro-batches: a
-# Parquet write there would hold up the next decision (a micro-batch ends when its writes do), and a micro-batch
+# Parquet write there (1-2 s on 2 busy cores) would hold up the next decision (a micro-batch ends when its writes
+# do; with local[1] the history's one task still takes the core from a decision once in 5 minutes), and a micro-batch
 # every second would leave thousands of tiny files a day in each partition. Each query keeps its own offsets.
 HISTORY_TRIGGER = "5 minutes"
 

@@ -10,7 +10,8 @@ take back: the rise of the sawtooth's peaks from one retention cycle to the next
   (0.1 %: a default 1 GiB segment of a 1 TiB disk); the drops cut the history into **cycles**.
 - **peaks**: with at least ``min_cycles`` complete cycles (each ended by a drop: the last cycle's maximum is not
   a peak yet), the least-squares line through each cycle's peak (its maximum used bytes, at its time). The disk
-  reaches the limit at the top of a tooth, where this line crosses it.
+  reaches the limit at the top of a tooth: the first tooth whose top is past the line's crossing, up to a cycle ×
+  (1 − growth / writes) later than the date given, which errs early by that much at most.
 - **linear**: with fewer cycles, the least-squares line through every observation (a history shorter than a few
   retention cycles: the slope includes the fill phase, so the dates come early). **none**: fewer than two times.
 - The band: the slope ± ``sigmas`` standard errors (from the residuals about the line). A volume is **filling**

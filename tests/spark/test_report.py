@@ -24,7 +24,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
-from spark_jobs import history, report
+from spark_jobs import history, report, report_page
 from quota_sidecar.common.vocabulary import StorageLimit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -168,3 +168,20 @@ def test_bad_input_is_one_line_before_spark_starts(arguments, line):
     done = subprocess.run([QUOTA_SIDECAR, "report", *arguments], capture_output=True, text=True, timeout=60)
 
     assert (done.returncode, done.stderr.strip()) == (2, line)
+
+
+def test_a_folder_without_parquet_is_one_line(spark, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a history")
+
+    with pytest.raises(history.HistoryError) as error:
+        history.read(spark, str(tmp_path))
+
+    assert str(error.value).startswith(f"{tmp_path}: cannot be read as Parquet: ")
+    assert "\n" not in str(error.value)
+
+
+def test_a_history_older_than_since_makes_an_empty_report(spark, small_history):
+    built = report.build(spark, small_history, timedelta(days=1), None, NOW)
+
+    assert (built["clusters"], built["volumes"], built["charts"]) == ([], [], [])
+    assert "No volume in the history." in report_page.html_page(built)
