@@ -6,7 +6,7 @@ CONFORMANCE ?= ../shared/conformance
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
-.PHONY: setup venv kafka test unit spark integration imports conformance demo bench clean test-chart image test-docker \
+.PHONY: setup venv kafka browser test unit spark integration imports conformance demo bench clean test-chart image test-docker \
         soak-tests test-harness test-security test-zookeeper chart-acls
 
 setup: venv kafka
@@ -43,7 +43,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
 # `make conformance` runs them through evaluate on Spark Connect, `make test-harness` the lab's own tests.
-test: setup imports
+test: setup imports browser
 	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker -m "not harness and not security and not zookeeper"
 
 test-harness: setup
@@ -60,12 +60,17 @@ test-zookeeper: setup
 test-security: setup
 	$(BIN)/pytest -m security tests/integration
 
+# Headless Chromium for the capacity report's test (tests/spark/test_report.py): Debian's package, as root.
+browser:
+	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
+
 # Seconds, no JVM: pure decisions, configuration, the loop, status, metrics and HTTP without a cluster.
 unit: venv imports
 	$(BIN)/pytest tests/unit
 
-# The Spark rules in one embedded session, and the same through a local Spark Connect server.
-spark: venv
+# The Spark rules in one embedded session, and the same through a local Spark Connect server; the capacity
+# report's page opened in headless Chromium.
+spark: venv browser
 	$(BIN)/pytest tests/spark
 
 # Real Kafka clusters (and, as root, brokers in network namespaces), real sidecar processes.

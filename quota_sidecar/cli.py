@@ -1,5 +1,5 @@
 """The `quota-sidecar` command: the agent's (run, status, throttle, keys, acls), and by name those that need
-Spark (aggregate, evaluate, plan: spark_jobs/commands.py), loaded only when called so that the agent never
+Spark (aggregate, evaluate, plan, report: spark_jobs/commands.py), loaded only when called so that the agent never
 imports pyspark."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def config_options(command):
 
 # Installed with pip install 'quota-sidecar[spark]'; a module of spark_jobs, never imported by the agent.
 SPARK_COMMANDS = {"aggregate": "spark_jobs.commands:aggregate", "evaluate": "spark_jobs.commands:evaluate",
-                  "plan": "spark_jobs.commands:plan"}
+                  "plan": "spark_jobs.commands:plan", "report": "spark_jobs.commands:report"}
 
 
 class Commands(click.Group):

@@ -12,14 +12,17 @@ fill window), and a restarted query resumes after the last micro-batch it wrote.
 from __future__ import annotations
 
 import json
+import logging
+from datetime import date, datetime, timedelta, timezone
 from functools import reduce
 
 from pyspark.sql import DataFrame, SparkSession
 
 from quota_sidecar.common.pipeline_messages import VERSION
-from spark_jobs import move_progress, replication_rates, volume_violations
+from spark_jobs import history, move_progress, replication_rates, volume_violations
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 
+_log = logging.getLogger(__name__)
 _PARSED = f"from_json(CAST(value AS STRING), '{OBSERVATION_SCHEMA.simpleString()}') AS o"
 # Null fields too: an agent reads every column of a rule's rows by name.
 _JSON = "to_json(struct(*), map('ignoreNullFields', 'false'))"
@@ -127,6 +130,44 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
               .load())
     return (source.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
             .trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
+
+
+# The history is written by a query of its own, every HISTORY_TRIGGER, not in the decisions' micro-batches: a
+# Parquet write there (1-2 s on 2 busy cores) would hold up the next decision (a micro-batch ends when its writes
+# do; with local[1] the history's one task still takes the core from a decision once in 5 minutes), and a micro-batch
+# every second would leave thousands of tiny files a day in each partition. Each query keeps its own offsets.
+HISTORY_TRIGGER = "5 minutes"
+
+
+def record_history(batch: DataFrame, location: str, retention: timedelta, expired: dict) -> None:
+    """One micro-batch of Kafka rows appended to the history at ``location``; the days older than ``retention``
+    deleted once a day (``expired`` remembers the last day it was done)."""
+    history.append(history.transform(_parsed(batch)), location)
+    today = datetime.now(timezone.utc).date()
+    if expired.get("day") != today:
+        expired["day"] = today  # tried once a day: a failure is said, and the appends go on
+        try:
+            for folder in history.expire(batch.sparkSession, location, retention, today):
+                _log.info("history: deleted %s, older than %s", folder, retention)
+        except Exception as error:  # a history it cannot list or delete from; the next day tries again
+            _log.warning("history: cannot delete the days older than %s at %s: %s", retention, location,
+                         str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+
+
+def start_history(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, checkpoint: str,
+                  location: str, retention: timedelta, starting_offsets: dict[int, int]):
+    """The history's streaming query (``history.location``): the same observations as ``start`` reads, appended
+    to the history every HISTORY_TRIGGER, with its checkpoint at ``checkpoint``."""
+    options = {f"kafka.{name}": value for name, value in kafka_options.items()}
+    expired: dict[str, date] = {}
+    source = (spark.readStream.format("kafka").options(**options)
+              .option("subscribe", observations_topic)
+              .option("startingOffsets", json.dumps({observations_topic: {
+                  str(partition): offset for partition, offset in starting_offsets.items()}}))
+              .option("failOnDataLoss", "false").load())
+    return (source.writeStream.foreachBatch(lambda batch, _id: record_history(batch, location, retention, expired))
+            .option("checkpointLocation", checkpoint).trigger(processingTime=HISTORY_TRIGGER)
+            .queryName("quota-sidecar-history").start())
 
 
 def _grouped(df: DataFrame, kind: str, decided: str) -> DataFrame:

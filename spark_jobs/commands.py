@@ -1,8 +1,9 @@
 """The commands that need Spark (pip install 'quota-sidecar[spark]'): `aggregate`, the fleet's aggregator;
 `evaluate`, recorded observations replayed through the rules in batch; `plan`, a reassignment's time and
-throttle. quota_sidecar/cli.py names them and loads this module only when one is called: the agent never
-imports pyspark. Spark's modules are imported inside each command, after `needs_spark` has said in one line
-what to install when pyspark is missing (so `quota-sidecar --help` lists them without it).
+throttle; `report`, the capacity report of the aggregator's history. quota_sidecar/cli.py names them and
+loads this module only when one is called: the agent never imports pyspark. Spark's modules are imported inside
+each command, after `needs_spark` has said in one line what to install when pyspark is missing (so
+`quota-sidecar --help` lists them without it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 
 import click
+import isodate
 
 from quota_sidecar.cli import UNREACHABLE, config_options, fail, load_config
 from quota_sidecar.common.errors import AdminError, SparkUnavailable
@@ -19,6 +21,7 @@ from quota_sidecar.configuration import config as configuration
 from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 
 RESTART_AFTER = 5.0  # s: between a failed micro-batch and the query's new start
+REPORT_PAGE = "capacity-report.html"
 
 
 def needs_spark(command: str) -> None:
@@ -122,6 +125,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     Ctrl-C: one Spark Structured Streaming query."""
     import socket
     import tempfile
+    import time
 
     needs_spark("aggregate")
     from quota_sidecar.decide.pipeline import end_offsets, ensure_topics
@@ -148,10 +152,22 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
                                      checkpoint, f"{socket.gethostname()}/{os.getpid()}", starting)
 
         query = started()
+        recording = None
+        if config.history.enabled:
+            def recording_started():
+                return aggregation.start_history(spark, kafka_options, pipeline.observations_topic,
+                                                 f"{checkpoint}-history", config.history.location,
+                                                 config.history.retention, starting)
+
+            recording = recording_started()
+            log.info("appending the volumes observed to the history at %s every %s, kept %s",
+                     config.history.location, aggregation.HISTORY_TRIGGER,
+                     isodate.duration_isoformat(config.history.retention))
     except AdminError as error:
         fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
     except Exception as error:  # Spark's errors come as many types; one line says which
         fail(f"cannot start the aggregation: {session.reason(error)}")
+    history_retry_at = 0.0
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
     log.info("deciding for the agents of %s: %s -> %s (checkpoint %s, Spark %s)", pipeline.bootstrap_servers,
              pipeline.observations_topic, pipeline.decisions_topic, checkpoint, config.spark_url or "embedded")
@@ -166,9 +182,18 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
                     query = started()
                 except Exception as error:
                     fail(f"cannot start the aggregation again: {session.reason(error)}", UNREACHABLE)
+            if recording is not None and not recording.isActive and time.monotonic() >= history_retry_at:
+                # the decisions go on without it; a failing history is tried again once a minute
+                history_retry_at = time.monotonic() + 60.0
+                log.warning("the history stopped: %s; starting it again", session.reason(recording.exception()))
+                try:
+                    recording = recording_started()
+                except Exception as error:
+                    log.warning("cannot start the history again: %s", session.reason(error))
     finally:
-        if query.isActive:
-            query.stop()
+        for running in (query, recording):
+            if running is not None and running.isActive:
+                running.stop()
         session.stop_sessions()
 
 
@@ -191,3 +216,68 @@ def _on_sparks_classpath(prefix: str) -> bool:
 
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
     return os.path.isdir(jars) and any(name.startswith(prefix) for name in os.listdir(jars))
+
+
+@click.command()
+@config_options
+@click.option("--history", "history_path", help="The history (Parquet with the columns cluster, broker, log_dir, "
+              "observed_at, total_bytes, available_bytes): a folder, a file or a URL Spark opens. Default: "
+              "history.location of --config.")
+@click.option("--since", default="P30D", show_default=True,
+              help="An ISO-8601 duration: the history's last this much (ALL for all of it).")
+@click.option("--out", "out_dir", default=".", show_default=True, type=click.Path(file_okay=False),
+              help=f"The folder of the page, {REPORT_PAGE}.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Also write the numbers as JSON to this file (- for stdout, instead of the table).")
+@click.option("--at-risk", default="P90D", show_default=True,
+              help="An ISO-8601 duration: a volume that reaches the limit within it gets a chart.")
+def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_path: str | None, since: str,
+           out_dir: str, json_path: str | None, at_risk: str) -> None:
+    """The capacity report: when each volume reaches the storage limit, from the aggregator's history (one Spark
+    batch job). Writes an HTML page with a chart per volume at risk, and prints the volumes by days left."""
+    needs_spark("report")
+    from datetime import datetime, timezone
+
+    from quota_sidecar.common.errors import ConfigError
+    from quota_sidecar.configuration.properties import positive_duration
+    from spark_jobs import report as capacity, report_page, session
+    from spark_jobs.history import HistoryError
+
+    durations = {}
+    for name, value in (("--since", since), ("--at-risk", at_risk)):
+        try:
+            durations[name] = None if value.upper() == "ALL" and name == "--since" else positive_duration(value)
+        except ValueError:
+            fail(f"{name}={value!r}: expected {positive_duration.allowed}" + (" or ALL" if name == "--since" else ""))
+    try:
+        config = configuration.load_capacity(config_paths, overrides)
+    except ConfigError as error:
+        fail(str(error))
+    path = history_path or config.history.location
+    if not path:
+        fail(f"no history: give --history PATH, or {configuration.PREFIX}history.location in --config")
+    if "://" not in path and not os.path.exists(path):  # said before a JVM starts
+        fail(f"--history {path}: no such file or directory")
+    try:
+        spark = session.get_session(config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC"})
+        built = capacity.build(spark, path, durations["--since"], config.storage_limit, datetime.now(timezone.utc),
+                               durations["--at-risk"])
+    except (HistoryError, session.SparkStartError) as error:
+        fail(str(error))
+    except Exception as error:  # Spark's errors come as many types; one line says which
+        fail(f"cannot make the report of {path}: {session.reason(error)}")
+    finally:
+        session.stop_sessions()
+    os.makedirs(out_dir, exist_ok=True)
+    page = os.path.join(out_dir, REPORT_PAGE)
+    with open(page, "w", encoding="utf-8") as file:
+        file.write(report_page.html_page(built))
+    numbers = json.dumps(capacity.as_json(built), indent=2)
+    if json_path == "-":
+        click.echo(numbers)
+    else:
+        if json_path:
+            with open(json_path, "w", encoding="utf-8") as file:
+                file.write(numbers + "\n")
+        click.echo(capacity.as_text(built))
+    click.echo(f"wrote {page}" + (f" and {json_path}" if json_path and json_path != "-" else ""), err=True)

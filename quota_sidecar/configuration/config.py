@@ -100,6 +100,26 @@ class PipelineConfig:
 
 
 @dataclass(frozen=True)
+class HistoryConfig:
+    """The aggregator's history of volume observations (Parquet), which `quota-sidecar report` forecasts from."""
+    location: str = ""  # empty: none kept
+    retention: timedelta = timedelta(days=90)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.location)
+
+
+@dataclass(frozen=True)
+class CapacityConfig:
+    """What `quota-sidecar report` reads of a configuration: the agents' storage limit and the history's keys.
+    It watches no cluster, so it needs no bootstrap servers."""
+    storage_limit: StorageLimit | None
+    history: HistoryConfig = HistoryConfig()
+    spark_url: str = ""
+
+
+@dataclass(frozen=True)
 class SidecarConfig:
     admin_properties: Mapping[str, str]
     storage_limit: StorageLimit | None
@@ -127,6 +147,7 @@ class SidecarConfig:
     state_store: str = "topic"  # or "zookeeper"
     replication: ReplicationConfig = ReplicationConfig()
     pipeline: PipelineConfig = PipelineConfig()
+    history: HistoryConfig = HistoryConfig()
     admin_client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
 
     @property
@@ -180,6 +201,20 @@ def load(paths: str | Sequence[str] | None, overrides: list[str] | tuple[str, ..
         properties.update(read_properties(path))
     properties.update(parse_overrides(overrides))
     return from_properties(properties, aggregator)
+
+
+def load_capacity(paths: Sequence[str], overrides: list[str] | tuple[str, ...] = ()) -> CapacityConfig:
+    """The storage limit and the history's keys of the files and overrides, every other key checked as `load`
+    checks it; no cluster needed."""
+    properties = {}
+    for path in paths:
+        properties.update(read_properties(path))
+    properties.update(parse_overrides(overrides))
+    ours = {key[len(PREFIX):]: str(value) for key, value in properties.items() if key.startswith(PREFIX)}
+    admin_keys = {key for key in ours if key.startswith(ADMIN_PREFIX)}
+    values = _parse_known(ours, admin_keys | set(_per_broker_capacities(ours).keys_seen))
+    return CapacityConfig(_storage_limit(values, required=False),
+                          HistoryConfig(values["history.location"], values["history.retention"]), values["spark.url"])
 
 
 def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> SidecarConfig:
@@ -239,6 +274,7 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
         zookeeper_session_timeout=values["zookeeper.session.timeout"],
         state_store=values["state.store"],
         pipeline=_pipeline(values, admin),
+        history=HistoryConfig(values["history.location"], values["history.retention"]),
         replication=ReplicationConfig(
             capacity_default=values[CAPACITY_KEY],
             capacity_per_broker=capacities.values,

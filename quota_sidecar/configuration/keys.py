@@ -169,6 +169,10 @@ KEYS: tuple[Key, ...] = (
         "10 minutes)"),
     Key("aggregator.checkpoint.location", location, "", "the aggregator's Spark checkpoint (offsets read): a restart "
         "resumes after the last micro-batch it decided; put it on a volume", "<temp dir>/quota-sidecar-aggregator"),
+    Key("history.location", location, "", "where the aggregator appends every volume observation (Parquet, partitioned "
+        "by cluster and day) for quota-sidecar report's forecast", "empty (no history kept)"),
+    Key("history.retention", positive_duration, timedelta(days=90), "the aggregator deletes the history's days older "
+        "than this (keep several of Kafka's retention cycles: the forecast regresses their peaks)"),
     Key("aggregator.kafka.jars", path_list, (), "the jars of Spark's Kafka connector the aggregator loads (never "
         "downloaded at run time)", "those of build/spark-kafka.classpath (make setup); none in the "
         "quota-sidecar-spark image, which has them on Spark's classpath"),

@@ -6,7 +6,7 @@ import sys
 
 from harness.sidecar_process import EXECUTABLE
 
-SPARK_PACKAGES = {"pyspark", "pandas", "pyarrow", "numpy", "py4j", "spark_jobs"}
+SPARK_PACKAGES = {"pyspark", "pandas", "pyarrow", "numpy", "py4j", "spark_jobs", "matplotlib"}
 
 
 def loaded_after(code: str) -> set[str]:

@@ -66,6 +66,8 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("pipeline.heartbeats.topic", "heart/beats", {}),
     ("aggregator.checkpoint.location", "checkpoints/aggregator", {}),  # relative to what?
     ("aggregator.kafka.jars", "build/kafka.jar", {}),
+    ("history.location", "history", {}),  # relative to what?
+    ("history.retention", "P0D", {}),
     ("zookeeper.connect", "zk1:2181/kafka/", {}),
     ("zookeeper.session.timeout", "10", {}),
     ("state.store", "etcd", {}),

@@ -101,6 +101,10 @@ def test_broker_id_comes_from_the_brokers_own_file():
     ("replication.network.window", "PT0S", "longer than zero"),
     ("replication.check.interval", "PT0S", "longer than zero"),
     ("remote.copy.lift.on.violation", "yes", "true or false"),
+    ("history.location", "relative/history", "an absolute path, or a URL"),
+    ("history.retention", "P0D", "longer than zero"),
+    ("history.retention", "90 days", "ISO-8601"),
+    ("history.retention", "P3M", "no months"),
 ])
 def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, mentions):
     with pytest.raises(ConfigError) as raised:
@@ -108,6 +112,28 @@ def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, ment
     message = str(raised.value)
     assert "\n" not in message
     assert key in message and value in message and mentions in message
+
+
+def test_the_history_is_off_by_default_and_kept_90_days():
+    assert cfg.from_properties(BASE).history == cfg.HistoryConfig("", timedelta(days=90))
+    assert not cfg.from_properties(BASE).history.enabled
+    config = load(**{"history.location": "s3a://bucket/quota-sidecar/history", "history.retention": "P30D"})
+    assert config.history == cfg.HistoryConfig("s3a://bucket/quota-sidecar/history", timedelta(days=30))
+    assert config.history.enabled
+
+
+def test_the_report_reads_the_limit_and_the_history_without_a_cluster(tmp_path):
+    properties = tmp_path / "report.properties"
+    properties.write_text(f"{P}storage.per.volume.limit.min.available.ratio=0.1\n{P}history.location=/data/h\n"
+                          f"{P}kafka.admin.security.protocol=SSL\n")
+
+    config = cfg.load_capacity([str(properties)], ["history.retention=P7D", "spark.url=local[2]"])
+
+    assert config == cfg.CapacityConfig(StorageLimit(min_available_ratio=0.1),
+                                        cfg.HistoryConfig("/data/h", timedelta(days=7)), "local[2]")
+    assert cfg.load_capacity([]) == cfg.CapacityConfig(None)
+    with pytest.raises(ConfigError, match="history.retentoin is not a known key; did you mean"):
+        cfg.load_capacity([], ["history.retentoin=P7D"])
 
 
 def test_forecast_defaults_and_values():

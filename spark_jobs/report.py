@@ -1,0 +1,150 @@
+"""`quota-sidecar report`: one Spark batch job over the history → the capacity report, one plain structure
+rendered three ways: JSON for machines (``as_json``), a table for the terminal (``as_text``) and an HTML page
+with a chart per volume at risk (``report_page.html``).
+
+The forecast is ``forecast.transform`` under the agents' storage limit. A volume is **at risk** when it is
+filling and reaches the limit within the ``at_risk`` horizon (90 days by default): its chart shows its available
+bytes over the history and the forecast drawn ahead to the limit. Days left count from the cluster's newest
+observation, so a report of the same history says the same whenever it is made.
+"""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import SparkSession
+
+from quota_sidecar.common.vocabulary import StorageLimit
+from spark_jobs import forecast, history
+from spark_jobs.forecast import DAY, ForecastParams
+
+AT_RISK = timedelta(days=90)
+CHART_POINTS = 400  # per chart: each of that many time buckets gives its lowest and highest available bytes
+_TIMES = ("limit_at", "limit_earliest", "limit_latest", "full_at")
+
+
+def build(spark: SparkSession, path: str, since: timedelta | None, limit: StorageLimit | None, now: datetime,
+          at_risk: timedelta = AT_RISK) -> dict:
+    """The report of the history at ``path`` (its rows of the last ``since`` before ``now``; all with None).
+    Raises history.HistoryError for a history that cannot be read."""
+    rows = history.read(spark, path, None if since is None else now - since).cache()
+    try:
+        judged = forecast.transform(rows, ForecastParams.of(limit)).cache()
+        volume_rows = [row.asDict() for row in judged.collect()]
+        cluster_rows = [row.asDict() for row in forecast.by_cluster(judged).collect()]
+        as_of = {row["cluster"]: row["as_of_seconds"] for row in cluster_rows}
+        volumes = sorted((_volume(row, as_of[row["cluster"]]) for row in volume_rows), key=_by_days_left)
+        horizon_days = at_risk / timedelta(days=1)
+        risky = [v for v in volumes if v["days_to_limit"] is not None and v["days_to_limit"] <= horizon_days]
+        series = _series(spark, rows, risky)
+        judged.unpersist()
+    finally:
+        rows.unpersist()
+    fits = {(row["cluster"], row["broker"], row["log_dir"]): row for row in volume_rows}
+    charts = [{"volume": v, "fit": _fit(fits[(v["cluster"], v["broker"], v["log_dir"])]),
+               "points": series.get((v["cluster"], v["broker"], v["log_dir"]), [])} for v in risky]
+    return {"generated_at": _iso(now.timestamp()), "history": path,
+            "since": _iso((now - since).timestamp()) if since is not None else None,
+            "limit": limit.describe() if limit is not None else "none configured: the filesystem (0 bytes available)",
+            "at_risk_days": at_risk / timedelta(days=1),
+            "clusters": [_cluster(row) for row in cluster_rows], "volumes": volumes, "charts": charts}
+
+
+def as_json(report: dict) -> dict:
+    """What ``--json`` writes: everything but the charts' points."""
+    return {key: value for key, value in report.items() if key != "charts"}
+
+
+def as_text(report: dict) -> str:
+    """The volumes by days left, for the terminal."""
+    header = ("cluster", "broker", "log dir", "available", "growth/day", "limit at", "days left", "method")
+    lines = [header]
+    for v in report["volumes"]:
+        lines.append((v["cluster"], str(v["broker"]), v["log_dir"], _gib(v["available_bytes"]),
+                      _gib(v["growth_bytes_per_day"]) if v["growth_bytes_per_day"] is not None else "-",
+                      v["limit_at"] or "not filling",
+                      f"{v['days_to_limit']:.1f}" if v["days_to_limit"] is not None else "-", v["method"]))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines)
+
+
+def _volume(row: dict, as_of_seconds: float) -> dict:
+    days_left = (row["limit_at_seconds"] - as_of_seconds) / DAY if row["limit_at_seconds"] is not None else None
+    return {"cluster": row["cluster"], "broker": row["broker"], "log_dir": row["log_dir"],
+            "observed_at": _iso(row["last_seconds"]), "total_bytes": row["total_bytes"],
+            "available_bytes": row["available_bytes"], "limit_available_bytes": _whole(row["limit_bytes"]),
+            "growth_bytes_per_day": _whole(row["growth_bytes_per_day"]),
+            "growth_band_bytes_per_day": [_whole(row["growth_low_bytes_per_day"]),
+                                          _whole(row["growth_high_bytes_per_day"])],
+            "filling": row["filling"],
+            **{name: _iso(row[f"{name}_seconds"]) for name in _TIMES},
+            "days_to_limit": None if days_left is None else round(days_left, 3),
+            "method": row["method"], "cycles": row["cycles"], "observations": row["points"]}
+
+
+def _cluster(row: dict) -> dict:
+    first = None if row["limit_at_seconds"] is None else {
+        "broker": row["first_broker"], "log_dir": row["first_log_dir"], "limit_at": _iso(row["limit_at_seconds"])}
+    return {"cluster": row["cluster"], "volumes": row["volumes"], "filling": row["filling"],
+            "total_bytes": row["total_bytes"], "available_bytes": row["available_bytes"],
+            "growth_bytes_per_day": _whole(row["growth_bytes_per_day"]), "observed_at": _iso(row["as_of_seconds"]),
+            "first_to_limit": first,
+            "headroom_days": None if row["headroom_days"] is None else round(row["headroom_days"], 3)}
+
+
+def _fit(row: dict) -> dict:
+    """The forecast's line as the chart draws it: used bytes = y + growth × (t − x) / day, and its band."""
+    return {"x_seconds": row["fit_x_seconds"], "y_bytes": row["fit_y_bytes"], "total_bytes": row["total_bytes"],
+            "limit_bytes": row["limit_bytes"], "growth": row["growth_bytes_per_day"],
+            "growth_low": row["growth_low_bytes_per_day"], "growth_high": row["growth_high_bytes_per_day"],
+            "first_seconds": row["first_seconds"], "last_seconds": row["last_seconds"],
+            "limit_at_seconds": row["limit_at_seconds"], "limit_latest_seconds": row["limit_latest_seconds"]}
+
+
+def _series(spark: SparkSession, rows, risky: list[dict]) -> dict:
+    """Each risky volume's available bytes over time, at most 2 × CHART_POINTS points: the lowest and the highest
+    of each time bucket (the sawtooth's tips survive the thinning), in time order. One Spark job."""
+    if not risky:
+        return {}
+    wanted = spark.createDataFrame([(v["cluster"], v["broker"], v["log_dir"]) for v in risky],
+                                   "cluster string, broker int, log_dir string")
+    view, volumes = f"quota_sidecar_points_{uuid.uuid4().hex}", f"quota_sidecar_risky_{uuid.uuid4().hex}"
+    rows.createOrReplaceTempView(view)
+    wanted.createOrReplaceTempView(volumes)
+    points = spark.sql(f"""
+        WITH timed AS (
+          SELECT h.cluster, h.broker, h.log_dir, unix_micros(h.observed_at) / 1000000D AS t, h.available_bytes
+          FROM {view} h JOIN {volumes} w ON h.cluster = w.cluster AND h.broker = w.broker AND h.log_dir = w.log_dir
+        ), bucketed AS (
+          SELECT *, CAST(floor((t - min(t) OVER v) / greatest(max(t) OVER v - min(t) OVER v, 1D) * {CHART_POINTS})
+                         AS INT) AS bucket
+          FROM timed WINDOW v AS (PARTITION BY cluster, broker, log_dir)
+        )
+        SELECT cluster, broker, log_dir, min_by(t, available_bytes) AS low_t, min(available_bytes) AS low,
+               max_by(t, available_bytes) AS high_t, max(available_bytes) AS high
+        FROM bucketed GROUP BY cluster, broker, log_dir, bucket""").collect()
+    series: dict = {}
+    for row in points:
+        key = (row["cluster"], row["broker"], row["log_dir"])
+        series.setdefault(key, set()).update({(row["low_t"], row["low"]), (row["high_t"], row["high"])})
+    return {key: sorted(values) for key, values in series.items()}
+
+
+def _by_days_left(volume: dict) -> tuple:
+    days = volume["days_to_limit"]
+    return (days is None, days if days is not None else 0.0, volume["cluster"], volume["broker"], volume["log_dir"])
+
+
+def _iso(seconds: float | None) -> str | None:
+    """Epoch seconds → ISO 8601 UTC to the second ("2026-11-22T12:00:00Z")."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(round(seconds), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else round(value)
+
+
+def _gib(value: float) -> str:
+    return f"{value / (1 << 30):,.1f} GiB".replace("-0.0 ", "0.0 ")  # a shrinking volume's -0.0 is 0.0
