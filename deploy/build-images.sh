@@ -24,8 +24,9 @@ echo "== context $context: wheels, Spark's Kafka connector, Kafka's jars"
 rm -rf "$context" && mkdir -p "$context/wheels" "$context/kafka-libs" "$context/spark-kafka-jars"
 "$python" -m pip wheel -q --no-deps --wheel-dir "$context/wheels" . 2>/dev/null
 "$python" -m pip wheel -q --wheel-dir "$context/wheels" "$(ls "$context"/wheels/quota_sidecar-*.whl)[spark]"
-tr ':' '\n' < build/spark-kafka.classpath | while read -r jar; do cp "$jar" "$context/spark-kafka-jars/"; done
-tr ':' '\n' < build/kafka.classpath | while read -r jar; do cp "$jar" "$context/kafka-libs/"; done
+# (xargs, not `while read`: Maven writes the list without a final newline, and read drops the last jar)
+tr ':' '\n' < build/spark-kafka.classpath | xargs cp -t "$context/spark-kafka-jars/"
+tr ':' '\n' < build/kafka.classpath | xargs cp -t "$context/kafka-libs/"
 
 if docker pull -q debian:bookworm-slim >/dev/null 2>&1; then
     base=debian:bookworm-slim

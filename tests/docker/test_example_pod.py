@@ -136,7 +136,10 @@ def test_the_examples_broker_starts_from_its_script_and_its_sidecar_throttles_it
         kafka, sidecar = pod.running["kafka"], pod.running["quota-sidecar"]
         sidecar_spec = next(c for c in pod.spec["containers"] + pod.spec["initContainers"]
                             if c["name"] == "quota-sidecar")
-        pod.wait_for_probe(sidecar, sidecar_spec["readinessProbe"], timeout=300)
+        try:
+            pod.wait_for_probe(sidecar, sidecar_spec["readinessProbe"], timeout=300)
+        except AssertionError as error:  # an agent is ready once decided for: the aggregator's side too
+            raise AssertionError(f"{error}\naggregator:\n{pod.running['aggregator'].logs()[-3000:]}") from None
         properties = kafka.exec("cat", "/tmp/server.properties").splitlines()
         status = json.loads(sidecar.exec("quota-sidecar", "status", "--json", "--url", SIDECAR))
 
