@@ -18,6 +18,7 @@ from ..common.errors import ConfigError
 from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from ..common.vocabulary import StorageLimit
 from .admin_client import client_kwargs
+from .history import CapacityConfig, HistoryConfig
 from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS, KEYS, KEYS_BY_NAME, LOG_DIR_KEYS,
                    PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN, SOFT_KEYS)
 from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, is_secret, non_negative_int,
@@ -100,26 +101,6 @@ class PipelineConfig:
 
 
 @dataclass(frozen=True)
-class HistoryConfig:
-    """The aggregator's history of volume observations (Parquet), which `quota-sidecar report` forecasts from."""
-    location: str = ""  # empty: none kept
-    retention: timedelta = timedelta(days=90)
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.location)
-
-
-@dataclass(frozen=True)
-class CapacityConfig:
-    """What `quota-sidecar report` reads of a configuration: the agents' storage limit and the history's keys.
-    It watches no cluster, so it needs no bootstrap servers."""
-    storage_limit: StorageLimit | None
-    history: HistoryConfig = HistoryConfig()
-    spark_url: str = ""
-
-
-@dataclass(frozen=True)
 class SidecarConfig:
     admin_properties: Mapping[str, str]
     storage_limit: StorageLimit | None
@@ -196,21 +177,21 @@ def load(paths: str | Sequence[str] | None, overrides: list[str] | tuple[str, ..
     then a file of secrets), then the overrides. The aggregator watches no cluster: it needs the pipeline's
     (pipeline.bootstrap.servers, else kafka.admin.bootstrap.servers) and no storage limit (the agents send
     theirs)."""
+    return from_properties(_read(paths, overrides), aggregator)
+
+
+def _read(paths: str | Sequence[str] | None, overrides: list[str] | tuple[str, ...]) -> dict[str, str]:
     properties = {}
     for path in [paths] if isinstance(paths, str) else paths or ():
         properties.update(read_properties(path))
     properties.update(parse_overrides(overrides))
-    return from_properties(properties, aggregator)
+    return properties
 
 
 def load_capacity(paths: Sequence[str], overrides: list[str] | tuple[str, ...] = ()) -> CapacityConfig:
     """The storage limit and the history's keys of the files and overrides, every other key checked as `load`
     checks it; no cluster needed."""
-    properties = {}
-    for path in paths:
-        properties.update(read_properties(path))
-    properties.update(parse_overrides(overrides))
-    ours = {key[len(PREFIX):]: str(value) for key, value in properties.items() if key.startswith(PREFIX)}
+    ours = {key[len(PREFIX):]: str(value) for key, value in _read(paths, overrides).items() if key.startswith(PREFIX)}
     admin_keys = {key for key in ours if key.startswith(ADMIN_PREFIX)}
     values = _parse_known(ours, admin_keys | set(_per_broker_capacities(ours).keys_seen))
     return CapacityConfig(_storage_limit(values, required=False),

@@ -71,10 +71,13 @@ class Pod:
                 assert exit_code == "0", f"init container {container['name']} failed:\n{started.logs()[-3000:]}"
         for container in self.spec["containers"]:
             self.run(container, network=f"container:{pause.name}")
+        # The aggregator's pod: a container that exits (its broker not listening yet) is started again (Always).
         aggregator = next(d for d in self.documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]
-        self.run(aggregator["containers"][0], network=f"container:{pause.name}", spec=aggregator)
+        self.run(aggregator["containers"][0], network=f"container:{pause.name}", spec=aggregator,
+                 restart=aggregator.get("restartPolicy", "Always") == "Always")
 
-    def run(self, container: dict, network: str, spec: dict | None = None) -> containers.Container:
+    def run(self, container: dict, network: str, spec: dict | None = None,
+            restart: bool = False) -> containers.Container:
         """`docker run` of a rendered container of `spec` (the StatefulSet's by default): ConfigMaps and Secrets as
         directories of files, the volume claim as `data` (a claim of the spec's own, as a directory of its own),
         its emptyDir on /tmp as containers.run's tmpfs, its env, its command with $(VAR) expanded."""
@@ -103,7 +106,7 @@ class Pod:
         env = container_env(container, self.fields)
         command = [expand(item, env) for item in container["command"] + container.get("args", [])]
         started = containers.run(container["image"], *command[1:], mounts=mounts, env=env, entrypoint=command[0],
-                                 network=network)
+                                 network=network, restart=restart)
         self.running[container["name"]] = started
         return started
 

@@ -86,9 +86,9 @@ class Container:
 
 def run(image: str, *arguments: str, mounts: dict[str, tuple[str, bool]] | None = None,
         env: dict[str, str] | None = None, entrypoint: str | None = None, network: str = "host",
-        hosts: dict[str, str] | None = None) -> Container:
+        hosts: dict[str, str] | None = None, restart: bool = False) -> Container:
     """`docker run -d` of `image` locked down; mounts: host path -> (container path, read-only); hosts: names
-    for /etc/hosts -> their addresses."""
+    for /etc/hosts -> their addresses; restart: started again when it exits, as the kubelet does (Always)."""
     name = f"quota-sidecar-test-{uuid.uuid4().hex[:8]}"
     options = ["--name", name, "--network", network, "--read-only", "--user", "10001:10001",
                "--tmpfs", "/tmp:rw,exec,size=1g,mode=1777", "--cap-drop", "ALL",
@@ -101,5 +101,7 @@ def run(image: str, *arguments: str, mounts: dict[str, tuple[str, bool]] | None 
         options += ["--add-host", f"{host_name}:{address}"]
     if entrypoint is not None:
         options += ["--entrypoint", entrypoint]
+    if restart:
+        options += ["--restart", "always"]
     docker("run", "-d", *options, image, *arguments)
     return Container(name)
