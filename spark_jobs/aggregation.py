@@ -119,16 +119,10 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
         finally:
             batch.unpersist()
 
-    source = (spark.readStream.format("kafka").options(**options)
-              .option("subscribe", observations_topic)
-              .option("startingOffsets", json.dumps({observations_topic: {
-                  str(partition): offset for partition, offset in starting_offsets.items()}}))
-              .option("failOnDataLoss", "false")  # observations deleted by retention while it was down
-              # A micro-batch fetches offsets it knows are there; the consumer's next fetch, sent ahead,
-              # would otherwise wait 500 ms at the broker for data: half the decision's latency.
-              .option("kafka.fetch.max.wait.ms", "10")
-              .load())
-    return (source.writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
+    # A micro-batch fetches offsets it knows are there; the consumer's next fetch, sent ahead, would otherwise
+    # wait 500 ms at the broker for data: half the decision's latency.
+    source = _observations(spark, options, observations_topic, starting_offsets).option("kafka.fetch.max.wait.ms", "10")
+    return (source.load().writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
             .trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
 
 
@@ -160,14 +154,18 @@ def start_history(spark: SparkSession, kafka_options: dict[str, str], observatio
     to the history every HISTORY_TRIGGER, with its checkpoint at ``checkpoint``."""
     options = {f"kafka.{name}": value for name, value in kafka_options.items()}
     expired: dict[str, date] = {}
-    source = (spark.readStream.format("kafka").options(**options)
-              .option("subscribe", observations_topic)
-              .option("startingOffsets", json.dumps({observations_topic: {
-                  str(partition): offset for partition, offset in starting_offsets.items()}}))
-              .option("failOnDataLoss", "false").load())
+    source = _observations(spark, options, observations_topic, starting_offsets).load()
     return (source.writeStream.foreachBatch(lambda batch, _id: record_history(batch, location, retention, expired))
             .option("checkpointLocation", checkpoint).trigger(processingTime=HISTORY_TRIGGER)
             .queryName("quota-sidecar-history").start())
+
+
+def _observations(spark: SparkSession, options: dict[str, str], topic: str, starting_offsets: dict[int, int]):
+    """The Kafka source of the observations topic (not loaded yet), from ``starting_offsets`` on a first start."""
+    return (spark.readStream.format("kafka").options(**options).option("subscribe", topic)
+            .option("startingOffsets", json.dumps({topic: {
+                str(partition): offset for partition, offset in starting_offsets.items()}}))
+            .option("failOnDataLoss", "false"))  # observations deleted by retention while it was down
 
 
 def _grouped(df: DataFrame, kind: str, decided: str) -> DataFrame:
