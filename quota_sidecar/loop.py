@@ -130,11 +130,12 @@ class Sidecar:
         write_error = None
         if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
             try:
-                # A verdict written while deciding is newer than what the aggregator saw, and one that holds
-                # now judges denser samples: nothing may lift it.
+                # A verdict that holds now judges denser samples than the aggregator: nothing may lift it. A quota
+                # written from a later look than this decision's (by this sidecar or another) is left as it is.
                 undecided = (decision.error is not None and not decision.entered_fallback) or \
-                    (self.verdict is not None and (self.verdict.written_while_deciding or bool(self.verdict.holds())))
-                self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided)
+                    (self.verdict is not None and bool(self.verdict.holds()))
+                self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided,
+                                        seen_at=decision.looked_at)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
                 if self.cordoner is not None and decision.error is None:  # a failed poll changes no cordon

@@ -59,7 +59,7 @@ class LocalVerdict:
             return False
         writes = self.counters.writes
         try:
-            self.quota_writer.apply(self.judged_locally(now), all_records)
+            self.quota_writer.apply(self.judged_locally(now), all_records, seen_at=now)
         except AdminError as error:  # the pass's own writes try again, and report a failure
             log.debug("writing the quotas of a local dir at the limit failed: %s", error)
         if self.counters.writes > writes:

@@ -41,11 +41,12 @@ class Write:
     def changes(self) -> bool:
         return not self.left_alone and not same(self.old, self.new)
 
-    def record(self) -> Owned:
-        """What the record keeps once this write is done (for a write that does not forget)."""
+    def record(self, seen_at: float | None = None) -> Owned:
+        """What the record keeps once this write is done (for a write that does not forget); `seen_at`: when the
+        writer looked at the cluster."""
         if self.left_alone:
-            return Owned(self.replaced, self.written, yielded=True)
-        return Owned(self.replaced, self.new)
+            return Owned(self.replaced, self.written, yielded=True, seen_at=seen_at)
+        return Owned(self.replaced, self.new, seen_at=seen_at)
 
 
 def plan(wanted: Mapping[Target, float | None], in_force: Mapping[Target, float | None],
@@ -109,10 +110,11 @@ def carry_out(writes: list[Write], store, record_key: Callable[[Target], str],
 
 def carry_out_together(writes: list[Write], store, record_key: Callable[[Target], str],
                        apply_all: Callable[[list[Write]], None], on_change: Callable[[Write], None],
-                       force: bool = False) -> None:
+                       force: bool = False, seen_at: float | None = None) -> None:
     """carry_out in three round trips however many writes: every record first, then every value changed (one
     request, in the writes' order), then the records let go of."""
-    store.write_many({record_key(write.target): write.record().stored() for write in writes if not write.forget})
+    store.write_many({record_key(write.target): write.record(seen_at).stored()
+                      for write in writes if not write.forget})
     apply_all([write for write in writes if write.changes or (force and not write.left_alone)])
     for write in writes:
         if write.changes or write.left_alone:

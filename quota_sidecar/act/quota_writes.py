@@ -7,6 +7,7 @@ metrics (snapshot.py).
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from ..common import records
 from ..configuration.config import QuotaConfig
@@ -23,19 +24,26 @@ class QuotaWriter:
         self.in_force: dict = {}  # the sidecar's own entities
         self.tenants = quotas.TenantCount(0, 0)
 
-    def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False) -> None:
-        """Write what differs from `wanted`. `tighten_only`: a poll that could not decide knows nothing new, so
-        it may keep a throttle (retrying a write that failed) but lifts none: another sidecar's local verdict,
-        fresher than this one's last valid factor, stays in force."""
+    def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
+              seen_at: datetime | None = None) -> None:
+        """Write what differs from `wanted`, decided from a look at the cluster at `seen_at`. A quota another
+        sidecar wrote from a later look (its local verdict while this pass waited for the aggregator, a lift
+        after this sidecar's last valid decision) is left as it is: this decision did not see what that one saw.
+        `tighten_only`: a poll that could not decide knows nothing new, so it may keep a throttle (retrying a
+        write that failed) but lifts none."""
+        looked = None if seen_at is None else seen_at.timestamp()
+
         def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
             owned = records.owned(all_records, records.QUOTA)
             in_force = self.read(wanted, owned)
             writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
-            return in_force, [write for write in writes if not tighten_only or _tightens(write)]
+            return in_force, [write for write in writes if (not tighten_only or _tightens(write))
+                              and not _seen_later(owned.get(write.target), looked, write)]
 
         in_force, writes = ownership.with_second_look(planned, all_records, self._read_records,
                                                       yields=lambda planned: ownership.leaves_alone(planned[1]))
-        ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written)
+        ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written,
+                                     seen_at=looked)
         in_force = quotas.after(in_force, writes)
         self.in_force = {entity: keys for entity, keys in in_force.items() if entity not in wanted.tenants}
         self.tenants = quotas.tenant_count(wanted, in_force)
@@ -86,6 +94,18 @@ class QuotaWriter:
             entity, key = write.target
             changes.setdefault(entity, {})[key] = write.new
         self.admin.alter_user_quotas(changes)
+
+
+def _seen_later(mine: records.Owned | None, looked: float | None, write: ownership.Write) -> bool:
+    """Whether the sidecar that last wrote this target had looked at the cluster after `looked`: then a change
+    decided from that look is not made."""
+    later = write.changes and mine is not None and mine.seen_at is not None and looked is not None \
+        and mine.seen_at > looked
+    if later:
+        log.info("%s: %s kept, not %s: written by a sidecar that looked at the cluster %.1f s after this decision's look",
+                 quotas.target_label(write.target), quotas.rate_text(write.old), quotas.rate_text(write.new),
+                 mine.seen_at - looked)
+    return later
 
 
 def _tightens(write: ownership.Write) -> bool:

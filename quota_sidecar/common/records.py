@@ -2,8 +2,8 @@
 
 A key is a JSON list, the record's kind first, then what it is about:
 
-- `["quota", entity, key]` -> `{"replaced", "written"[, "yielded"]}`: a client quota the sidecars set, the
-  value it replaced and the value they last wrote (`Owned`);
+- `["quota", entity, key]` -> `{"replaced", "written"[, "yielded"][, "seen_at"]}`: a client quota the sidecars set,
+  the value it replaced, the value they last wrote and when the sidecar that wrote it had looked (`Owned`);
 - `["config", broker, key]` -> the same for a dynamic config of one broker its sidecar set;
 - `["entries", broker, topic, role]` -> `{"entries": [...]}`: the throttled-replica entries a broker's sidecar added;
 - `["cordon", broker, log dir]` -> `{"yielded"}`: a log dir a broker's sidecar added to its `cordoned.log.dirs`
@@ -53,13 +53,18 @@ class Owned:
     written: float | None = None  # the value they last wrote
     written_known: bool = True  # False for a record of a version that kept only `replaced`
     yielded: bool = False  # someone changed the value after their write: they leave it alone
+    # When the sidecar that last wrote it had looked at the cluster (epoch seconds; None: unknown): a sidecar
+    # whose decision rests on an older look must not lift it (quota_writes.py).
+    seen_at: float | None = None
 
     def stored(self) -> dict:
-        return {"replaced": self.replaced, "written": self.written, **({"yielded": True} if self.yielded else {})}
+        return {"replaced": self.replaced, "written": self.written, **({"yielded": True} if self.yielded else {}),
+                **({"seen_at": self.seen_at} if self.seen_at is not None else {})}
 
     @classmethod
     def read(cls, value: dict) -> Owned:
-        return cls(value["replaced"], value.get("written"), "written" in value, bool(value.get("yielded")))
+        return cls(value["replaced"], value.get("written"), "written" in value, bool(value.get("yielded")),
+                   value.get("seen_at"))
 
 
 def owned(records: Records, kind: str) -> dict[tuple, Owned]:

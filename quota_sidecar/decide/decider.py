@@ -16,7 +16,7 @@ from ..common.observation import Observation, ReplicationObservation, Volume
 from ..configuration.config import SidecarConfig
 from ..observe.volumes import History, by_broker, recorded, remember, with_history
 from . import quotas
-from .throttle_factor import FactorState, after_failure, after_incomplete, after_success
+from .throttle_factor import LAST_VALID, FactorState, after_failure, after_incomplete, after_success
 from .throttles import ReplicationDecider, ReplicationDecision
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,14 @@ class Decision:
     replication: ReplicationDecision | None = None  # when replication throttles are on
     replication_error: str | None = None  # why the replication throttles could not be decided
     published_volumes: tuple[Volume, ...] = ()  # the sidecars' znode volumes (zookeeper.connect), for status
+
+    @property
+    def looked_at(self) -> datetime:
+        """When the cluster was looked at for the factor in force: this poll for a computed or fallback factor
+        (the fallback is a rule about no look, applied now), the last success's poll for one kept after it."""
+        if self.source == LAST_VALID and self.valid_from is not None:
+            return self.valid_from
+        return self.at
 
     @property
     def active_brokers(self) -> int:

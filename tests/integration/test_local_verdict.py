@@ -4,6 +4,7 @@ shows at the hard limit gets its quota before the pass reads every broker's volu
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer
@@ -65,6 +66,78 @@ def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_
     assert in_force_when_read == [True], "the quota of a dir at the limit waited for the cluster's volumes"
     assert f"local dir {small_dir} at the limit in its statvfs sample" in caplog.text
     assert decision.throttle_factor == 0.0 and [v["log_dir"] for v in decision.violations] == [small_dir]
+
+
+def test_another_sidecars_decision_from_an_earlier_look_does_not_lift_the_verdict(kafka_cluster, pipeline, sidecars,
+                                                                                  unique_name, caplog):
+    """The race `make demo` lost: a sidecar of another broker looks at the cluster before the small dir crosses the
+    limit, and while it waits for the aggregator's answer (a factor of 1) the small dir's sidecar writes its verdict
+    of 1 B/s. The answer, older than the verdict, must not write the producer quota back."""
+    small_dir = kafka_cluster.require_small_dir()
+    broker = kafka_cluster.small_dir_broker_id
+    other = next(b for b in kafka_cluster.cluster.broker_ids if b != broker)
+    free = os.statvfs(small_dir).f_bavail * os.statvfs(small_dir).f_frsize
+    limit = free - 4 * MiB  # crossed by the 8 MiB written below, also if an earlier test's deleted topic goes meanwhile
+    fill = 8 + -(-_pending_deletion_bytes(small_dir) // MiB)
+
+    def sidecar_of(broker_id: int, **local):
+        sidecar = build_sidecar(cfg.from_properties({
+            P + "kafka.admin.bootstrap.servers": kafka_cluster.bootstrap_servers, P + "poll.timeout": "PT60S",
+            P + "broker.id": str(broker_id), P + "produce": str(PRODUCE_RATE),
+            P + "storage.per.volume.limit.min.available.bytes": str(limit), **local, **pipeline}))
+        sidecars.append(sidecar)
+        return sidecar
+
+    watching = sidecar_of(broker, **{P + "storage.local.log.dirs": small_dir})
+    late = sidecar_of(other)
+    assert watching.run_pass().throttle_factor == 1.0  # confirms the dir
+    decide = late.decider.decide
+
+    def decide_then_cross(observation):  # the other sidecar's decision is made; the crossing comes before its writes
+        decision = decide(observation)
+        assert decision.throttle_factor == 1.0, decision
+        _fill(kafka_cluster, unique_name, broker, fill)
+        watching.watch.sample()
+        assert watching.run_pass().throttle_factor == 0.0
+        return decision
+
+    late.decider.decide = decide_then_cross
+    try:
+        with caplog.at_level("INFO", logger="quota_sidecar.act.quota_writes"):
+            late.run_pass()
+        assert late.admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE) == 1.0, \
+            "a decision made before the verdict wrote the producer quota back"
+        assert "kept, not" in caplog.text
+        late.decider.decide = decide
+        assert late.run_pass().throttle_factor == 0.0  # a look after the crossing sees the dir at the limit
+    finally:
+        _delete(kafka_cluster, unique_name)
+
+
+def _fill(kafka_cluster, topic: str, broker: int, mebibytes: int) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(topic, replica_assignments={0: [broker]})])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers, acks="all")
+    for _ in range(mebibytes):
+        producer.send(topic, os.urandom(MiB - 1024))
+    producer.flush(60)
+    producer.close()
+
+
+def _pending_deletion_bytes(log_dir: str) -> int:
+    """What the broker frees on its own soon: the files of deleted partitions (`*-delete`) not yet removed."""
+    return sum(f.stat().st_size for d in Path(log_dir).glob("*-delete") for f in d.iterdir())
+
+
+def _delete(kafka_cluster, topic: str) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
 
 
 def _within(condition, timeout: float) -> bool:

@@ -97,6 +97,17 @@ def test_a_local_dir_at_the_limit_sets_the_factor_to_0_and_a_failed_poll_after_i
     assert (failed.throttle_factor, failed.source) == (0.0, "last_valid")
 
 
+def test_a_decision_looked_at_the_cluster_when_its_factor_was_computed_or_the_fallback_applied():
+    decider = Decider(sidecar_config(**{"throttle.factor.validity.duration": "PT5M"}), RecordingJudge())
+    computed = decider.decide(poll(0, (1, "/a", 900)))
+    kept = decider.decide(Observation(at=AT + timedelta(seconds=60), error="DescribeLogDirs timed out"))
+    fallback = decider.decide(Observation(at=AT + timedelta(seconds=400), error="DescribeLogDirs timed out"))
+
+    assert computed.looked_at == AT
+    assert (kept.source, kept.looked_at) == ("last_valid", AT)  # its factor rests on the first poll's look
+    assert (fallback.source, fallback.looked_at) == ("fallback", AT + timedelta(seconds=400))
+
+
 def test_the_tenants_of_the_last_poll_that_read_them_are_throttled_by_a_failed_poll_and_the_local_verdict():
     decider = Decider(sidecar_config(), RecordingJudge(violated={(1, "/a")}))
     first = decider.decide(replace(poll(0, (1, "/a", 900)), tenant_rates={"alice": 1e9}))
