@@ -106,7 +106,7 @@ def test_the_watch_keeps_sampling_while_zookeeper_is_slow_and_the_newest_sample_
     znodes = ZnodeVolumes(session, broker_id=3)
     watch = watched_into(znodes, scripted(list(range(1000, 0, -1)), reads)).start()
     try:
-        eventually(lambda: len(reads) >= 20, 10, "the watch sampling while the first write waits")
+        eventually(lambda: len(reads) >= 60, 10, "the watch sampling while the first write waits")
         assert session.writes == []
         gate.set()  # ZooKeeper answers again
         eventually(lambda: len(session.writes) >= 2, 10, "the writes after the wait")
@@ -114,8 +114,10 @@ def test_the_watch_keeps_sampling_while_zookeeper_is_slow_and_the_newest_sample_
         watch.stop()
         znodes.close()
     first, then = session.available()[:2]
-    assert first == 1000, first  # the write that waited
-    assert then <= 1000 - 19, then  # then a sample taken while it waited, not the one right after it
+    # The write that waited took the newest sample when its thread woke: one of the first (a busy machine wakes
+    # it a few 5 ms samples late); then the newest after the wait, not the sample right after the first.
+    assert first >= 1000 - 20, first
+    assert then <= first - 30, (first, then)
 
 
 def test_a_pass_writes_the_znode_only_when_it_does_not_hold_its_volumes_yet():
