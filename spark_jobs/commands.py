@@ -131,13 +131,23 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     from quota_sidecar.decide.pipeline import end_offsets, ensure_topics
     from quota_sidecar.observe.admin import ClusterAdmin
     from quota_sidecar.shutdown import GracefulShutdown
-    from spark_jobs import aggregation, session
+    from spark_jobs import aggregation, capacity_metrics, session
 
     config = load_config(config_paths, overrides, aggregator=True)
     pipeline = config.pipeline
     jars = pipeline.kafka_jars or _connector_jars()
     checkpoint = pipeline.checkpoint or os.path.join(tempfile.gettempdir(), "quota-sidecar-aggregator")
     log = logging.getLogger("quota_sidecar")
+    forecast = None
+    if pipeline.metrics_port is not None:  # listening first: a port in use is said before a JVM starts
+        forecast = capacity_metrics.CapacityForecast(config.history.location, config.storage_limit)
+        try:
+            port = capacity_metrics.serve(forecast, config.http_host, pipeline.metrics_port)
+        except OSError as error:
+            fail(f"cannot listen on {config.http_host}:{pipeline.metrics_port} ({configuration.PREFIX}"
+                 f"aggregator.metrics.port): {error.strerror or error}")
+        log.info("the history's forecast on http://%s:%d/metrics, made every %s", config.http_host, port,
+                 capacity_metrics.FORECAST_EVERY)
     try:
         with ClusterAdmin(pipeline.client) as admin:
             ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
@@ -173,6 +183,8 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
              pipeline.observations_topic, pipeline.decisions_topic, checkpoint, config.spark_url or "embedded")
     try:
         while not shutdown.event.wait(1.0):
+            if forecast is not None:
+                forecast.refresh_if_due(spark)
             if not query.isActive:  # a micro-batch failed (a write timed out...): resume from the checkpoint
                 log.warning("the aggregation stopped: %s; starting it again in %.0fs",
                             session.reason(query.exception()), RESTART_AFTER)

@@ -96,6 +96,7 @@ class PipelineConfig:
     heartbeats_topic: str = HEARTBEATS_TOPIC
     checkpoint: str = ""
     kafka_jars: tuple[str, ...] = ()
+    metrics_port: int | None = None  # the aggregator's /metrics on http.host: the history's forecast
     client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
     java_properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # for Spark's connector
 
@@ -297,10 +298,13 @@ def _pipeline(values: Mapping[str, object], admin: Mapping[str, str]) -> Pipelin
     when pipeline.bootstrap.servers names them."""
     servers = values["pipeline.bootstrap.servers"] or admin["bootstrap.servers"]
     java = {**admin, "bootstrap.servers": servers}
+    if values["aggregator.metrics.port"] is not None and not values["history.location"]:
+        raise ConfigError(f"{PREFIX}aggregator.metrics.port={values['aggregator.metrics.port']}: needs {PREFIX}"
+                          "history.location too: the endpoint exports the forecast of the history")
     return PipelineConfig(servers, bool(values["pipeline.bootstrap.servers"]), values["pipeline.observations.topic"],
                           values["pipeline.decisions.topic"], values["pipeline.heartbeats.topic"],
-                          values["aggregator.checkpoint.location"],
-                          values["aggregator.kafka.jars"], client_kwargs(java), java)
+                          values["aggregator.checkpoint.location"], values["aggregator.kafka.jars"],
+                          values["aggregator.metrics.port"], client_kwargs(java), java)
 
 
 def _default_poll_timeout(admin_client: Mapping[str, object]) -> timedelta:

@@ -173,6 +173,9 @@ KEYS: tuple[Key, ...] = (
         "by cluster and day) for quota-sidecar report's forecast", "empty (no history kept)"),
     Key("history.retention", positive_duration, timedelta(days=90), "the aggregator deletes the history's days older "
         "than this (keep several of Kafka's retention cycles: the forecast regresses their peaks)"),
+    Key("aggregator.metrics.port", optional_port, None, "the aggregator's Prometheus endpoint (/metrics) on http.host: "
+        "each volume's days to the storage limit from the forecast of the history (hourly); needs history.location",
+        "none (no endpoint)"),
     Key("aggregator.kafka.jars", path_list, (), "the jars of Spark's Kafka connector the aggregator loads (never "
         "downloaded at run time)", "those of build/spark-kafka.classpath (make setup); none in the "
         "quota-sidecar-spark image, which has them on Spark's classpath"),

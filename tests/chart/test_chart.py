@@ -93,6 +93,19 @@ def test_one_aggregator_decides_for_the_release_from_its_own_locked_down_workloa
     assert ("client.quota.callback.static.aggregator.checkpoint.location=/var/lib/quota-sidecar-aggregator/checkpoint"
             in aggregator_properties)
     assert not any("storage.local.log.dirs" in line for line in aggregator_properties)
+    # the history beside the checkpoint, its forecast on the metrics port
+    assert "client.quota.callback.static.history.location=/var/lib/quota-sidecar-aggregator/history" in aggregator_properties
+    assert "client.quota.callback.static.aggregator.metrics.port=9404" in aggregator_properties
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9404}]
+
+
+def test_with_monitoring_prometheus_scrapes_the_aggregators_forecast(helm):
+    documents = render(helm, COMBINATIONS["example-everything"])
+
+    monitors = {d["metadata"]["name"]: d["spec"] for d in documents if d["kind"] == "PodMonitor"}
+    aggregator = monitors["qs-quota-sidecar-aggregator"]
+    assert aggregator["selector"]["matchLabels"]["app.kubernetes.io/name"] == "qs-quota-sidecar-aggregator"
+    assert aggregator["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
 
 
 @pytest.mark.parametrize("settings, pipeline", [

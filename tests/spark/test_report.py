@@ -20,7 +20,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 
@@ -28,21 +27,9 @@ from spark_jobs import history, report, report_page
 from quota_sidecar.common.vocabulary import StorageLimit
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL_CSV = REPO / "tests" / "data" / "history-small.csv"
 QUOTA_SIDECAR = str(Path(sys.executable).with_name("quota-sidecar"))
 MB = 1_000_000
 NOW = datetime(2026, 11, 27, tzinfo=timezone.utc)
-
-
-@pytest.fixture(scope="module")
-def small_history(tmp_path_factory) -> str:
-    """The CSV as one Parquet file, not partitioned, its times a UTC timestamp: as another tool writes it."""
-    table = pa_csv.read_csv(SMALL_CSV, convert_options=pa_csv.ConvertOptions(column_types={
-        "broker": pa.int32(), "observed_at": pa.timestamp("us", tz="UTC"), "total_bytes": pa.int64(),
-        "available_bytes": pa.int64()}))
-    path = tmp_path_factory.mktemp("small") / "history.parquet"
-    pq.write_table(table, path)
-    return str(path)
 
 
 @pytest.fixture(scope="module")

@@ -105,6 +105,8 @@ def test_broker_id_comes_from_the_brokers_own_file():
     ("history.retention", "P0D", "longer than zero"),
     ("history.retention", "90 days", "ISO-8601"),
     ("history.retention", "P3M", "no months"),
+    ("aggregator.metrics.port", "70000", "from 0 to 65535"),
+    ("aggregator.metrics.port", "9404", "needs client.quota.callback.static.history.location"),  # nothing to export
 ])
 def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, mentions):
     with pytest.raises(ConfigError) as raised:

@@ -1,5 +1,5 @@
-"""The chart's Grafana dashboard and alert rules read only metrics the sidecar exports
-(quota_sidecar/serve/metrics.py)."""
+"""The chart's Grafana dashboard and alert rules read only metrics the agents (quota_sidecar/serve/metrics.py) and
+the aggregator (spark_jobs/capacity_metrics.py) export."""
 
 import json
 import re
@@ -7,19 +7,25 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from quota_sidecar.common.refusals import Refusal
 from quota_sidecar.serve.metrics import registry_for
+from spark_jobs.capacity_metrics import CapacityForecast
 
 CHART_FILES = Path(__file__).resolve().parents[2] / "charts" / "quota-sidecar" / "files"
 METRIC = re.compile(r"\bquota_sidecar_[a-z_]+\b")
 
 
 def exported(snapshot) -> set[str]:
-    """Every sample name a scrape of a snapshot with every part (replication, forecast) shows."""
-    text = generate_latest(registry_for(lambda: snapshot)).decode()
+    """Every sample name a scrape shows: of an agent's snapshot with every part (replication, forecast), and of the
+    aggregator's endpoint with a forecast of one volume."""
+    forecast = CapacityForecast("/history", None)
+    forecast.volumes = [{"cluster": "c", "broker": 1, "log_dir": "/data", "limit_at": None, "growth_bytes_per_day": 0}]
+    aggregator = CollectorRegistry()
+    aggregator.register(forecast)
+    text = generate_latest(registry_for(lambda: snapshot)).decode() + generate_latest(aggregator).decode()
     return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
@@ -55,4 +61,4 @@ def test_the_dashboard_shows_what_the_issue_asks_for():
     assert {"quota_sidecar_throttle_factor", "quota_sidecar_throttle_factor_source",
             "quota_sidecar_volume_available_bytes", "quota_sidecar_volume_seconds_to_limit",
             "quota_sidecar_client_quota", "quota_sidecar_replication_throttle_rate_bytes",
-            "quota_sidecar_moves_in_progress"} <= shown
+            "quota_sidecar_moves_in_progress", "quota_sidecar_volume_days_to_limit"} <= shown

@@ -78,6 +78,12 @@ it, its checkpoint on its volume). Both get the TLS files to the brokers.
 {{- $_ := set $props "pipeline.bootstrap.servers" (include "quota-sidecar.aggregatorBootstrap" $root) -}}
 {{- end -}}
 {{- $_ := set $props "aggregator.checkpoint.location" (printf "%s/checkpoint" (include "quota-sidecar.aggregatorDataDir" $root)) -}}
+{{- if $root.Values.aggregator.history.enabled -}}
+{{- if not (index $props "history.location") -}}
+{{- $_ := set $props "history.location" (printf "%s/history" (include "quota-sidecar.aggregatorDataDir" $root)) -}}
+{{- end -}}
+{{- $_ := set $props "aggregator.metrics.port" (toString $root.Values.aggregator.metricsPort) -}}
+{{- end -}}
 {{- else -}}
 {{- if and $root.Values.dataVolume.logDirs (not (hasKey $props "storage.local.log.dirs")) -}}
 {{- $_ := set $props "storage.local.log.dirs" $root.Values.dataVolume.logDirs -}}

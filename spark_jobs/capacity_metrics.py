@@ -1,0 +1,96 @@
+"""The aggregator's Prometheus endpoint (`aggregator.metrics.port`): each volume's days to the storage limit from
+the latest forecast of the history, so that an alert can say "full in 9 days" rather than "less than 5 GiB free".
+
+The forecast is the capacity report's (``report.build`` over the last FORECAST_SINCE of the history), made at the
+aggregator's start and every FORECAST_EVERY: the history grows by one append every few minutes and a retention
+cycle takes hours or days, so a fresher one would say the same. Days count from the moment of the scrape to the
+forecast's date of the limit. A volume that is not filling gets +Inf: it is listed, and no threshold alerts on it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from quota_sidecar.common.vocabulary import StorageLimit
+from spark_jobs import report
+
+_log = logging.getLogger(__name__)
+FORECAST_EVERY = timedelta(hours=1)
+RETRY_AFTER = timedelta(minutes=5)  # the history's appends come every aggregation.HISTORY_TRIGGER
+FORECAST_SINCE = timedelta(days=30)  # as `quota-sidecar report` by default
+DAY = 86400.0
+_LABELS = ("cluster", "broker_id", "log_dir")  # broker_id and log_dir as the agents label a volume
+
+
+class CapacityForecast:
+    """The latest forecast's volumes, read by the endpoint's collector; refreshed by the aggregator's main loop."""
+
+    def __init__(self, location: str, limit: StorageLimit | None, clock: Callable[[], float] = time.time):
+        self.location, self.limit, self.clock = location, limit, clock
+        self.volumes: list[dict] = []
+        self.made_at: float | None = None  # epoch seconds of the last forecast made
+        self.failures = 0
+        self.next_at = 0.0  # monotonic: the next forecast is due
+
+    def refresh_if_due(self, spark) -> None:
+        """The forecast, when FORECAST_EVERY has passed since the last one. A history not written yet (the first
+        append comes a few minutes after the start), or a failed job, is tried again after RETRY_AFTER; a failure
+        is one WARNING, counted, and the last forecast stays."""
+        if time.monotonic() < self.next_at:
+            return
+        self.next_at = time.monotonic() + RETRY_AFTER.total_seconds()
+        if "://" not in self.location and not os.path.exists(self.location):
+            _log.info("capacity forecast: no history at %s yet", self.location)
+            return
+        now = datetime.fromtimestamp(self.clock(), timezone.utc)
+        try:
+            built = report.build(spark, self.location, FORECAST_SINCE, self.limit, now, at_risk=timedelta(0))
+        except Exception as error:  # Spark's errors come as many types
+            self.failures += 1
+            _log.warning("capacity forecast of the history at %s failed (tried again in %s): %s", self.location,
+                         RETRY_AFTER, str(error).strip().splitlines()[0] if str(error).strip() else
+                         type(error).__name__)
+            return
+        self.next_at = time.monotonic() + FORECAST_EVERY.total_seconds()
+        self.volumes, self.made_at = built["volumes"], now.timestamp()
+        _log.info("capacity forecast of %d volumes from the history at %s", len(self.volumes), self.location)
+
+    def collect(self):
+        now = self.clock()
+        days = GaugeMetricFamily("quota_sidecar_volume_days_to_limit", "Days until the volume's available bytes "
+                                 "reach the storage limit at its net growth over the history (+Inf: not filling)",
+                                 labels=_LABELS)
+        growth = GaugeMetricFamily("quota_sidecar_volume_growth_bytes_per_day", "The volume's net growth of used "
+                                   "bytes per day over the history, through its retention cycles", labels=_LABELS)
+        for volume in self.volumes:
+            labels = [volume["cluster"], str(volume["broker"]), volume["log_dir"]]
+            days.add_metric(labels, _days_between(now, volume["limit_at"]))
+            if volume["growth_bytes_per_day"] is not None:
+                growth.add_metric(labels, volume["growth_bytes_per_day"])
+        yield days
+        yield growth
+        yield GaugeMetricFamily("quota_sidecar_capacity_forecast_timestamp_seconds", "When the latest forecast "
+                                "was made (0: none yet)", value=self.made_at or 0.0)
+        yield CounterMetricFamily("quota_sidecar_capacity_forecast_failures", "Forecasts of the history that "
+                                  "failed", value=self.failures)
+
+
+def serve(forecast: CapacityForecast, host: str, port: int) -> int:
+    """The endpoint (/metrics), in a daemon thread; the port it listens on (0 picks a free one)."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(forecast)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server.server_port
+
+
+def _days_between(now: float, limit_at: str | None) -> float:
+    if limit_at is None:
+        return float("inf")
+    at = datetime.strptime(limit_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    return (at - now) / DAY
