@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 
 import click
 import isodate
@@ -128,13 +129,22 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     import time
 
     needs_spark("aggregate")
+    from quota_sidecar.common.refusals import REFUSALS
+    from quota_sidecar.decide import acls
     from quota_sidecar.decide.pipeline import end_offsets, ensure_topics
+    from quota_sidecar.decide.refusal_lines import RefusalLines
     from quota_sidecar.observe.admin import ClusterAdmin
     from quota_sidecar.shutdown import GracefulShutdown
     from spark_jobs import aggregation, capacity_metrics, session
 
     config = load_config(config_paths, overrides, aggregator=True)
     pipeline = config.pipeline
+    # A permission refused is said in one line naming what stops without it, at start and by Spark's queries.
+    REFUSALS.explain = RefusalLines(config, [acls.AGGREGATE]).explain
+
+    def why(error: BaseException) -> str:
+        return _refused_topic(error, REFUSALS, pipeline.decisions_topic) or session.reason(error)
+
     jars = pipeline.kafka_jars or _connector_jars()
     checkpoint = pipeline.checkpoint or os.path.join(tempfile.gettempdir(), "quota-sidecar-aggregator")
     log = logging.getLogger("quota_sidecar")
@@ -176,7 +186,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     except AdminError as error:
         fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
     except Exception as error:  # Spark's errors come as many types; one line says which
-        fail(f"cannot start the aggregation: {session.reason(error)}")
+        fail(f"cannot start the aggregation: {why(error)}")
     history_retry_at = 0.0
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
     log.info("deciding for the agents of %s: %s -> %s (checkpoint %s, Spark %s)", pipeline.bootstrap_servers,
@@ -186,27 +196,42 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
             if forecast is not None:
                 forecast.refresh_if_due(spark)
             if not query.isActive:  # a micro-batch failed (a write timed out...): resume from the checkpoint
-                log.warning("the aggregation stopped: %s; starting it again in %.0fs",
-                            session.reason(query.exception()), RESTART_AFTER)
+                log.warning("the aggregation stopped: %s; starting it again in %.0fs", why(query.exception()),
+                            RESTART_AFTER)
                 if shutdown.event.wait(RESTART_AFTER):
                     break
                 try:
                     query = started()
                 except Exception as error:
-                    fail(f"cannot start the aggregation again: {session.reason(error)}", UNREACHABLE)
+                    fail(f"cannot start the aggregation again: {why(error)}", UNREACHABLE)
             if recording is not None and not recording.isActive and time.monotonic() >= history_retry_at:
                 # the decisions go on without it; a failing history is tried again once a minute
                 history_retry_at = time.monotonic() + 60.0
-                log.warning("the history stopped: %s; starting it again", session.reason(recording.exception()))
+                log.warning("the history stopped: %s; starting it again", why(recording.exception()))
                 try:
                     recording = recording_started()
                 except Exception as error:
-                    log.warning("cannot start the history again: %s", session.reason(error))
+                    log.warning("cannot start the history again: %s", why(error))
     finally:
         for running in (query, recording):
             if running is not None and running.isActive:
                 running.stop()
         session.stop_sessions()
+
+
+def _refused_topic(error: BaseException, refusals, decisions_topic: str) -> str | None:
+    """The one line of a refusal when Kafka's authorizer refused Spark's Kafka source or sink a topic (its
+    exception names the topics; the decisions topic is the sink's): the permission and what stops without it."""
+    from quota_sidecar.common.errors import AuthorizationRefused
+
+    refused = re.search(r"TopicAuthorizationException: Not authorized to access topics: \[([^\]]*)\]", str(error))
+    if refused is None:
+        return None
+    topics = frozenset(topic.strip() for topic in refused.group(1).split(",") if topic.strip())
+    sink = decisions_topic in topics
+    apis = ("Produce", "Metadata") if sink else ("Fetch", "Metadata", "ListOffsets")
+    return str(refusals.refused(AuthorizationRefused(f"Spark's Kafka {'sink' if sink else 'source'}", apis, "TOPIC",
+                                                     topics)))
 
 
 def _connector_jars() -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -165,3 +166,43 @@ def test_each_acl_taken_away_is_one_line_naming_it_and_what_stops_and_the_rest_g
         agent.stop()
         aggregator.stop()
         lab.close()
+
+
+@pytest.mark.security
+def test_a_read_or_write_taken_from_the_aggregator_is_one_line_naming_it_and_decisions_resume_when_granted(
+        make_kafka_cluster, tmp_path):
+    """Spark's Kafka source (READ on the observations) and sink (WRITE on the decisions) refused while the aggregator
+    runs: each micro-batch's failure is one WARNING naming the permission and what stops, no traceback; granted
+    again, the agents get decisions again."""
+    cluster, agent, aggregator, _, _ = least_privileged(make_kafka_cluster, tmp_path, "run")
+    query_acls = [acl for acl in printed(aggregator.process, AGGREGATOR, "aggregate")
+                  if acl["operation"] in ("READ", "WRITE")]
+    assert len(query_acls) == 2, query_acls
+    try:
+        aggregator.start().wait_ready()
+        agent.start().wait_ready()
+        eventually(lambda: agent.status()["throttle"]["last_error"] is None, 120, "the agent's first decision")
+        for acl in query_acls:
+            taken = f"{acl['operation']} on TOPIC {acl['resource_name']}"
+            revoke(cluster.bootstrap_servers, [acl])
+
+            def said():
+                return next((line for line in aggregator.process.log_path.read_text().splitlines()
+                             if f"refused for User:{AGGREGATOR}" in line and acl["resource_name"] in line), None)
+
+            line = eventually(said, 120, f"{taken} refused, said by the aggregator")
+            assert f"{acl['operation']} on TOPIC {acl['resource_name']}" in line and \
+                "the aggregator: every micro-batch fails" in line, line
+            grant(cluster.bootstrap_servers, [acl])
+            granted_at = datetime.now(timezone.utc)
+            eventually(lambda: _decided_since(agent, granted_at), 120, f"a decision again with {taken} granted")
+        logged = aggregator.process.log_path.read_text()
+        assert "Traceback" not in logged and not any(password in logged for password in PASSWORDS.values())
+    finally:
+        agent.stop()
+        aggregator.stop()
+
+
+def _decided_since(agent: SidecarProcess, moment: datetime) -> bool:
+    last = agent.status()["throttle"]["last_success"]
+    return last is not None and datetime.fromisoformat(last) > moment

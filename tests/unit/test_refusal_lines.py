@@ -108,3 +108,24 @@ def test_a_permission_the_table_grants_through_another_names_that_one_and_all_it
                                  "failed: [Error 31] ClusterAuthorizationFailedError), which `quota-sidecar acls` "
                                  "grants with ALTER_CONFIGS on CLUSTER: ")
     assert "disk protection: no quota is written" in str(error)  # ALTER_CONFIGS is not granted either
+
+
+@pytest.mark.parametrize("topic, permission", [
+    ("__quota_sidecar_observations", "DESCRIBE or READ on TOPIC __quota_sidecar_observations"),  # Spark's source
+    ("__quota_sidecar_decisions", "DESCRIBE or WRITE on TOPIC __quota_sidecar_decisions"),  # its sink
+])
+def test_the_aggregators_query_stopped_by_a_refused_topic_is_one_line_naming_the_permission(topic, permission):
+    from spark_jobs.commands import _refused_topic
+
+    refusals = Refusals()
+    refusals.explain = RefusalLines(configuration.load((), EVERYTHING, aggregator=True), [acls.AGGREGATE]).explain
+    spark_said = ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted.\n"
+                  "Caused by: org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access "
+                  f"topics: [{topic}]\n\tat org.apache.kafka.clients...")
+
+    line = _refused_topic(Exception(spark_said), refusals, "__quota_sidecar_decisions")
+
+    assert line.startswith(f"{permission} refused for User:quota-sidecar (Spark's Kafka "), line
+    assert "the aggregator: every micro-batch fails" in line and "\n" not in line
+    assert [r.permission for r in refusals.lately(60)] == [permission]
+    assert _refused_topic(Exception("[STREAM_FAILED] a broker went away"), refusals, "__quota_sidecar_decisions") is None
