@@ -68,8 +68,10 @@ class LocalWatch:
         self.danger: list[str] = []
         self.at_limit: list[str] = []  # the dirs the last sample found at or below the hard limit
         # The dirs above it that reach it within the agent's reaction time at their fastest fill rate of the fill
-        # window (the flood held by the verdict writes nothing now, and would again once it is lifted).
+        # window, or since they were first judged so: the flood the verdict holds writes nothing now, and would
+        # again once lifted. They stay judged until their free space grows (a deletion, retention).
         self.reaching: list[str] = []
+        self._held_rates: dict[str, float] = {}  # dir judged at or near the limit -> the fastest rate seen since
         self.reaction = self.interval + VERDICT_WRITE_SECONDS  # seconds from a sample to the quota in force
         # Those, and with a lead time the dirs that reach the limit within it at their fill rate over the fill
         # window: the local verdict's (local_verdict.py).
@@ -151,13 +153,16 @@ class LocalWatch:
                     while now - window[0].at > self.fill_window:
                         window.popleft()
             left = time_left(self._history, self.limit)
-            at_peak = time_left(self._history, self.limit, self._peak_rates(now))
+            peaks = self._peak_rates(now)
             horizon = self.horizon()
             danger_before, self.danger = self.danger, in_danger(left, horizon)
             guarded_before = set(self.guard_zone)
-            self.guard_zone = in_danger(at_peak, max(horizon, GUARD_HORIZON_SECONDS))
+            self.guard_zone = in_danger(time_left(self._history, self.limit, peaks), max(horizon, GUARD_HORIZON_SECONDS))
             self.at_limit = at_the_limit(left)
-            self.reaching = [d for d in at_the_limit(at_peak, self.reaction) if d not in self.at_limit]
+            held = {d: max(peaks.get(d, 0.0), self._held_rates.get(d, 0.0)) for d in {*peaks, *self._held_rates}}
+            self.reaching = [d for d in at_the_limit(time_left(self._history, self.limit, held), self.reaction)
+                             if d not in self.at_limit]
+            self._held_rates = {d: held[d] for d in self.at_limit + self.reaching if d in held}
             self.judged = self.at_limit + self.reaching + [d for d in predicted(self._fill, self.limit)
                                                            if d not in self.reaching]
             self.until_judged = until_judged(left, self.limit, self.reaction)

@@ -123,20 +123,22 @@ def scripted_watch(frees_mib, fill_window=60.0) -> LocalWatch:
                       clock=lambda: next(clock), fill_window=fill_window)
 
 
-def test_a_flood_is_judged_the_agents_reaction_time_before_the_limit_and_stays_judged_while_held():
+def test_a_flood_is_judged_the_agents_reaction_time_before_the_limit_and_stays_judged_until_space_is_freed():
     """100 MiB/s: in the 0.2 s a watch interval and the verdict's write take, 20 MiB land. Judged when the free
-    space less those reaches the limit, the producer's last bytes land before it, not past it."""
+    space less those reaches the limit, the producer's last bytes land before it, not past it. Held still, the
+    flood is not forgotten after the fill window (lifted, it would come back at full speed); a deletion frees it."""
     flood = [200, 190, 180, 170, 160, 150, 140, 130]
-    local = scripted_watch([*flood, 118, *[118] * 30], fill_window=2.0)
+    held_still = [118] * 40  # four seconds: twice the fill window
+    local = scripted_watch([*flood, 118, *held_still, 300], fill_window=2.0)
     judged = []
-    for _ in range(len(flood) + 31):
+    for _ in range(len(flood) + 1 + len(held_still) + 1):
         local.sample()
         judged.append(list(local.judged))
 
     assert local.reaction == pytest.approx(0.2)
     assert judged[len(flood) - 1] == [] and judged[len(flood)] == ["/data"]  # 30 MiB above it: not yet; 18: now
-    assert local.at_limit == [] and local.reaching == []  # held still for over the fill window: no longer judged
-    assert all(j == ["/data"] for j in judged[len(flood):len(flood) + 20])  # held still: the flood is not forgotten
+    assert all(j == ["/data"] for j in judged[len(flood):-1])
+    assert judged[-1] == []  # 200 MiB above the limit after a deletion: away from it
 
 
 def test_the_reaction_time_is_the_watch_interval_and_the_verdicts_last_write():
