@@ -6,11 +6,12 @@ pipeline the same cluster, the default), check interval PT1S, a limit no volume 
 of each agent after its first pass and after 20, with every process it started (none: it runs no JVM);
 the aggregator's Python process and its Spark JVM once the agents have made their 20 passes.
 
-The cluster's total for the quota work at 3, 30 and 300 brokers is then N agents and one aggregator, next
-to the per-sidecar embedded Spark it replaces (605 MiB a sidecar, measured on 2026-11-21 at 34e12e6). The
-aggregator is measured deciding for 3 agents; what it needs for 300 is the next measurement (issue 23).
+Then the same aggregator deciding for simulated fleets of 30 and 300 agents (fleet_of: their observations as
+agents publish them, one each a check interval). The cluster's total for the quota work at 3, 30 and 300 brokers
+is N agents and the aggregator deciding for them, next to the per-sidecar embedded Spark it replaces (605 MiB a
+sidecar, measured on 2026-11-21 at 34e12e6).
 
-    .venv/bin/python benchmarks/memory.py [--agents 3] [--polls 20]
+    .venv/bin/python benchmarks/memory.py [--agents 3] [--polls 20] [--fleets 30,300] [--fleet-seconds 180]
 """
 
 from __future__ import annotations
@@ -18,18 +19,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import tempfile
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
+from kafka import KafkaProducer
 
 from common import (MiB, LoadWatch, Result, Stats, cell, print_result, provenance, sidecar_properties,
                     sidecar_running, table, this_command, uptime)
 from harness.aggregator import Aggregator
 from harness.local_cluster import LocalKafkaCluster
+from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC, encode, key, observation
 
 TITLE = "Memory"  # its subsection of "## Disk protection" in docs/benchmarks.md
 EMBEDDED_SIDECAR_MIB = 605  # one sidecar with its own embedded Spark, this section's figure of 2026-11-21 (34e12e6)
 TARGET_MIB = 64  # issue 23: the agent's RSS, median after 20 passes
+CHECK_INTERVAL = 60.0  # s: storage.check.interval's default, each simulated agent's pace
+FLEET_LIMITS = {"min_available_bytes": 1 << 30}
 
 
 def rss(pid: int) -> dict:
@@ -63,12 +70,40 @@ def agents(cluster: LocalKafkaCluster, aggregator: Aggregator, work_dir: Path, c
     return results, aggregator_rss
 
 
-def run(count: int = 3, polls: int = 20) -> Result:
+def fleet_of(brokers: int, aggregator: Aggregator, seconds: float) -> tuple[dict, int]:
+    """The aggregator deciding for `brokers` agents of one simulated cluster for `seconds`: each asks once a
+    check interval (the default, PT1M), as an agent publishes its observation: every broker's 2 log dirs with 2
+    measurements in the fill window, and its own dirs with a minute of local samples (every 0.1 s). Published
+    with one producer, the agents' turns spread over the interval. The aggregator's RSS then, and how many
+    observations were published."""
+    producer = KafkaProducer(bootstrap_servers=aggregator.pipeline_servers, linger_ms=5)
+    now = datetime.now(timezone.utc)
+    everyone = [{"broker_id": b, "log_dir": f"/data/{d}", "total_bytes": 1 << 40, "available_bytes": 1 << 39,
+                 "usable": True, "at_seconds": float(at)} for b in range(1, brokers + 1) for d in (0, 1) for at in (-60, 0)]
+    published, started = 0, time.monotonic()
+    while time.monotonic() - started < seconds:
+        agent = published % brokers + 1
+        own = [{**row, "broker_id": agent, "at_seconds": -i / 10} for row in everyone[:2] for i in range(600)]
+        message = observation("simulated-fleet", agent, now, everyone + own, FLEET_LIMITS)
+        producer.send(OBSERVATIONS_TOPIC, key=key("simulated-fleet", agent).encode(), value=encode(message))
+        published += 1
+        time.sleep(max(0.0, started + published * CHECK_INTERVAL / brokers - time.monotonic()))
+    producer.flush(60)
+    producer.close()
+    return rss(aggregator.process.process.pid), published
+
+
+def run(count: int = 3, polls: int = 20, fleets: tuple[int, ...] = (30, 300), fleet_seconds: float = 180) -> Result:
     with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="bench-memory-") as work_dir, \
             LocalKafkaCluster(brokers=3) as cluster, \
             Aggregator(cluster.bootstrap_servers, Path(work_dir) / "aggregator") as aggregator:
         aggregator.warm_up()
         results, aggregator_rss = agents(cluster, aggregator, Path(work_dir), count, polls)
+        deciding_for = {count: (aggregator_rss, None)}
+        for brokers in fleets:
+            deciding_for[brokers] = fleet_of(brokers, aggregator, fleet_seconds)
+            print(f"  aggregator deciding for {brokers} agents: {total(deciding_for[brokers][0]) / MiB:.0f} MiB "
+                  f"({deciding_for[brokers][1]} observations)", flush=True)
     for index, result in enumerate(results):
         last = result["last"]
         print(f"  agent {index + 1}: {last['own'] / MiB:.0f} MiB, children {last['children'] / MiB:.0f} MiB "
@@ -90,19 +125,23 @@ def run(count: int = 3, polls: int = 20) -> Result:
          ["aggregator (`quota-sidecar aggregate`: Python + Spark JVM, `local[1]`)", f"{aggregator_mib:.0f} MiB",
           "–", ", ".join(aggregator_rss["child_names"]), "–"]])
     fleet = table(
-        ["brokers", "agents + one aggregator", "one sidecar with embedded Spark per broker (before)"],
-        [[str(n), f"{n * agent_mib + aggregator_mib:,.0f} MiB", f"{n * EMBEDDED_SIDECAR_MIB:,} MiB"]
-         for n in (3, 30, 300)])
+        ["brokers", "the aggregator deciding for their agents", "agents + one aggregator",
+         "one sidecar with embedded Spark per broker (before)"],
+        [[str(n), f"{total(deciding_for[n][0]) / MiB:,.0f} MiB" + ("" if deciding_for[n][1] is None else
+                                                                   f" ({deciding_for[n][1]:,} observations)"),
+          f"{n * agent_mib + total(deciding_for[n][0]) / MiB:,.0f} MiB", f"{n * EMBEDDED_SIDECAR_MIB:,} MiB"]
+         for n in sorted(deciding_for)])
     markdown = "\n\n".join([
         f"{count} `quota-sidecar run` agents as subprocesses against a local 3-broker cluster (one per broker, as "
         "deployed; their pipeline on the same cluster), check interval `PT1S`, one `quota-sidecar aggregate` "
         "deciding for them (embedded Spark, `local[1]`, warmed up with one question first). RSS (psutil) with "
         f"every process each started, median (min–max) over the agents, after {polls} passes and after the first.",
         measured,
-        "A cluster's memory for the quota work, from these figures: N agents and one aggregator, against one "
-        f"sidecar with its own embedded Spark per broker ({EMBEDDED_SIDECAR_MIB} MiB, measured on 2026-11-21 at "
-        "34e12e6). The aggregator was measured deciding for 3 agents; its growth with 30 and 300 agents is not "
-        "measured yet.",
+        "A cluster's memory for the quota work: N agents (the median above) and one aggregator, measured deciding "
+        f"for the 3 agents above, then for {' and '.join(map(str, fleets))} simulated ones for {fleet_seconds:.0f} s "
+        "each (`fleet_of`: one observation per agent a minute, as at the default check interval, every broker's "
+        "2 dirs and a minute of the agent's own local samples), against one sidecar with its own embedded Spark "
+        f"per broker ({EMBEDDED_SIDECAR_MIB} MiB, measured on 2026-11-21 at 34e12e6).",
         fleet,
         provenance(this_command(), load),
     ])
@@ -113,8 +152,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=3, help="agents running at once")
     parser.add_argument("--polls", type=int, default=20)
+    parser.add_argument("--fleets", default="30,300", help="simulated fleets' sizes the aggregator decides for")
+    parser.add_argument("--fleet-seconds", type=float, default=180.0)
     args = parser.parse_args()
-    print_result(run(args.agents, args.polls))
+    print_result(run(args.agents, args.polls, tuple(int(n) for n in args.fleets.split(",") if n), args.fleet_seconds))
 
 
 if __name__ == "__main__":
