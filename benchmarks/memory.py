@@ -79,7 +79,8 @@ def fleet_of(brokers: int, aggregator: Aggregator, seconds: float) -> tuple[dict
     producer = KafkaProducer(bootstrap_servers=aggregator.pipeline_servers, linger_ms=5)
     now = datetime.now(timezone.utc)
     everyone = [{"broker_id": b, "log_dir": f"/data/{d}", "total_bytes": 1 << 40, "available_bytes": 1 << 39,
-                 "usable": True, "at_seconds": float(at)} for b in range(1, brokers + 1) for d in (0, 1) for at in (-60, 0)]
+                 "usable": True, "at_seconds": float(at)}
+                for b in range(1, brokers + 1) for d in (0, 1) for at in (-60, 0)]
     published, started = 0, time.monotonic()
     while time.monotonic() - started < seconds:
         agent = published % brokers + 1

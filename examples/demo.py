@@ -2,9 +2,9 @@
 
 A local 3-broker cluster runs with broker 3's only log dir on an 80 MiB tmpfs. One agent per broker watches
 every log dir; one aggregator (`quota-sidecar aggregate`, its pipeline on the same cluster) decides for them. A producer floods a topic that lives only
-on broker 3; once the free space there is what the producer writes in the agent's reaction time above the limit,
-the sidecars set the default user's producer quota to 1 B/s and the producer stalls before the disk is full. Deleting the topic frees the disk and the
-sidecars lift the throttle again.
+on broker 3; once the free space there is what the producer writes in the agent's reaction time above the
+limit, the sidecars set the default user's producer quota to 1 B/s and the producer stalls before the disk is
+full. Deleting the topic frees the disk and the sidecars lift the throttle again.
 
 Everything started here is stopped again, in reverse order, also on Ctrl-C, SIGTERM or an error; every
 wait has a deadline. The sidecars get SIGTERM and run --cleanup, and the demo checks that it removed the
@@ -135,8 +135,8 @@ def show_the_demo(stack: contextlib.ExitStack) -> None:
         print(f"    lowest free space on broker {SMALL_BROKER}'s fs: {act['lowest'] / MiB:.1f} MiB "
               f"(limit {MIN_AVAILABLE_BYTES / MiB:.0f} MiB, filesystem {SMALL_FS_BYTES / MiB:.0f} MiB)")
         if act["crossed"] is None:  # the verdict came the agent's reaction time ahead of the limit
-            print(f"    limit never crossed: quota written with {act['free_when_written'] / MiB:.1f} MiB free (by agent "
-                  f"{SMALL_BROKER}'s local watch, which samples every {WATCH_INTERVAL} s)")
+            print(f"    limit never crossed: quota written with {act['free_when_written'] / MiB:.1f} MiB free "
+                  f"(by agent {SMALL_BROKER}'s local watch, which samples every {WATCH_INTERVAL} s)")
         else:
             print(f"    limit crossed -> quota written:     {act['written'] - act['crossed']:+.2f} s (by agent "
                   f"{SMALL_BROKER}'s local watch, which samples every {WATCH_INTERVAL} s)")
@@ -342,8 +342,7 @@ def flood_until_stalled(flood: Flood, disk: DiskWatch, sidecars: SidecarProcesse
         if not throttled and throttle_factor(status) == 0.0 and producer_quota(status) == 1:
             throttled = True
             say(f"throttle engaged: agent {SMALL_BROKER} sees its dir at (or about to reach) the limit; the default "
-                "user's producer quota "
-                "is 1 B/s")
+                "user's producer quota is 1 B/s")
             print(sidecars.status_table(), flush=True)
         quiet_for = time.monotonic() - (flood.last_ack_at or time.monotonic())
         if throttled and quiet_for >= STALLED_AFTER:

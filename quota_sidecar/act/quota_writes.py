@@ -102,8 +102,8 @@ def _seen_later(mine: records.Owned | None, looked: float | None, write: ownersh
     later = write.changes and mine is not None and mine.seen_at is not None and looked is not None \
         and mine.seen_at > looked
     if later:
-        log.info("%s: %s kept, not %s: written by a sidecar that looked at the cluster %.1f s after this decision's look",
-                 quotas.target_label(write.target), quotas.rate_text(write.old), quotas.rate_text(write.new),
+        log.info("%s: %s kept, not %s: written by a sidecar that looked at the cluster %.1f s after this "
+                 "decision's look", quotas.target_label(write.target), quotas.rate_text(write.old), quotas.rate_text(write.new),
                  mine.seen_at - looked)
     return later
 

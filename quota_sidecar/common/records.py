@@ -54,7 +54,7 @@ class Owned:
     written_known: bool = True  # False for a record of a version that kept only `replaced`
     yielded: bool = False  # someone changed the value after their write: they leave it alone
     # When the sidecar that last wrote it had looked at the cluster (epoch seconds; None: unknown): a sidecar
-    # whose decision rests on an older look must not lift it (quota_writes.py).
+    # whose decision rests on an older look changes none of it (quota_writes.py).
     seen_at: float | None = None
 
     def stored(self) -> dict:

@@ -157,7 +157,8 @@ class LocalWatch:
             horizon = self.horizon()
             danger_before, self.danger = self.danger, in_danger(left, horizon)
             guarded_before = set(self.guard_zone)
-            self.guard_zone = in_danger(time_left(self._history, self.limit, peaks), max(horizon, GUARD_HORIZON_SECONDS))
+            self.guard_zone = in_danger(time_left(self._history, self.limit, peaks),
+                                        max(horizon, GUARD_HORIZON_SECONDS))
             self.at_limit = at_the_limit(left)
             held = {d: max(peaks.get(d, 0.0), self._held_rates.get(d, 0.0)) for d in {*peaks, *self._held_rates}}
             self.reaching = [d for d in at_the_limit(time_left(self._history, self.limit, held), self.reaction)
