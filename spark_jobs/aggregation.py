@@ -126,11 +126,10 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
             .trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
 
 
-# The history is written by a query of its own, every HISTORY_TRIGGER, not in the decisions' micro-batches: a
+# The history is written by a query of its own, every history.interval, not in the decisions' micro-batches: a
 # Parquet write there (1-2 s on 2 busy cores) would hold up the next decision (a micro-batch ends when its writes
-# do; with local[1] the history's one task still takes the core from a decision once in 5 minutes), and a micro-batch
+# do; with local[1] the history's one task still takes the core from a decision once an interval), and a micro-batch
 # every second would leave thousands of tiny files a day in each partition. Each query keeps its own offsets.
-HISTORY_TRIGGER = "5 minutes"
 
 
 def record_history(batch: DataFrame, location: str, retention: timedelta, expired: dict) -> None:
@@ -149,14 +148,15 @@ def record_history(batch: DataFrame, location: str, retention: timedelta, expire
 
 
 def start_history(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, checkpoint: str,
-                  location: str, retention: timedelta, starting_offsets: dict[int, int]):
+                  location: str, retention: timedelta, interval: timedelta, starting_offsets: dict[int, int]):
     """The history's streaming query (``history.location``): the same observations as ``start`` reads, appended
-    to the history every HISTORY_TRIGGER, with its checkpoint at ``checkpoint``."""
+    to the history every ``interval``, with its checkpoint at ``checkpoint``."""
     options = {f"kafka.{name}": value for name, value in kafka_options.items()}
     expired: dict[str, date] = {}
     source = _observations(spark, options, observations_topic, starting_offsets).load()
     return (source.writeStream.foreachBatch(lambda batch, _id: record_history(batch, location, retention, expired))
-            .option("checkpointLocation", checkpoint).trigger(processingTime=HISTORY_TRIGGER)
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime=f"{interval.total_seconds():g} seconds")
             .queryName("quota-sidecar-history").start())
 
 

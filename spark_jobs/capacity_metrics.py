@@ -22,7 +22,7 @@ from spark_jobs import report
 
 _log = logging.getLogger(__name__)
 FORECAST_EVERY = timedelta(hours=1)
-RETRY_AFTER = timedelta(minutes=5)  # the history's appends come every aggregation.HISTORY_TRIGGER
+RETRY_AFTER = timedelta(minutes=5)  # the history's first append comes history.interval (PT5M) after the start
 FORECAST_SINCE = timedelta(days=30)  # as `quota-sidecar report` by default
 DAY = 86400.0
 _LABELS = ("cluster", "broker_id", "log_dir")  # broker_id and log_dir as the agents label a volume

@@ -177,11 +177,11 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
             def recording_started():
                 return aggregation.start_history(spark, kafka_options, pipeline.observations_topic,
                                                  f"{checkpoint}-history", config.history.location,
-                                                 config.history.retention, starting)
+                                                 config.history.retention, config.history.interval, starting)
 
             recording = recording_started()
             log.info("appending the volumes observed to the history at %s every %s, kept %s",
-                     config.history.location, aggregation.HISTORY_TRIGGER,
+                     config.history.location, isodate.duration_isoformat(config.history.interval),
                      isodate.duration_isoformat(config.history.retention))
     except AdminError as error:
         fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)

@@ -13,6 +13,7 @@ class HistoryConfig:
     """The aggregator's history of volume observations (Parquet), which `quota-sidecar report` forecasts from."""
     location: str = ""  # empty: none kept
     retention: timedelta = timedelta(days=90)
+    interval: timedelta = timedelta(minutes=5)  # how often the aggregator appends to it
 
     @property
     def enabled(self) -> bool:

@@ -173,6 +173,9 @@ KEYS: tuple[Key, ...] = (
         "by cluster and day) for quota-sidecar report's forecast", "empty (no history kept)"),
     Key("history.retention", positive_duration, timedelta(days=90), "the aggregator deletes the history's days older "
         "than this (keep several of Kafka's retention cycles: the forecast regresses their peaks)"),
+    Key("history.interval", positive_duration, timedelta(minutes=5), "how often the aggregator appends the "
+        "observations since its last append to the history (each append a file per cluster and day: shorter makes "
+        "more, smaller files)"),
     Key("aggregator.metrics.port", optional_port, None, "the aggregator's Prometheus endpoint (/metrics) on http.host: "
         "each volume's days to the storage limit from the forecast of the history (hourly); needs history.location",
         "none (no endpoint)"),

@@ -68,6 +68,7 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("aggregator.kafka.jars", "build/kafka.jar", {}),
     ("history.location", "history", {}),  # relative to what?
     ("history.retention", "P0D", {}),
+    ("history.interval", "5 minutes", {}),
     ("aggregator.metrics.port", "-1", {}),
     ("aggregator.metrics.port", "9404", {}),  # without history.location: nothing to export
     ("zookeeper.connect", "zk1:2181/kafka/", {}),

@@ -117,7 +117,7 @@ def test_invalid_value_is_one_line_naming_key_value_and_allowed(key, value, ment
 
 
 def test_the_history_is_off_by_default_and_kept_90_days():
-    assert cfg.from_properties(BASE).history == cfg.HistoryConfig("", timedelta(days=90))
+    assert cfg.from_properties(BASE).history == cfg.HistoryConfig("", timedelta(days=90), timedelta(minutes=5))
     assert not cfg.from_properties(BASE).history.enabled
     config = load(**{"history.location": "s3a://bucket/quota-sidecar/history", "history.retention": "P30D"})
     assert config.history == cfg.HistoryConfig("s3a://bucket/quota-sidecar/history", timedelta(days=30))
