@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: setup venv kafka browser test unit spark integration imports conformance demo bench clean test-chart image test-docker \
-        soak-tests test-harness test-security test-zookeeper chart-acls
+        soak-tests test-harness test-security test-zookeeper test-capacity chart-acls
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -44,7 +44,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
 # `make conformance` runs them through evaluate on Spark Connect, `make test-harness` the lab's own tests.
 test: setup imports browser
-	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker -m "not harness and not security and not zookeeper"
+	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker -m "not harness and not security and not zookeeper and not capacity"
 
 test-harness: setup
 	$(BIN)/pytest -m harness tests/integration
@@ -53,6 +53,11 @@ test-harness: setup
 # after make test.
 test-zookeeper: setup
 	$(BIN)/pytest -m zookeeper tests/integration
+
+# The history and the capacity report end to end: an agent and the aggregator on a real cluster whose disk fills in
+# retention's sawtooth, the history appended, `quota-sidecar report --json` (~4 min); CI runs it after make test.
+test-capacity: setup
+	$(BIN)/pytest -m capacity tests/integration
 
 # Under Kafka's authorizer over SASL_SSL and mutual TLS: each of the agent's ACLs taken away in turn, and the TLS
 # failures (a wrong CA, a host name mismatch, an expired client certificate). ~3 min; make test runs the

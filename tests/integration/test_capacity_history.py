@@ -24,7 +24,7 @@ from harness.kafka_tools import producer_performance
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from quota_sidecar.configuration.properties import PREFIX
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.capacity]
 MiB = 1 << 20
 FLOW_SECONDS = 120.0
 DAY = 86400.0
