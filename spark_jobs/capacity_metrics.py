@@ -2,14 +2,15 @@
 the latest forecast of the history, so that an alert can say "full in 9 days" rather than "less than 5 GiB free".
 
 The forecast is the capacity report's (``report.build`` over the last FORECAST_SINCE of the history), made at the
-aggregator's start and every FORECAST_EVERY: the history grows by one append every few minutes and a retention
-cycle takes hours or days, so a fresher one would say the same. Days count from the moment of the scrape to the
+aggregator's start and every FORECAST_EVERY in a thread of its own: the history grows by one append every few
+minutes and a retention cycle takes hours or days, so a fresher one would say the same. Days count from the moment of the scrape to the
 forecast's date of the limit. A volume that is not filling gets +Inf: it is listed, and no threshold alerts on it.
 """
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable
@@ -22,32 +23,42 @@ from spark_jobs import report
 
 _log = logging.getLogger(__name__)
 FORECAST_EVERY = timedelta(hours=1)
-RETRY_AFTER = timedelta(minutes=5)  # the history's first append comes history.interval (PT5M) after the start
+RETRY_AFTER = timedelta(minutes=5)  # after none made: the history's first append comes history.interval after start
 FORECAST_SINCE = timedelta(days=30)  # as `quota-sidecar report` by default
 DAY = 86400.0
 _LABELS = ("cluster", "broker_id", "log_dir")  # broker_id and log_dir as the agents label a volume
 
 
 class CapacityForecast:
-    """The latest forecast's volumes, read by the endpoint's collector; refreshed by the aggregator's main loop."""
+    """The latest forecast's volumes, read by the endpoint's collector; made again in a thread of its own (`start`),
+    so that a long forecast of a large history holds up nothing of the aggregator's main loop."""
 
     def __init__(self, location: str, limit: StorageLimit | None, clock: Callable[[], float] = time.time):
         self.location, self.limit, self.clock = location, limit, clock
         self.volumes: list[dict] = []
         self.made_at: float | None = None  # epoch seconds of the last forecast made
         self.failures = 0
-        self.next_at = 0.0  # monotonic: the next forecast is due
+        self._stop = threading.Event()
 
-    def refresh_if_due(self, spark) -> None:
-        """The forecast, when FORECAST_EVERY has passed since the last one. A history not written yet (the first
-        append comes a few minutes after the start), or a failed job, is tried again after RETRY_AFTER; a failure
-        is one WARNING, counted, and the last forecast stays."""
-        if time.monotonic() < self.next_at:
-            return
-        self.next_at = time.monotonic() + RETRY_AFTER.total_seconds()
+    def start(self, spark) -> CapacityForecast:
+        """Forecasts now, then every FORECAST_EVERY (after RETRY_AFTER when there was none), until `stop`."""
+        def forecasting() -> None:
+            wait = 0.0
+            while not self._stop.wait(wait):
+                wait = (FORECAST_EVERY if self.refresh(spark) else RETRY_AFTER).total_seconds()
+
+        threading.Thread(target=forecasting, name="capacity-forecast", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def refresh(self, spark) -> bool:
+        """One forecast; whether it was made. A history not written yet (the first append comes history.interval
+        after the start) is said at INFO; a failed job is one WARNING, counted, and the last forecast stays."""
         if "://" not in self.location and not os.path.exists(self.location):
             _log.info("capacity forecast: no history at %s yet", self.location)
-            return
+            return False
         now = datetime.fromtimestamp(self.clock(), timezone.utc)
         try:
             built = report.build(spark, self.location, FORECAST_SINCE, self.limit, now, at_risk=timedelta(0))
@@ -56,10 +67,10 @@ class CapacityForecast:
             _log.warning("capacity forecast of the history at %s failed (tried again in %s): %s", self.location,
                          RETRY_AFTER, str(error).strip().splitlines()[0] if str(error).strip() else
                          type(error).__name__)
-            return
-        self.next_at = time.monotonic() + FORECAST_EVERY.total_seconds()
+            return False
         self.volumes, self.made_at = built["volumes"], now.timestamp()
         _log.info("capacity forecast of %d volumes from the history at %s", len(self.volumes), self.location)
+        return True
 
     def collect(self):
         now = self.clock()

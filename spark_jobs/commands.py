@@ -187,14 +187,14 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
         fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
     except Exception as error:  # Spark's errors come as many types; one line says which
         fail(f"cannot start the aggregation: {why(error)}")
+    if forecast is not None:
+        forecast.start(spark)
     history_retry_at = 0.0
     shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
     log.info("deciding for the agents of %s: %s -> %s (checkpoint %s, Spark %s)", pipeline.bootstrap_servers,
              pipeline.observations_topic, pipeline.decisions_topic, checkpoint, config.spark_url or "embedded")
     try:
         while not shutdown.event.wait(1.0):
-            if forecast is not None:
-                forecast.refresh_if_due(spark)
             if not query.isActive:  # a micro-batch failed (a write timed out...): resume from the checkpoint
                 log.warning("the aggregation stopped: %s; starting it again in %.0fs", why(query.exception()),
                             RESTART_AFTER)
@@ -213,6 +213,8 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
                 except Exception as error:
                     log.warning("cannot start the history again: %s", why(error))
     finally:
+        if forecast is not None:
+            forecast.stop()
         for running in (query, recording):
             if running is not None and running.isActive:
                 running.stop()

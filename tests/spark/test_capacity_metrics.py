@@ -31,7 +31,7 @@ def test_each_volumes_days_to_the_limit_are_scraped_from_the_forecast_of_the_his
     port = capacity_metrics.serve(forecast, "127.0.0.1", 0)
     assert scrape(port)[("quota_sidecar_capacity_forecast_timestamp_seconds", ())] == 0.0  # none made yet
 
-    forecast.refresh_if_due(spark)
+    assert forecast.refresh(spark)
     scraped = scrape(port)
 
     days = {labels: value for (name, labels), value in scraped.items() if name == "quota_sidecar_volume_days_to_limit"}
@@ -45,11 +45,11 @@ def test_each_volumes_days_to_the_limit_are_scraped_from_the_forecast_of_the_his
 
 def test_a_history_not_written_yet_is_no_failure_and_one_that_cannot_be_read_is_counted(spark, tmp_path, caplog):
     absent = capacity_metrics.CapacityForecast(str(tmp_path / "history"), None)
-    absent.refresh_if_due(spark)
+    assert not absent.refresh(spark)
     (tmp_path / "not-parquet").mkdir()
     (tmp_path / "not-parquet" / "part-0.parquet").write_text("not Parquet")
     unreadable = capacity_metrics.CapacityForecast(str(tmp_path / "not-parquet"), None)
-    unreadable.refresh_if_due(spark)
+    assert not unreadable.refresh(spark)
 
     assert (absent.failures, absent.made_at) == (0, None)
     assert (unreadable.failures, unreadable.made_at) == (1, None)
