@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command
+from common import LoadWatch, per_master, Result, Stats, cell, print_result, provenance, table, this_command
 
 from quota_sidecar.common.pipeline_messages import observation
 
@@ -73,15 +71,8 @@ def child(master: str, sizes: list[int], runs: int) -> None:
 
 
 def run(sizes: list[int], runs: int, masters: list[str]) -> Result:
-    results = {}
     with LoadWatch() as load:
-        for master in masters:
-            done = subprocess.run([sys.executable, __file__, "--child", master, "--sizes",
-                                   ",".join(map(str, sizes)), "--runs", str(runs)],
-                                  capture_output=True, text=True)
-            if done.returncode != 0:
-                raise SystemExit(f"{master}: {done.stderr.strip().splitlines()[-1:]}")
-            results[master] = {int(size): figures for size, figures in json.loads(done.stdout.splitlines()[-1]).items()}
+        results = per_master(__file__, masters, "--sizes", ",".join(map(str, sizes)), "--runs", str(runs))
     rows = []
     for size in sizes:
         row = [f"{size:,}", f"{results[masters[0]][size]['observations']:,}"]

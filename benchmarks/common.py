@@ -10,6 +10,7 @@ import each other by plain name: Python puts the script's directory, benchmarks/
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import re
@@ -182,6 +183,18 @@ def flood_producer(bootstrap: str, topic: str) -> Flood:
     """16 KiB records in requests of up to 64 KiB, at most 64 of them waiting (harness.flood)."""
     return Flood({"bootstrap_servers": bootstrap}, topic, record_bytes=16 * KiB, max_unacked=64,
                  batch_size=64 * KiB, linger_ms=5)
+
+
+def per_master(script: str, masters: list[str], *arguments: str) -> dict[str, dict[int, dict]]:
+    """`script --child MASTER arguments` in a fresh process per Spark master (a session each, as a new aggregator
+    or report starts one); its last line of output: JSON of {size: figures}. One line and exit when one fails."""
+    results = {}
+    for master in masters:
+        done = subprocess.run([sys.executable, script, "--child", master, *arguments], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{master}: {done.stderr.strip().splitlines()[-1:]}")
+        results[master] = {int(size): figures for size, figures in json.loads(done.stdout.splitlines()[-1]).items()}
+    return results
 
 
 def connect_server():

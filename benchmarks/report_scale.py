@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from common import LoadWatch, Result, print_result, provenance, table, this_command
+from common import LoadWatch, per_master, Result, print_result, provenance, table, this_command
 
 TITLE = "Capacity report at scale"
 DAYS = 90.0
@@ -84,14 +82,8 @@ def child(master: str, sizes: list[int], volumes: int) -> None:
 
 
 def run(sizes: list[int], volumes: int, masters: list[str]) -> Result:
-    results = {}
     with LoadWatch() as load:
-        for master in masters:
-            done = subprocess.run([sys.executable, __file__, "--child", master, "--rows", ",".join(map(str, sizes)),
-                                   "--volumes", str(volumes)], capture_output=True, text=True)
-            if done.returncode != 0:
-                raise SystemExit(f"{master}: {done.stderr.strip().splitlines()[-1:]}")
-            results[master] = {int(size): f for size, f in json.loads(done.stdout.splitlines()[-1]).items()}
+        results = per_master(__file__, masters, "--rows", ",".join(map(str, sizes)), "--volumes", str(volumes))
     rows = [[f"{size:,}", f"{results[masters[0]][size]['volumes']:,}",
              f"{results[masters[0]][size]['bytes'] / (1 << 20):,.0f} MiB",
              *(f"{results[m][size]['reported']:.1f} s (generated in {results[m][size]['generated']:.0f} s)"

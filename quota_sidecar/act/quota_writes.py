@@ -103,8 +103,8 @@ def _seen_later(mine: records.Owned | None, looked: float | None, write: ownersh
         and mine.seen_at > looked
     if later:
         log.info("%s: %s kept, not %s: written by a sidecar that looked at the cluster %.1f s after this "
-                 "decision's look", quotas.target_label(write.target), quotas.rate_text(write.old), quotas.rate_text(write.new),
-                 mine.seen_at - looked)
+                 "decision's look", quotas.target_label(write.target), quotas.rate_text(write.old),
+                 quotas.rate_text(write.new), mine.seen_at - looked)
     return later
 
 

@@ -195,8 +195,7 @@ def load_capacity(paths: Sequence[str], overrides: list[str] | tuple[str, ...] =
     ours = {key[len(PREFIX):]: str(value) for key, value in _read(paths, overrides).items() if key.startswith(PREFIX)}
     admin_keys = {key for key in ours if key.startswith(ADMIN_PREFIX)}
     values = _parse_known(ours, admin_keys | set(_per_broker_capacities(ours).keys_seen))
-    return CapacityConfig(_storage_limit(values, required=False),
-                          HistoryConfig(values["history.location"], values["history.retention"], values["history.interval"]), values["spark.url"])
+    return CapacityConfig(_storage_limit(values, required=False), HistoryConfig.of(values), values["spark.url"])
 
 
 def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> SidecarConfig:
@@ -256,7 +255,7 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
         zookeeper_session_timeout=values["zookeeper.session.timeout"],
         state_store=values["state.store"],
         pipeline=_pipeline(values, admin),
-        history=HistoryConfig(values["history.location"], values["history.retention"], values["history.interval"]),
+        history=HistoryConfig.of(values),
         replication=ReplicationConfig(
             capacity_default=values[CAPACITY_KEY],
             capacity_per_broker=capacities.values,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Mapping
 
 from ..common.vocabulary import StorageLimit
 
@@ -14,6 +15,11 @@ class HistoryConfig:
     location: str = ""  # empty: none kept
     retention: timedelta = timedelta(days=90)
     interval: timedelta = timedelta(minutes=5)  # how often the aggregator appends to it
+
+    @classmethod
+    def of(cls, values: Mapping[str, object]) -> HistoryConfig:
+        """From the parsed keys (config._parse_known)."""
+        return cls(values["history.location"], values["history.retention"], values["history.interval"])
 
     @property
     def enabled(self) -> bool:
