@@ -18,6 +18,13 @@ take back: the rise of the sawtooth's peaks from one retention cycle to the next
   when its growth is above ``min_growth_ratio_per_day`` of its size a day and the band's lower slope is above 0;
   otherwise its dates are null: a volume that only cycles (retention keeps its peaks flat) is not filling.
 
+Months of history at one row a minute are 10^8 rows for 1,000 volumes: too many to put in time order. The
+history's span is cut into ``bins`` equal spans of time (~4 h for 90 days) and each volume's observations are
+grouped by bin; only the bins are put in time order, where each bin's lowest and highest observation find the
+drops (between two bins, and one inside a bin: two drops in one bin count as one, so cycles shorter than two
+bins are not told apart) and the peaks, and the line through every observation is fitted from the bins' sums of
+squares, exactly. A history of at most two observations a bin is judged on every one of them.
+
 Dates are epoch seconds (UTC); the report writes them ISO 8601. ``transform`` gives one row per volume,
 ``by_cluster`` one per cluster: the first volume to reach the limit and the headroom in days.
 """
@@ -41,6 +48,7 @@ class ForecastParams:
     min_cycles: int = 3
     sigmas: float = 2.0
     min_growth_ratio_per_day: float = 1e-5  # 1 TiB growing 10 MiB a day: 270 years to fill, not filling
+    bins: int = 500  # the history's span cut into this many; each volume's observations grouped by them
 
     @classmethod
     def of(cls, limit: StorageLimit | None, **others) -> "ForecastParams":
@@ -63,27 +71,57 @@ WITH points AS (
   SELECT cluster, broker, log_dir, unix_micros(observed_at) / 1000000D AS t, total_bytes, available_bytes,
          CAST(total_bytes - available_bytes AS DOUBLE) AS used
   FROM {view} WHERE observed_at IS NOT NULL AND total_bytes >= 0 AND available_bytes >= 0
-), drops AS (
-  SELECT *, CASE WHEN lag(used) OVER (PARTITION BY {volume} ORDER BY t) - used > {min_drop_ratio}D * total_bytes
-                 THEN 1 ELSE 0 END AS is_drop
-  FROM points
-), cycles AS (
-  SELECT *, sum(is_drop) OVER (PARTITION BY {volume} ORDER BY t ROWS UNBOUNDED PRECEDING) AS cycle FROM drops
-), volumes AS (
-  SELECT {volume}, count(*) AS points, sum(is_drop) AS cycles, min(t) AS first_seconds, max(t) AS last_seconds,
-         max_by(total_bytes, t) AS total_bytes, max_by(available_bytes, t) AS available_bytes, {line_fit}
-  FROM cycles GROUP BY {volume}
-), peaks AS (  -- each complete cycle's top: the last cycle has not ended in a drop yet
-  SELECT c.cluster, c.broker, c.log_dir, max(c.used) AS peak_used, max_by(c.t, c.used) AS peak_t
-  FROM cycles c JOIN volumes v ON c.cluster = v.cluster AND c.broker = v.broker AND c.log_dir = v.log_dir
-  WHERE c.cycle < v.cycles GROUP BY c.cluster, c.broker, c.log_dir, c.cycle
-), peak_fits AS (
-  SELECT {volume}, {peak_fit} FROM peaks GROUP BY {volume}
+), binned AS (  -- the bins' width is the same for every volume: the history's span over the bins
+  SELECT *, t - {t0} - bin * {width} AS into_bin
+  FROM (SELECT *, least(floor((t - {t0}) / {width}), {bins} - 1) AS bin FROM points)
+), sums AS (  -- grouped, not sorted; sums of primitives only (an aggregate of structs is sorted, ten times slower)
+  SELECT {volume}, bin, count(*) AS n, sum(into_bin) AS st, sum(used) AS su, sum(into_bin * into_bin) AS stt,
+         sum(used * used) AS suu, sum(into_bin * used) AS stu, min(t) AS first_t, max(t) AS last_t,
+         min(used) AS low_used, min_by(t, used) AS low_t, max(used) AS high_used, max_by(t, used) AS high_t,
+         max(total_bytes) AS total_bytes, max_by(available_bytes, t) AS available_bytes
+  FROM binned GROUP BY {volume}, bin
+), bins AS (  -- each bin's means and sums of squares about them
+  SELECT *, {t0} + bin * {width} + st / n AS mean_t, su / n AS mean_used, greatest(stt - st * st / n, 0D) AS sxx,
+         greatest(suu - su * su / n, 0D) AS syy, stu - st * su / n AS sxy
+  FROM sums
+), drops AS (  -- a drop inside a bin (its highest observation before its lowest), and one from the bin before
+  SELECT *,
+    CASE WHEN high_t < low_t AND high_used - low_used > {min_drop_ratio}D * total_bytes THEN 1 ELSE 0 END
+      AS drop_inside,
+    CASE WHEN lag(CASE WHEN high_t < low_t THEN low_used ELSE high_used END) OVER (PARTITION BY {volume} ORDER BY bin)
+              - CASE WHEN high_t < low_t THEN high_used ELSE low_used END > {min_drop_ratio}D * total_bytes
+         THEN 1 ELSE 0 END AS drop_before
+  FROM bins
+), cycles AS (  -- the cycle of each bin's highest observation; the volume's means, for the line's fit
+  SELECT *,
+    sum(drop_before + drop_inside) OVER (PARTITION BY {volume} ORDER BY bin ROWS UNBOUNDED PRECEDING) - drop_inside
+      AS cycle,
+    sum(drop_before + drop_inside) OVER v AS volume_cycles,
+    sum(n * mean_t) OVER v / sum(n) OVER v AS line_x, sum(n * mean_used) OVER v / sum(n) OVER v AS line_y
+  FROM drops WINDOW v AS (PARTITION BY {volume})
+), per_cycle AS (  -- the bins' sums of squares about the volume's means, by cycle: the line's, exactly
+  SELECT {volume}, cycle, max(volume_cycles) AS cycles, max(high_used) AS top_used, max_by(high_t, high_used)
+         AS top_t, sum(n) AS n, min(first_t) AS first_t, max(last_t) AS last_t, max_by(total_bytes, last_t)
+         AS total_bytes, max_by(available_bytes, last_t) AS available_bytes, max(line_x) AS line_x,
+         max(line_y) AS line_y,
+         sum(sxx + n * (mean_t - line_x) * (mean_t - line_x)) AS sxx,
+         sum(syy + n * (mean_used - line_y) * (mean_used - line_y)) AS syy,
+         sum(sxy + n * (mean_t - line_x) * (mean_used - line_y)) AS sxy
+  FROM cycles GROUP BY {volume}, cycle
+), volumes AS (  -- the peaks: each complete cycle's top (the last cycle has not ended in a drop yet)
+  SELECT {volume}, sum(n) AS points, max(cycles) AS cycles, min(first_t) AS first_seconds,
+         max(last_t) AS last_seconds, max_by(total_bytes, last_t) AS total_bytes,
+         max_by(available_bytes, last_t) AS available_bytes,
+         sum(n) AS line_n, max(line_x) AS line_x, max(line_y) AS line_y, sum(sxx) AS line_sxx, sum(syy) AS line_syy,
+         sum(sxy) AS line_sxy, CASE WHEN sum(sxx) > 0 THEN sum(sxy) / sum(sxx) END AS line_slope,
+         {peak_fit}
+  FROM (SELECT *, CASE WHEN cycle < cycles THEN top_used END AS peak_used,
+                  CASE WHEN cycle < cycles THEN top_t END AS peak_t FROM per_cycle)
+  GROUP BY {volume}
 ), chosen AS (
-  SELECT v.*, CASE WHEN coalesce(p.peak_n, 0) >= {min_cycles} THEN 'peaks'
-                   WHEN v.line_slope IS NOT NULL THEN 'linear' ELSE 'none' END AS method,
-         p.peak_n, p.peak_slope, p.peak_x, p.peak_y, p.peak_sxx, p.peak_syy, p.peak_sxy
-  FROM volumes v LEFT JOIN peak_fits p ON v.cluster = p.cluster AND v.broker = p.broker AND v.log_dir = p.log_dir
+  SELECT *, CASE WHEN coalesce(peak_n, 0) >= {min_cycles} THEN 'peaks'
+                 WHEN line_slope IS NOT NULL THEN 'linear' ELSE 'none' END AS method
+  FROM volumes
 ), fitted AS (
   SELECT *,
     CASE method WHEN 'peaks' THEN peak_n ELSE line_n END AS n,
@@ -117,15 +155,21 @@ FROM judged
 _LIMIT_BY = "fit_x_seconds + (total_bytes - limit_bytes - fit_y_bytes) / ({growth} / {day})"
 
 
-def transform(history: DataFrame, params: ForecastParams) -> DataFrame:
-    """History rows (``history.COLUMNS``) → one row per volume (COLUMNS): its fit, growth, band and dates."""
+def transform(history: DataFrame, params: ForecastParams, span: tuple[float, float] | None = None) -> DataFrame:
+    """History rows (``history.COLUMNS``) → one row per volume (COLUMNS): its fit, growth, band and dates. `span`:
+    the first and last moment of the history (epoch seconds) when known without reading it (history.day_span);
+    else they are read from the rows, a job of its own."""
     view = f"quota_sidecar_history_{uuid.uuid4().hex}"  # a view of its own: another transform may run beside it
     history.createOrReplaceTempView(view)
+    if span is None:
+        t0, width = "(SELECT min(t) FROM points)", f"(SELECT greatest(max(t) - min(t), 1D) / {params.bins} FROM points)"
+    else:
+        t0, width = f"{float(span[0])!r}D", f"{max(span[1] - span[0], 1.0) / params.bins!r}D"
     sql = _SQL.format(
         view=view, volume=_VOLUME, day=repr(DAY), sigmas=repr(float(params.sigmas)),
         min_drop_ratio=repr(float(params.min_drop_ratio)), min_cycles=int(params.min_cycles),
         min_growth=repr(float(params.min_growth_ratio_per_day)), limit_bytes=_limit_bytes(params),
-        line_fit=_FIT.format(y="used", x="t", p="line"), peak_fit=_FIT.format(y="peak_used", x="peak_t", p="peak"),
+        bins=int(params.bins), t0=t0, width=width, peak_fit=_FIT.format(y="peak_used", x="peak_t", p="peak"),
         limit_by_high=_LIMIT_BY.format(growth="growth_high_bytes_per_day", day=repr(DAY)),
         limit_by_low=_LIMIT_BY.format(growth="growth_low_bytes_per_day", day=repr(DAY)))
     return history.sparkSession.sql(sql).selectExpr(*COLUMNS)

@@ -9,7 +9,8 @@ UTC date of ``observed_at``, computed from epoch microseconds so that no session
 from __future__ import annotations
 
 import os
-from datetime import date, datetime, timedelta
+import re
+from datetime import date, datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -18,6 +19,7 @@ COLUMNS = ("cluster", "broker", "log_dir", "observed_at", "total_bytes", "availa
 _TYPED = ("CAST(cluster AS STRING) AS cluster", "CAST(broker AS INT) AS broker", "CAST(log_dir AS STRING) AS log_dir",
           "CAST(observed_at AS TIMESTAMP) AS observed_at", "CAST(total_bytes AS BIGINT) AS total_bytes",
           "CAST(available_bytes AS BIGINT) AS available_bytes")
+_DAY_FOLDER = re.compile(r"/day=(\d{4}-\d{2}-\d{2})/")
 _UTC_DAY = "date_from_unix_date(CAST(floor(unix_micros(observed_at) / 86400000000D) AS INT))"
 
 
@@ -71,6 +73,18 @@ def read(spark: SparkSession, path: str, since: datetime | None = None) -> DataF
     if since is not None:
         typed = typed.where(f"unix_micros(observed_at) >= {int(since.timestamp() * 1_000_000)}")
     return typed
+
+
+def day_span(frame: DataFrame, since: datetime | None = None) -> tuple[float, float] | None:
+    """The history's first and last moment (epoch seconds) from its day folders, a listing that reads no rows:
+    from the first day's start (or ``since``) to the last day's end. None without day folders, or with fewer than
+    three days (then reading the few rows for their first and last moment costs little)."""
+    days = sorted({found.group(1) for file in frame.inputFiles() if (found := _DAY_FOLDER.search(file))})
+    if len(days) < 3:
+        return None
+    first = datetime.fromisoformat(days[0]).replace(tzinfo=timezone.utc).timestamp()
+    last = datetime.fromisoformat(days[-1]).replace(tzinfo=timezone.utc).timestamp() + 86400
+    return max(first, since.timestamp()) if since is not None else first, last
 
 
 def expired_days(days: list[str], retention: timedelta, today: date) -> list[str]:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import SparkSession
 
 from quota_sidecar.common.vocabulary import StorageLimit
-from spark_jobs import forecast, history
+from spark_jobs import forecast, history, session
 from spark_jobs.forecast import DAY, ForecastParams
 
 AT_RISK = timedelta(days=90)
@@ -27,20 +27,23 @@ def build(spark: SparkSession, path: str, since: timedelta | None, limit: Storag
           at_risk: timedelta = AT_RISK) -> dict:
     """The report of the history at ``path`` (its rows of the last ``since`` before ``now``; all with None).
     Raises history.HistoryError for a history that cannot be read."""
-    rows = history.read(spark, path, None if since is None else now - since).cache()
+    spark = session.for_large_data(spark)
+    # Read twice, not cached: the forecast groups the rows, and the charts read only the volumes at risk.
+    start = None if since is None else now - since
+    rows = history.read(spark, path, start)
+    span = history.day_span(rows, start)
+    judged = forecast.transform(rows, ForecastParams.of(limit), span).cache()
     try:
-        judged = forecast.transform(rows, ForecastParams.of(limit)).cache()
         volume_rows = [row.asDict() for row in judged.collect()]
         cluster_rows = [row.asDict() for row in forecast.by_cluster(judged).collect()]
-        as_of = {row["cluster"]: row["as_of_seconds"] for row in cluster_rows}
-        volumes = sorted((_volume(row, as_of[row["cluster"]]) for row in volume_rows), key=_by_days_left)
-        horizon_days = at_risk / timedelta(days=1)
-        risky = [v for v in volumes if v["days_to_limit"] is not None and v["days_to_limit"] <= horizon_days]
-        series = _series(spark, rows, risky)
-        judged.unpersist()
     finally:
-        rows.unpersist()
+        judged.unpersist()
+    as_of = {row["cluster"]: row["as_of_seconds"] for row in cluster_rows}
+    volumes = sorted((_volume(row, as_of[row["cluster"]]) for row in volume_rows), key=_by_days_left)
+    horizon_days = at_risk / timedelta(days=1)
+    risky = [v for v in volumes if v["days_to_limit"] is not None and v["days_to_limit"] <= horizon_days]
     fits = {(row["cluster"], row["broker"], row["log_dir"]): row for row in volume_rows}
+    series = _series(spark, rows, [fits[(v["cluster"], v["broker"], v["log_dir"])] for v in risky])
     charts = [{"volume": v, "fit": _fit(fits[(v["cluster"], v["broker"], v["log_dir"])]),
                "points": series.get((v["cluster"], v["broker"], v["log_dir"]), [])} for v in risky]
     return {"generated_at": _iso(now.timestamp()), "history": path,
@@ -102,23 +105,22 @@ def _fit(row: dict) -> dict:
 
 
 def _series(spark: SparkSession, rows, risky: list[dict]) -> dict:
-    """Each risky volume's available bytes over time, at most 2 × CHART_POINTS points: the lowest and the highest
-    of each time bucket (the sawtooth's tips survive the thinning), in time order. One Spark job."""
+    """Each risky volume's available bytes over time (`risky`: their forecast rows, which know when each history
+    begins and ends), at most 2 × CHART_POINTS points: the lowest and the highest of each time bucket (the
+    sawtooth's tips survive the thinning), in time order. One Spark job, grouped, not sorted."""
     if not risky:
         return {}
-    wanted = spark.createDataFrame([(v["cluster"], v["broker"], v["log_dir"]) for v in risky],
-                                   "cluster string, broker int, log_dir string")
+    wanted = spark.createDataFrame(
+        [(v["cluster"], v["broker"], v["log_dir"], v["first_seconds"], max(v["last_seconds"] - v["first_seconds"], 1.0))
+         for v in risky], "cluster string, broker int, log_dir string, t0 double, span double")
     view, volumes = f"quota_sidecar_points_{uuid.uuid4().hex}", f"quota_sidecar_risky_{uuid.uuid4().hex}"
     rows.createOrReplaceTempView(view)
     wanted.createOrReplaceTempView(volumes)
     points = spark.sql(f"""
-        WITH timed AS (
-          SELECT h.cluster, h.broker, h.log_dir, unix_micros(h.observed_at) / 1000000D AS t, h.available_bytes
+        WITH bucketed AS (
+          SELECT h.cluster, h.broker, h.log_dir, unix_micros(h.observed_at) / 1000000D AS t, h.available_bytes,
+                 CAST(floor((unix_micros(h.observed_at) / 1000000D - w.t0) / w.span * {CHART_POINTS}) AS INT) AS bucket
           FROM {view} h JOIN {volumes} w ON h.cluster = w.cluster AND h.broker = w.broker AND h.log_dir = w.log_dir
-        ), bucketed AS (
-          SELECT *, CAST(floor((t - min(t) OVER v) / greatest(max(t) OVER v - min(t) OVER v, 1D) * {CHART_POINTS})
-                         AS INT) AS bucket
-          FROM timed WINDOW v AS (PARTITION BY cluster, broker, log_dir)
         )
         SELECT cluster, broker, log_dir, min_by(t, available_bytes) AS low_t, min(available_bytes) AS low,
                max_by(t, available_bytes) AS high_t, max(available_bytes) AS high

@@ -16,10 +16,12 @@ SCHEMA = "cluster string, broker int, log_dir string, observed_at timestamp, tot
 LIMIT = 100 * GIB  # min available bytes
 
 
-def forecast_of(spark, volumes, days, interval=timedelta(hours=1), params=ForecastParams(LIMIT), noise=0.0):
+def forecast_of(spark, volumes, days, interval=timedelta(hours=1), params=ForecastParams(LIMIT), noise=0.0,
+                span=None):
     history = [{key: row[key] for key in SCHEMA_COLUMNS} for row in rows(volumes, days, interval, noise)]
     frame = spark.createDataFrame([tuple(row.values()) for row in history], SCHEMA)
-    return {(row["cluster"], row["broker"]): row.asDict() for row in forecast.transform(frame, params).collect()}
+    return {(row["cluster"], row["broker"]): row.asDict()
+            for row in forecast.transform(frame, params, span).collect()}
 
 
 SCHEMA_COLUMNS = [part.split()[0] for part in SCHEMA.split(", ")]
@@ -49,6 +51,20 @@ def test_a_sawtooth_reaches_the_limit_when_its_peaks_do_within_10_percent(spark,
         assert abs(at(predicted) - truth) <= 0.1 * (truth - end), (at(predicted), truth)
     assert row["limit_earliest_seconds"] <= row["limit_at_seconds"] <= row["limit_latest_seconds"]
     assert end < true_limit
+
+
+def test_a_long_history_is_judged_on_its_bins_lowest_and_highest_observations(spark):
+    """At one row a minute, 84 days are 120,961 rows a volume, each of the 500 bins ~242 of them: the same cycles,
+    growth and dates as the hourly history, with the span read from the rows or given (history.day_span)."""
+    tooth = Sawtooth(1000 * GIB, 200 * GIB, 30 * GIB, 3 * GIB, timedelta(days=7), phase=timedelta(days=2))
+    hourly = forecast_of(spark, [("a", 1, "/data", tooth)], 84)[("a", 1)]
+    span = (START.timestamp(), (START + timedelta(days=85)).timestamp())
+
+    for row in (forecast_of(spark, [("a", 1, "/data", tooth)], 84, timedelta(minutes=1), span=given)[("a", 1)]
+                for given in (None, span)):
+        assert (row["method"], row["cycles"], row["points"]) == ("peaks", 12, 84 * 24 * 60 + 1)
+        assert row["growth_bytes_per_day"] == pytest.approx(hourly["growth_bytes_per_day"], rel=0.01)
+        assert abs(row["limit_at_seconds"] - hourly["limit_at_seconds"]) < 86400
 
 
 def test_a_volume_that_only_cycles_is_not_filling(spark):

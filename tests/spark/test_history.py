@@ -61,6 +61,24 @@ def test_read_keeps_what_since_asks_for_and_a_cluster_named_by_digits_stays_a_st
     assert sorted((row["cluster"], row["observed_at"].day) for row in read) == [("007", 2), ("007", 3)]
 
 
+def test_the_span_comes_from_the_day_folders_without_reading_a_row_when_there_are_three_days_or_more(spark, tmp_path):
+    def written(days, name):
+        rows = [("c", 1, "/d", datetime(2026, 11, day, 12, tzinfo=timezone.utc), 10, 5, f"2026-11-{day:02}")
+                for day in days]
+        history.append(spark.createDataFrame(rows, "cluster string, broker int, log_dir string, observed_at "
+                                                   "timestamp, total_bytes bigint, available_bytes bigint, day string"),
+                       str(tmp_path / name))
+        return history.read(spark, str(tmp_path / name))
+
+    three, two = written([1, 2, 4], "three"), written([1, 2], "two")
+    since = datetime(2026, 11, 1, 6, tzinfo=timezone.utc)
+
+    assert history.day_span(three) == (datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp(),
+                                       datetime(2026, 11, 5, tzinfo=timezone.utc).timestamp())
+    assert history.day_span(three, since)[0] == since.timestamp()
+    assert history.day_span(two) is None  # a short history: its rows are read for its first and last moment
+
+
 def test_expire_deletes_the_days_past_the_retention_of_every_cluster(spark, tmp_path):
     for folder in ("cluster=a/day=2026-08-01", "cluster=a/day=2026-08-28", "cluster=a/day=2026-08-29",
                    "cluster=b/day=2026-07-01", "cluster=b/day=not-a-date", "elsewhere/day=2020-01-01"):
