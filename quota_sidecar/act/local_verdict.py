@@ -1,9 +1,11 @@
 """The local verdict: a violation's quotas written from the local watch alone.
 
-When the watch's last sample shows a dir of this broker at the hard limit, or with a lead time reaching it
-within the lead time at its fill rate over the fill window (the aggregator's rule, on the watch's own samples
-every watch interval), and the broker reported that dir as the same filesystem (confirmed by the last poll that
-succeeded), the factor is 0 whatever the cluster's view or the aggregator say: the quotas are written before a
+When the watch's last sample shows a dir of this broker at the hard limit, or reaching it within the agent's own
+reaction time (a watch interval and the verdict's last write) at its fastest fill rate of the fill window (and
+since, until its free space grows), so that what a producer writes meanwhile lands before the limit, or with a
+lead time reaching it within the lead time at its fill rate over the fill window (the aggregator's rule, on the
+watch's own samples every watch interval), and the broker reported that dir as the same filesystem (confirmed by
+the last poll that succeeded), the factor is 0 whatever the cluster's view or the aggregator say: the quotas are written before a
 pass reads the cluster, and again while it waits for the aggregator (up to poll.timeout, all of it when the
 aggregator is down), without waiting for either; and while the verdict holds, a decision lifts none of them.
 The agent that covers brokers whose agent is down (observe/cover_watch.py) writes their verdict alike.
@@ -12,6 +14,7 @@ The agent that covers brokers whose agent is down (observe/cover_watch.py) write
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Callable, Iterable, Iterator, Mapping
@@ -44,9 +47,8 @@ class LocalVerdict:
         """Why the verdict holds: each confirmed dir of this broker the watch's last sample judges violated, and
         each volume of a covered broker the cover's judges so; none when it does not."""
         local = [] if self.watch is None else [
-            f"local dir {d} " + ("at the limit" if d in self.watch.at_limit else "within the lead time of the limit "
-                                 "at its fill rate") + " in its statvfs samples"
-            for d in self.watch.judged if d in self.confirmed_dirs]
+            f"local dir {d} {self._how_near(d)} in its statvfs samples" for d in self.watch.judged
+            if d in self.confirmed_dirs]
         covered = [] if self.cover is None else [
             f"broker {broker}'s {log_dir} judged violated in DescribeLogDirs (its agent is down)"
             for broker, log_dir in self.cover.judged]
@@ -57,14 +59,23 @@ class LocalVerdict:
         reasons = self.holds()
         if not reasons:
             return False
-        writes = self.counters.writes
+        writes, started = self.counters.writes, time.monotonic()
         try:
             self.quota_writer.apply(self.judged_locally(now), all_records, seen_at=now)
         except AdminError as error:  # the pass's own writes try again, and report a failure
             log.debug("writing the quotas of a local dir at the limit failed: %s", error)
         if self.counters.writes > writes:
+            if self.watch is not None:
+                self.watch.reacted(time.monotonic() - started)
             log.info("%s: quotas written %s", "; ".join(reasons), when)
         return True
+
+    def _how_near(self, log_dir: str) -> str:
+        if log_dir in self.watch.at_limit:
+            return "at the limit"
+        if log_dir in self.watch.reaching:
+            return f"within the agent's reaction time ({self.watch.reaction:.2f}s) of the limit at its fill rate"
+        return "within the lead time of the limit at its fill rate"
 
     @contextmanager
     def deciding(self, all_records: records.Records | None) -> Iterator[None]:

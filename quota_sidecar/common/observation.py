@@ -180,5 +180,8 @@ class Observation:
     # The producer rate each tenant entity had before the sidecars throttled it (quotas.tenant_rates); None
     # when the poll did not read them
     tenant_rates: Mapping[Entity, float | None] | None = None
+    # The local verdict holds at the pass's start (a dir of this broker at, or its agent's reaction time from,
+    # the limit in the watch's samples): the factor is 0 whatever the volumes polled say.
+    held_locally: bool = False
 
 

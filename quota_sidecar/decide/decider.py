@@ -121,7 +121,8 @@ class Decider:
                     error = (f"broker(s) {sorted(self.missing)} absent for longer than the validity duration: "
                              "their volumes are unknown")
                 else:
-                    self.factor = after_success(self.factor, factor, observation.at)
+                    self.factor = after_success(self.factor, 0.0 if observation.held_locally else factor,
+                                                observation.at)
                 return self._decision(observation, previous, volumes, violations, error, judged)
         if error is not None:
             self.factor = after_failure(self.factor, observation.at, self.config.validity,

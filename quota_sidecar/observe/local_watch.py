@@ -22,8 +22,8 @@ from typing import Callable, Iterable, Mapping
 from ..common.observation import Volume
 from ..common.vocabulary import StorageLimit
 from ..configuration.config import LocalWatchConfig
-from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, current_fill_rate,
-                      in_danger, predicted, time_left, until_judged)
+from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, VERDICT_WRITE_SECONDS, LocalSample, at_the_limit,
+                      current_fill_rate, in_danger, predicted, time_left, until_judged)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,12 @@ class LocalWatch:
         self.unreadable: dict[str, str] = {}  # dir -> why it is not watched (said once)
         self.danger: list[str] = []
         self.at_limit: list[str] = []  # the dirs the last sample found at or below the hard limit
+        # The dirs above it that reach it within the agent's reaction time at their fastest fill rate of the fill
+        # window, or since they were first judged so: the flood the verdict holds writes nothing now, and would
+        # again once lifted. They stay judged until their free space grows (a deletion, retention).
+        self.reaching: list[str] = []
+        self._held_rates: dict[str, float] = {}  # dir judged at or near the limit -> the fastest rate seen since
+        self.reaction = self.interval + VERDICT_WRITE_SECONDS  # seconds from a sample to the quota in force
         # Those, and with a lead time the dirs that reach the limit within it at their fill rate over the fill
         # window: the local verdict's (local_verdict.py).
         self.judged: list[str] = []
@@ -147,19 +153,29 @@ class LocalWatch:
                     while now - window[0].at > self.fill_window:
                         window.popleft()
             left = time_left(self._history, self.limit)
+            peaks = self._peak_rates(now)
             horizon = self.horizon()
             danger_before, self.danger = self.danger, in_danger(left, horizon)
             guarded_before = set(self.guard_zone)
-            self.guard_zone = in_danger(time_left(self._history, self.limit, self._peak_rates(now)),
+            self.guard_zone = in_danger(time_left(self._history, self.limit, peaks),
                                         max(horizon, GUARD_HORIZON_SECONDS))
             self.at_limit = at_the_limit(left)
-            self.judged = self.at_limit + predicted(self._fill, self.limit)
-            self.until_judged = until_judged(left, self.limit)
+            held = {d: max(peaks.get(d, 0.0), self._held_rates.get(d, 0.0)) for d in {*peaks, *self._held_rates}}
+            self.reaching = [d for d in at_the_limit(time_left(self._history, self.limit, held), self.reaction)
+                             if d not in self.at_limit]
+            self._held_rates = {d: held[d] for d in self.at_limit + self.reaching if d in held}
+            self.judged = self.at_limit + self.reaching + [d for d in predicted(self._fill, self.limit)
+                                                           if d not in self.reaching]
+            self.until_judged = until_judged(left, self.limit, self.reaction)
             wake_for = self.danger + [d for d in self.guard_zone if d not in guarded_before and d not in self.danger] \
                 + [d for d in danger_before if d not in self.danger]
         if self.on_sample is not None and found_now:
             self.on_sample(found_now)
         return wake_for
+
+    def reacted(self, write_seconds: float) -> None:
+        """The local verdict's last write took this long: the reaction time from then on."""
+        self.reaction = self.interval + write_seconds
 
     def _peak_rates(self, now: float) -> dict[str, float]:
         """Each dir's fastest fill rate over the fill window, this round's included."""

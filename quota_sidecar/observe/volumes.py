@@ -81,6 +81,9 @@ def _newest(volumes: tuple[Volume, ...]) -> datetime:
 TRIGGER_WINDOW_SECONDS = 1.0
 HORIZON_PASSES = 3  # by default a pass starts when the limit is this many last-pass durations away
 HOLD_PASSES = 2  # and a pass waits when a dir would be judged violated within this many
+# Between the sample that shows a dir about to reach the limit and its quota in force: the watch interval and the
+# local verdict's write, this long until the first write is measured (LocalWatch.reacted).
+VERDICT_WRITE_SECONDS = 0.1
 # The disk guard looks at least this far ahead (local_guard.py): the watch sees a move's burst within a few samples
 # and the guard is in force a few tenths of a second later, time in which a move at full speed must not cross.
 GUARD_HORIZON_SECONDS = 2.0
@@ -140,9 +143,11 @@ def time_left(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit,
             if samples and (seconds := seconds_to_limit(samples, limit, (rates or {}).get(log_dir))) is not None}
 
 
-def at_the_limit(left: Mapping[str, float]) -> list[str]:
-    """The local dirs at or below the limit now (`left`: time_left): the hard limit's verdict on each."""
-    return [log_dir for log_dir, seconds in left.items() if seconds <= 0.0]
+def at_the_limit(left: Mapping[str, float], reaction: float = 0.0) -> list[str]:
+    """The local dirs at or below the limit now, or that reach it within `reaction` seconds (`left`: time_left):
+    the hard limit's verdict on each. Judged `reaction` early, what a producer writes while the agent reacts
+    lands before the limit, not past it."""
+    return [log_dir for log_dir, seconds in left.items() if seconds <= reaction]
 
 
 def predicted(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> list[str]:
@@ -159,10 +164,12 @@ def in_danger(left: Mapping[str, float], horizon: float) -> list[str]:
     return [log_dir for log_dir, seconds in left.items() if seconds <= horizon]
 
 
-def until_judged(left: Mapping[str, float], limit: StorageLimit) -> float | None:
-    """Seconds until the first local dir is judged violated at its fill rate (`left`: time_left): when it reaches
-    the limit, or the lead time before that; 0 when one is already; None when none is filling."""
-    return max(0.0, min(left.values()) - limit.lead_time.total_seconds()) if left else None
+def until_judged(left: Mapping[str, float], limit: StorageLimit, reaction: float = 0.0) -> float | None:
+    """Seconds until the first local dir is judged violated at its fill rate (`left`: time_left): the reaction
+    time before it reaches the limit, or the lead time when longer; 0 when one is already; None when none is
+    filling."""
+    ahead = max(limit.lead_time.total_seconds(), reaction)
+    return max(0.0, min(left.values()) - ahead) if left else None
 
 
 def hold_the_pass(until: float | None, pass_seconds: float, held_for: float) -> bool:

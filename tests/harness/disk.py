@@ -35,6 +35,11 @@ class DiskSampler(Periodic):
     def lowest(self) -> int:
         return min(free for _, free in self.samples)
 
+    def free_at(self, moment: float) -> int:
+        """The free bytes of the last sample at or before `moment` (the first sample's before it)."""
+        samples = list(self.samples)
+        return next((free for at, free in reversed(samples) if at <= moment), samples[0][1])
+
 
 def replica_bytes(log_dir: str, topic: str, partition: int) -> int:
     """The bytes of a replica's segments on disk: its .log files (the indexes are preallocated, and a segment

@@ -97,6 +97,18 @@ def test_a_local_dir_at_the_limit_sets_the_factor_to_0_and_a_failed_poll_after_i
     assert (failed.throttle_factor, failed.source) == (0.0, "last_valid")
 
 
+def test_a_pass_the_local_verdict_holds_for_decides_a_factor_of_0_whatever_the_volumes_polled_say():
+    """A dir about to reach the limit in the watch's samples (the agent's reaction time from it) is above it in
+    DescribeLogDirs: the pass's factor is still 0, as the quotas the verdict wrote, and status says so."""
+    decider = Decider(sidecar_config(), RecordingJudge())
+    held = decider.decide(replace(poll(0, (1, "/a", 900)), held_locally=True))
+    free = decider.decide(poll(1, (1, "/a", 900)))
+
+    assert (held.throttle_factor, held.source, held.error) == (0.0, "computed", None)
+    assert held.client_quotas == decider.judged_locally(AT)
+    assert free.throttle_factor == 1.0
+
+
 def test_a_decision_looked_at_the_cluster_when_its_factor_was_computed_or_the_fallback_applied():
     decider = Decider(sidecar_config(**{"throttle.factor.validity.duration": "PT5M"}), RecordingJudge())
     computed = decider.decide(poll(0, (1, "/a", 900)))

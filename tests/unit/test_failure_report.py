@@ -257,7 +257,8 @@ def test_a_dir_that_reaches_the_limit_while_a_pass_waits_for_the_aggregator_gets
 
 def test_while_the_watch_predicts_a_violation_a_decision_that_does_not_lifts_no_quota(tmp_path):
     """With a lead time the watch judges its dir on every sample of the fill window; the aggregator's decision,
-    made on the few samples a pass publishes, may not see it yet: while the local verdict holds, it lifts nothing."""
+    made on the few samples a pass publishes, may not see it yet: while the local verdict holds, the pass's factor
+    is 0 and it lifts nothing."""
     admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
         "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
         "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "0.0001",
@@ -271,7 +272,8 @@ def test_while_the_watch_predicts_a_violation_a_decision_that_does_not_lifts_no_
         decision = car.run_pass()
         in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
 
-    assert in_force == [(1.0, 1.0), (1.0, 1.0), (1.0, 1_000_000.0)]  # lifted once the watch no longer predicts it
+    # the pass's factor is the verdict's while it holds, as status shows it; lifted once the watch no longer predicts it
+    assert in_force == [(0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
 
 
 def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_that_covers_it(tmp_path):
@@ -289,7 +291,7 @@ def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_t
         decision = car.run_pass()
         in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
 
-    assert car.watch is None and in_force == [(1.0, 1_000_000.0), (1.0, 1.0), (1.0, 1.0), (1.0, 1_000_000.0)]
+    assert car.watch is None and in_force == [(1.0, 1_000_000.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
 
 
 @pytest.mark.parametrize("error, line", [

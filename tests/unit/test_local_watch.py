@@ -114,6 +114,42 @@ def test_the_watch_judges_its_dirs_on_the_samples_of_the_fill_window():
     assert len(local._fill["/data"]) == 21  # two seconds of samples
 
 
+def scripted_watch(frees_mib, fill_window=60.0) -> LocalWatch:
+    """A watch every 0.1 s whose samples read `frees_mib`, in order; the limit 100 MiB free."""
+    readings, clock = iter(frees_mib), iter(i / 10 for i in range(10_000))
+    return LocalWatch(LocalWatchConfig(("/data",), timedelta(milliseconds=100)), LIMIT, lambda: None,
+                      horizon=lambda: 0.5, read=lambda log_dir, at: LocalSample(log_dir, at, 1000 * MiB,
+                                                                                 int(next(readings) * MiB)),
+                      clock=lambda: next(clock), fill_window=fill_window)
+
+
+def test_a_flood_is_judged_the_agents_reaction_time_before_the_limit_and_stays_judged_until_space_is_freed():
+    """100 MiB/s: in the 0.2 s a watch interval and the verdict's write take, 20 MiB land. Judged when the free
+    space less those reaches the limit, the producer's last bytes land before it, not past it. Held still, the
+    flood is not forgotten after the fill window (lifted, it would come back at full speed); a deletion frees it."""
+    flood = [200, 190, 180, 170, 160, 150, 140, 130]
+    held_still = [118] * 40  # four seconds: twice the fill window
+    local = scripted_watch([*flood, 118, *held_still, 300], fill_window=2.0)
+    judged = []
+    for _ in range(len(flood) + 1 + len(held_still) + 1):
+        local.sample()
+        judged.append(list(local.judged))
+
+    assert local.reaction == pytest.approx(0.2)
+    assert judged[len(flood) - 1] == [] and judged[len(flood)] == ["/data"]  # 30 MiB above it: not yet; 18: now
+    assert all(j == ["/data"] for j in judged[len(flood):-1])
+    assert judged[-1] == []  # 200 MiB above the limit after a deletion: away from it
+
+
+def test_the_reaction_time_is_the_watch_interval_and_the_verdicts_last_write():
+    local = scripted_watch([200, 190, 180, 170, 160, 150])
+    local.reacted(0.5)
+    for _ in range(6):
+        local.sample()
+    assert local.reaction == pytest.approx(0.6)
+    assert local.reaching == ["/data"]  # 50 MiB above the limit at 100 MiB/s: within 0.6 s
+
+
 def test_a_pass_waits_when_the_verdict_would_change_before_it_could_end():
     assert hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.0)  # it would judge the free space of 0.1 s early
     assert hold_the_pass(until=0.5, pass_seconds=0.3, held_for=0.0)  # the next pass may take half as long again
