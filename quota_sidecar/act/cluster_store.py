@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from contextlib import contextmanager
 from typing import Mapping
 
@@ -24,6 +25,9 @@ from ..observe.kafka_client import CONSUMING, PRODUCING, admin_error, close_clie
 
 DEFAULT_TOPIC = TOPIC
 DEFAULT_TIMEOUT_MS = 30_000
+# Two sidecars writing one target within this long of each other may interleave (a record, then the value): a
+# pass's writes end within its deadline, poll.timeout (PT10S by default).
+RACE_SECONDS = 10.0
 
 
 class ClusterStore:
@@ -39,6 +43,7 @@ class ClusterStore:
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
         self._lock = threading.Lock()  # the loop and the HTTP thread share one store; a consumer is not thread-safe
+        self._lately: dict[str, list[dict]] = {}  # key -> its values in the last read's newest RACE_SECONDS of log
 
     def __repr__(self) -> str:  # the client configuration holds passwords
         return f"ClusterStore(topic={self.topic!r})"
@@ -67,15 +72,26 @@ class ClusterStore:
                 end = consumer.end_offsets([self._partition], timeout_ms=_ms(reading))[self._partition]
                 consumer.seek_to_beginning(self._partition)
                 records: dict[str, dict] = {}
+                lately: dict[str, list[dict]] = {}
+                since_ms = (time.time() - RACE_SECONDS) * 1000
                 while consumer.position(self._partition, timeout_ms=_ms(reading)) < end:
                     if deadline.expired():
                         raise RetryableAdminError(f"{reading} timed out before offset {end}")
                     for batch in consumer.poll(timeout_ms=_ms(reading, at_most=0.5)).values():
                         for record in batch:
                             _apply(records, record.key.decode(), record.value)
+                            if record.value is not None and record.timestamp >= since_ms:
+                                lately.setdefault(record.key.decode(), []).append(json.loads(record.value))
+                self._lately = lately
                 return records
             except Errors.KafkaError as error:
                 raise admin_error(error, reading, CONSUMING) from error
+
+    def written_lately(self, key: str) -> list[dict]:
+        """The values `key` was given within RACE_SECONDS before the last read_all, oldest first, as the log keeps
+        every write in order: a value written by one sidecar and overwritten by another a moment later is still
+        known to be the sidecars'."""
+        return self._lately.get(key, [])
 
     def put(self, key: str, value: dict) -> None:
         """Write `value` under `key`; returns once every in-sync replica has it (acks=all)."""

@@ -5,9 +5,9 @@ reaction time (a watch interval and the verdict's last write) at its fastest fil
 since, until its free space grows), so that what a producer writes meanwhile lands before the limit, or with a
 lead time reaching it within the lead time at its fill rate over the fill window (the aggregator's rule, on the
 watch's own samples every watch interval), and the broker reported that dir as the same filesystem (confirmed by
-the last poll that succeeded), the factor is 0 whatever the cluster's view or the aggregator say: the quotas are written before a
-pass reads the cluster, and again while it waits for the aggregator (up to poll.timeout, all of it when the
-aggregator is down), without waiting for either; and while the verdict holds, a decision lifts none of them.
+the last poll that succeeded), the factor is 0 whatever the cluster's view or the aggregator say: the quotas are
+written before a pass reads the cluster, and again while it waits for the aggregator (up to poll.timeout, all of
+it when the aggregator is down), without waiting for either; and while the verdict holds, a decision lifts none.
 The agent that covers brokers whose agent is down (observe/cover_watch.py) writes their verdict alike.
 """
 

@@ -8,7 +8,8 @@ cluster even after a restart.
 Other tools and people write the same targets (`kafka-reassign-partitions --verify` removes every
 throttle rate, an operator raises a quota by hand). A value in force that is no longer what the sidecars
 wrote was changed by someone else: the sidecars leave it alone from then on, and when they let go of the
-target they forget it instead of putting back what they once replaced.
+target they forget it instead of putting back what they once replaced. Except a value another sidecar wrote
+moments ago (settle_races): two sidecars writing at once, each a record then the value, may interleave.
 """
 
 from __future__ import annotations
@@ -81,6 +82,20 @@ def restore(in_force: Mapping[Target, float | None], owned: Mapping[Target, Owne
 def changed_by_others(mine: Owned, in_force: float | None) -> bool:
     """The value in force is not the one the sidecars last wrote (unknowable for an old record: trusted)."""
     return mine.written_known and not same(in_force, mine.written)
+
+
+def settle_races(owned: Mapping[Target, Owned], in_force: Mapping[Target, float | None],
+                 written_lately: Callable[[Target], list[dict]]) -> dict[Target, Owned]:
+    """`owned`, with each target whose value in force a sidecar wrote moments ago (`written_lately`: its records
+    of the last seconds, oldest first) known as the sidecars' again: two sidecars writing it at once (each a
+    record, then the value) can leave one's value beside the other's record, and neither is someone else."""
+    settled = dict(owned)
+    for target, mine in owned.items():
+        old = in_force.get(target)
+        if not mine.yielded and changed_by_others(mine, old) and any(
+                "written" in earlier and same(earlier["written"], old) for earlier in written_lately(target)):
+            settled[target] = Owned(mine.replaced, old, seen_at=mine.seen_at)
+    return settled
 
 
 def _leave(target: Target, old: float | None, mine: Owned, forget: bool = False) -> Write:

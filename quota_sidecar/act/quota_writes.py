@@ -36,6 +36,7 @@ class QuotaWriter:
         def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
             owned = records.owned(all_records, records.QUOTA)
             in_force = self.read(wanted, owned)
+            owned = self._settled(owned, quotas.flatten(in_force))
             writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
                               and not _seen_later(owned.get(write.target), looked, write)]
@@ -60,8 +61,8 @@ class QuotaWriter:
 
         def planned(all_records: records.Records) -> tuple[records.Records, list[ownership.Write]]:
             owned = records.owned(all_records, records.QUOTA)
-            in_force = self.admin.describe_user_quotas(list(dict.fromkeys(entity for entity, _ in owned)))
-            return all_records, ownership.restore(quotas.flatten(in_force), owned)
+            in_force = quotas.flatten(self.admin.describe_user_quotas(list(dict.fromkeys(e for e, _ in owned))))
+            return all_records, ownership.restore(in_force, self._settled(owned, in_force))
 
         all_records, writes = ownership.with_second_look(planned, self._read_records(), self._read_records,
                                                          yields=lambda planned: ownership.leaves_alone(planned[1]))
@@ -71,6 +72,11 @@ class QuotaWriter:
             ownership.carry_out_together(batch, self.store, self._record_key, self._alter_quotas, self._written,
                                          force=True)
         return all_records
+
+    def _settled(self, owned: dict, in_force: dict) -> dict:
+        """owned, with what two sidecars wrote at once known as theirs (ownership.settle_races)."""
+        return ownership.settle_races(owned, in_force,
+                                      lambda target: self.store.written_lately(self._record_key(target)))
 
     def _read_records(self) -> records.Records:
         return records.parse(self.store.read_all())

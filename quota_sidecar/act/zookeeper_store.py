@@ -31,6 +31,10 @@ class ZooKeeperStore:
         """Every record; {} while no sidecar wrote one (nothing is created by reading)."""
         return self.session.call(f"reading {STATE_PATH}", self._read)[0]
 
+    def written_lately(self, key: str) -> list[dict]:
+        """Nothing: the znode keeps each record's last value only (cluster_store.ClusterStore.written_lately)."""
+        return []
+
     def put(self, key: str, value: dict) -> None:
         self.write_many({key: value})
 

@@ -13,6 +13,7 @@ from kafka.admin import NewTopic
 from harness import kafka_tools
 from harness.local_cluster import GENERATIONS
 from harness.waiting import eventually
+from quota_sidecar.common import records
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.quotas import PRODUCE, UNLIMITED
@@ -155,6 +156,27 @@ def test_a_quota_an_operator_changed_during_a_throttle_is_not_overwritten_at_the
             "wrote 1: left alone until the sidecar lets go of it"]
     finally:
         lifting.admin.alter_user_quotas({None: {PRODUCE: None}})
+
+
+def test_two_sidecars_writing_the_quota_at_once_leave_it_to_no_one_else(pipeline, kafka_cluster, sidecars, caplog):
+    """The race `make demo` once lost: one sidecar records its throttle and writes it; another records its lift,
+    and its write is overtaken by the first's. The value in force (1) is then not the record's (the lift), yet it
+    is the sidecars' own: a sidecar that lifts must write the lift, not leave the quota to "someone else"."""
+    throttling = sidecar_on(pipeline, kafka_cluster.bootstrap_servers, produce=4 * MiB,
+                            **{"storage.per.volume.limit.min.available.ratio": 0.9999})  # every volume violates
+    sidecars.append(throttling)
+    assert throttling.run_pass().throttle_factor == 0.0
+    producer_rate_becomes(throttling.admin, 1.0)
+    lifting = sidecar_on(pipeline, kafka_cluster.bootstrap_servers, produce=4 * MiB,
+                         **{"storage.per.volume.limit.min.available.bytes": 0})
+    sidecars.append(lifting)
+    # The other sidecar's record of its lift, whose write of the value the throttle's overtook.
+    lifting.store.put(records.key(records.QUOTA, None, PRODUCE),
+                      records.Owned(None, 4.0 * MiB, seen_at=time.time()).stored())
+    with caplog.at_level("INFO", logger="quota_sidecar.act.quota_writes"):
+        assert lifting.run_pass().throttle_factor == 1.0
+    producer_rate_becomes(lifting.admin, 4.0 * MiB)
+    assert "changed by someone else" not in caplog.text
 
 
 class FaultInjectingAdmin:

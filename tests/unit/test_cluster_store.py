@@ -51,7 +51,8 @@ class Consumer:
 
     def poll(self, timeout_ms):
         self.at = 1
-        return {"partition": [SimpleNamespace(key=b'["override", "global"]', value=json.dumps({"rate": 5}).encode())]}
+        return {"partition": [SimpleNamespace(key=b'["override", "global"]', value=json.dumps({"rate": 5}).encode(),
+                                              timestamp=0)]}
 
     def close(self, autocommit=False):
         pass

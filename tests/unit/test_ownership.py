@@ -104,3 +104,21 @@ def test_a_plan_that_leaves_nothing_alone_is_kept_without_a_second_look():
     writes = [Write("t", None, 1.0, None)]
     assert ownership.with_second_look(lambda _: writes, {}, lambda: 1 / 0, sleep=slept.append) is writes
     assert slept == []
+
+
+def test_a_value_in_force_that_a_sidecar_wrote_moments_ago_is_the_sidecars_not_someone_elses():
+    # One sidecar recorded INITIAL and wrote it; another recorded SIDECAR_RATE, and its write was overtaken.
+    lately = [{"replaced": None, "written": INITIAL}, {"replaced": None, "written": SIDECAR_RATE}]
+    owned = {RATE: Owned(None, SIDECAR_RATE, seen_at=5.0)}
+    settled = ownership.settle_races(owned, {RATE: INITIAL}, lambda target: lately)
+
+    assert settled == {RATE: Owned(None, INITIAL, seen_at=5.0)}
+    [write] = ownership.plan({RATE: SIDECAR_RATE}, {RATE: INITIAL}, settled)
+    assert (write.old, write.new, write.left_alone) == (INITIAL, SIDECAR_RATE, False)
+
+
+def test_a_value_no_sidecar_wrote_lately_is_still_someone_elses():
+    owned = {RATE: Owned(None, SIDECAR_RATE)}
+    lately = [{"replaced": None, "written": SIDECAR_RATE}]
+    assert ownership.settle_races(owned, {RATE: 2_000_000.0}, lambda target: lately) == owned
+    assert ownership.settle_races(owned, {RATE: INITIAL}, lambda target: []) == owned  # written, but not lately
