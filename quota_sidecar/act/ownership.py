@@ -156,11 +156,13 @@ def leaves_alone(writes: Iterable[Write]) -> bool:
 
 def with_second_look(plan: Callable[[Records], Planned], all_records: Records, read_records: Callable[[], Records],
                      yields: Callable[[Planned], bool] = leaves_alone,
-                     sleep: Callable[[float], None] = time.sleep) -> Planned:
+                     sleep: Callable[[float], None] = time.sleep,
+                     second: Callable[[Records], Planned] | None = None) -> Planned:
     """plan(all_records); when that leaves a target to someone else, planned once more SECOND_LOOK_SECONDS
-    later on records read anew (the broker may not show the last write yet, or another sidecar wrote)."""
+    later on records read anew (the broker may not show the last write yet, or another sidecar wrote), by
+    `second` when given."""
     planned = plan(all_records)
     if yields(planned):
         sleep(SECOND_LOOK_SECONDS)
-        planned = plan(read_records())
+        planned = (second or plan)(read_records())
     return planned

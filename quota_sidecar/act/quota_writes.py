@@ -33,16 +33,20 @@ class QuotaWriter:
         write that failed) but lifts none."""
         looked = None if seen_at is None else seen_at.timestamp()
 
-        def planned(all_records: records.Records) -> tuple[dict, list[ownership.Write]]:
+        def planned(all_records: records.Records, settle: bool = False) -> tuple[dict, list[ownership.Write]]:
             owned = records.owned(all_records, records.QUOTA)
             in_force = self.read(wanted, owned)
-            owned = self._settled(owned, quotas.flatten(in_force))
+            if settle:
+                owned = self._settled(owned, quotas.flatten(in_force))
             writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
                               and not _seen_later(owned.get(write.target), looked, write)]
 
+        # Races between sidecars are settled on the second look's fresh records only: the pass's may not show
+        # the write that explains what is in force (another sidecar's verdict while this pass waited).
         in_force, writes = ownership.with_second_look(planned, all_records, self._read_records,
-                                                      yields=lambda planned: ownership.leaves_alone(planned[1]))
+                                                      yields=lambda planned: ownership.leaves_alone(planned[1]),
+                                                      second=lambda fresh: planned(fresh, settle=True))
         ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written,
                                      seen_at=looked)
         in_force = quotas.after(in_force, writes)
@@ -59,13 +63,14 @@ class QuotaWriter:
         records as they were read, for the rest of the clean-up."""
         exemptions = {(None, self.config.sidecar_client_id), self.config.sidecar_entity}  # and one written before
 
-        def planned(all_records: records.Records) -> tuple[records.Records, list[ownership.Write]]:
+        def planned(all_records: records.Records, settle: bool = False) -> tuple[records.Records, list]:
             owned = records.owned(all_records, records.QUOTA)
             in_force = quotas.flatten(self.admin.describe_user_quotas(list(dict.fromkeys(e for e, _ in owned))))
-            return all_records, ownership.restore(in_force, self._settled(owned, in_force))
+            return all_records, ownership.restore(in_force, self._settled(owned, in_force) if settle else owned)
 
         all_records, writes = ownership.with_second_look(planned, self._read_records(), self._read_records,
-                                                         yields=lambda planned: ownership.leaves_alone(planned[1]))
+                                                         yields=lambda planned: ownership.leaves_alone(planned[1]),
+                                                         second=lambda fresh: planned(fresh, settle=True))
         # The sidecar's own exemption goes last: until then its record deletions must not be throttled.
         last = [write for write in writes if write.target[0] in exemptions]
         for batch in ([write for write in writes if write not in last], last):
