@@ -42,10 +42,10 @@ def build(spark: SparkSession, path: str, since: timedelta | None, limit: Storag
     volumes = sorted((_volume(row, as_of[row["cluster"]]) for row in volume_rows), key=_by_days_left)
     horizon_days = at_risk / timedelta(days=1)
     risky = [v for v in volumes if v["days_to_limit"] is not None and v["days_to_limit"] <= horizon_days]
-    fits = {(row["cluster"], row["broker"], row["log_dir"]): row for row in volume_rows}
-    series = _series(spark, rows, [fits[(v["cluster"], v["broker"], v["log_dir"])] for v in risky])
-    charts = [{"volume": v, "fit": _fit(fits[(v["cluster"], v["broker"], v["log_dir"])]),
-               "points": series.get((v["cluster"], v["broker"], v["log_dir"]), [])} for v in risky]
+    fits = {_volume_key(row): row for row in volume_rows}
+    series = _series(spark, rows, [fits[_volume_key(v)] for v in risky])
+    charts = [{"volume": v, "fit": _fit(fits[_volume_key(v)]), "points": series.get(_volume_key(v), [])}
+              for v in risky]
     return {"generated_at": _iso(now.timestamp()), "history": path,
             "since": _iso((now - since).timestamp()) if since is not None else None,
             "limit": limit.describe() if limit is not None else "none configured: the filesystem (0 bytes available)",
@@ -127,9 +127,13 @@ def _series(spark: SparkSession, rows, risky: list[dict]) -> dict:
         FROM bucketed GROUP BY cluster, broker, log_dir, bucket""").collect()
     series: dict = {}
     for row in points:
-        key = (row["cluster"], row["broker"], row["log_dir"])
+        key = _volume_key(row)
         series.setdefault(key, set()).update({(row["low_t"], row["low"]), (row["high_t"], row["high"])})
     return {key: sorted(values) for key, values in series.items()}
+
+
+def _volume_key(row) -> tuple:
+    return row["cluster"], row["broker"], row["log_dir"]
 
 
 def _by_days_left(volume: dict) -> tuple:

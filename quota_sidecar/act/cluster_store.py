@@ -79,9 +79,10 @@ class ClusterStore:
                         raise RetryableAdminError(f"{reading} timed out before offset {end}")
                     for batch in consumer.poll(timeout_ms=_ms(reading, at_most=0.5)).values():
                         for record in batch:
-                            _apply(records, record.key.decode(), record.value)
+                            key = record.key.decode()
+                            _apply(records, key, record.value)
                             if record.value is not None and record.timestamp >= since_ms:
-                                lately.setdefault(record.key.decode(), []).append(json.loads(record.value))
+                                lately.setdefault(key, []).append(json.loads(record.value))
                 self._lately = lately
                 return records
             except Errors.KafkaError as error:
