@@ -9,6 +9,7 @@ Every read and write ends within the pass's deadline (deadline.py), and within t
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from contextlib import contextmanager
@@ -28,6 +29,10 @@ DEFAULT_TIMEOUT_MS = 30_000
 # Two sidecars writing one target within this long of each other may interleave (a record, then the value): a
 # pass's writes end within its deadline, poll.timeout (PT10S by default).
 RACE_SECONDS = 10.0
+# A read that meets one of these starts over: the position it had is not in the log the leader has now.
+_READ_CUT_SHORT = (Errors.OffsetOutOfRangeError, Errors.LogTruncationError, Errors.NoOffsetForPartitionError)
+
+log = logging.getLogger(__name__)
 
 
 class ClusterStore:
@@ -70,23 +75,33 @@ class ClusterStore:
             consumer = self._ready_consumer()
             try:
                 end = consumer.end_offsets([self._partition], timeout_ms=_ms(reading))[self._partition]
-                consumer.seek_to_beginning(self._partition)
-                records: dict[str, dict] = {}
-                lately: dict[str, list[dict]] = {}
-                since_ms = (time.time() - RACE_SECONDS) * 1000
-                while consumer.position(self._partition, timeout_ms=_ms(reading)) < end:
-                    if deadline.expired():
-                        raise RetryableAdminError(f"{reading} timed out before offset {end}")
-                    for batch in consumer.poll(timeout_ms=_ms(reading, at_most=0.5)).values():
-                        for record in batch:
-                            key = record.key.decode()
-                            _apply(records, key, record.value)
-                            if record.value is not None and record.timestamp >= since_ms:
-                                lately.setdefault(key, []).append(json.loads(record.value))
-                self._lately = lately
-                return records
+                while True:
+                    try:
+                        records, self._lately = self._read_from_the_beginning(consumer, end, reading)
+                        return records
+                    except _READ_CUT_SHORT as error:  # a leader with a shorter log: what was read may be gone
+                        if deadline.expired():
+                            raise
+                        log.info("%s again from the beginning: %s", reading, type(error).__name__)
             except Errors.KafkaError as error:
                 raise admin_error(error, reading, CONSUMING) from error
+
+    def _read_from_the_beginning(self, consumer: KafkaConsumer, end: int, reading: str):
+        """(every live record, each key's values of the last RACE_SECONDS) from the topic's start up to `end`."""
+        consumer.seek_to_beginning(self._partition)
+        records: dict[str, dict] = {}
+        lately: dict[str, list[dict]] = {}
+        since_ms = (time.time() - RACE_SECONDS) * 1000
+        while consumer.position(self._partition, timeout_ms=_ms(reading)) < end:
+            if deadline.expired():
+                raise RetryableAdminError(f"{reading} timed out before offset {end}")
+            for batch in consumer.poll(timeout_ms=_ms(reading, at_most=0.5)).values():
+                for record in batch:
+                    key = record.key.decode()
+                    _apply(records, key, record.value)
+                    if record.value is not None and record.timestamp >= since_ms:
+                        lately.setdefault(key, []).append(json.loads(record.value))
+        return records, lately
 
     def written_lately(self, key: str) -> list[dict]:
         """The values `key` was given within RACE_SECONDS before the last read_all, oldest first, as the log keeps
@@ -168,9 +183,11 @@ class ClusterStore:
     def _ready_consumer(self) -> KafkaConsumer:
         self._ensure_topic()
         if self._consumer is None:
-            # No group: nothing is committed, every read starts from the beginning.
+            # No group: nothing is committed, every read starts from the beginning. No reset policy: kafka-python's
+            # default jumps to the end when a fetch is out of range or the log was truncated (KIP-320), which ends
+            # the read early, with a record read and the tombstone after it not (a removed override came back).
             self._consumer = open_client(KafkaConsumer, {
-                **self._client_config, "group_id": None, "enable_auto_commit": False,
+                **self._client_config, "group_id": None, "enable_auto_commit": False, "auto_offset_reset": "none",
                 "allow_auto_create_topics": False}, deadline.left(doing=f"connecting a consumer for {self.topic}"))
             self._consumer.assign([self._partition])
         return self._consumer
