@@ -143,7 +143,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     REFUSALS.explain = RefusalLines(config, [acls.AGGREGATE]).explain
 
     def why(error: BaseException) -> str:
-        return _refused_topic(error, REFUSALS, pipeline.decisions_topic) or session.reason(error)
+        return _refused_topic(error, REFUSALS, pipeline.observations_topic, pipeline.decisions_topic) or session.reason(error)
 
     jars = pipeline.kafka_jars or _connector_jars()
     checkpoint = pipeline.checkpoint or os.path.join(tempfile.gettempdir(), "quota-sidecar-aggregator")
@@ -221,15 +221,20 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
         session.stop_sessions()
 
 
-def _refused_topic(error: BaseException, refusals, decisions_topic: str) -> str | None:
-    """The one line of a refusal when Kafka's authorizer refused Spark's Kafka source or sink a topic (its
-    exception names the topics; the decisions topic is the sink's): the permission and what stops without it."""
+def _refused_topic(error: BaseException, refusals, observations_topics: str, decisions_topic: str) -> str | None:
+    """The one line of a refusal when Kafka's authorizer refused Spark's Kafka source or sink a topic: the permission
+    and what stops without it. The consumer's and the producer's exceptions name the topics (the decisions topic is
+    the sink's); the admin client's, through which the source reads offsets (ListOffsets), names none: the source's."""
     from quota_sidecar.common.errors import AuthorizationRefused
 
-    refused = re.search(r"TopicAuthorizationException: Not authorized to access topics: \[([^\]]*)\]", str(error))
-    if refused is None:
+    said = str(error)
+    named = re.search(r"TopicAuthorizationException: Not authorized to access topics: \[([^\]]*)\]", said)
+    if named is not None:
+        topics = frozenset(topic.strip() for topic in named.group(1).split(",") if topic.strip())
+    elif "TopicAuthorizationException: Topic authorization failed" in said:
+        topics = frozenset(topic.strip() for topic in observations_topics.split(",") if topic.strip())
+    else:
         return None
-    topics = frozenset(topic.strip() for topic in refused.group(1).split(",") if topic.strip())
     sink = decisions_topic in topics
     apis = ("Produce", "Metadata") if sink else ("Fetch", "Metadata", "ListOffsets")
     return str(refusals.refused(AuthorizationRefused(f"Spark's Kafka {'sink' if sink else 'source'}", apis, "TOPIC",

@@ -1,7 +1,7 @@
 """Least privilege (issue 22): an agent and the aggregator on a cluster with Kafka's StandardAuthorizer, over
 SCRAM-SHA-512 and TLS (tests/harness/secure_lab.py), their pipeline on that cluster, each principal granted exactly
-the ACLs `quota-sidecar acls` prints for it and nothing more: disk protection, cordons, status and clean-up work,
-and nothing is refused. With any one of the agent's ACLs taken away, it says in one line which permission was
+the ACLs `quota-sidecar acls` prints for it and nothing more: disk protection, cordons, replication throttles, the disk
+guard, status and clean-up work, and nothing is refused. With any one of the agent's ACLs taken away, it says in one line which permission was
 refused and what stops without it, and what does not need that ACL goes on.
 """
 
@@ -15,17 +15,21 @@ from datetime import datetime, timezone
 import pytest
 
 from harness.aggregator import Aggregator
-from harness.kafka_tools import kafka_configs
+from harness.kafka_tools import kafka_configs, reassign_partitions
+from harness.move_guard_lab import BROKER_PROPERTIES, SETTINGS as GUARD_SETTINGS, SLOW_GUARD, VOLUME, FreeSpace, fill
+from harness.replication_checks import broker_configs, create_topic
 from harness.secure_lab import LAB_ADMIN, SecureLab, grant, revoke
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.quotas import PRODUCE
+from quota_sidecar.decide.throttles import FOLLOWER_RATE, LEADER_RATE
 from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = [pytest.mark.integration]
 
+MiB = 1 << 20
 AGENT, AGGREGATOR = "quota-sidecar", "quota-sidecar-aggregator"
 PASSWORDS = {AGENT: "s3cret-agent", AGGREGATOR: "s3cret-aggregator"}
 
@@ -39,28 +43,35 @@ def printed(process: SidecarProcess, principal: str, processes: str) -> list[dic
     return json.loads(answer.stdout)
 
 
-def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str):
-    """A one-broker secure cluster, the aggregator and an agent each granted exactly what `quota-sidecar acls` prints
-    for them (the agent: `agent_runs`); neither started. (cluster, agent, aggregator, the agent's ACLs, the agent's
-    client properties for Kafka's own tools)."""
+def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str, brokers: int = 1,
+                     agent_settings: dict | None = None, **cluster_options):
+    """A secure cluster of `brokers`, the aggregator and an agent beside each broker, each principal granted exactly
+    what `quota-sidecar acls` prints for it (the agents: `agent_runs`); none started. `agent_settings` (keys without
+    the prefix) replace the default (every volume violates, a pass every 2 s) and have each agent watch its broker's
+    log dirs. (cluster, the agents in broker order, the aggregator, the agents' ACLs, the agents' client properties
+    for Kafka's own tools)."""
     security = SecureLab(tmp_path / "tls", scram_users=PASSWORDS)
-    cluster = make_kafka_cluster(brokers=1, security=security)
+    cluster = make_kafka_cluster(brokers=brokers, security=security, **cluster_options)
     secure = cluster.secure_bootstrap_servers()
     # The agent as a Python client names its CA file; the aggregator's Java clients a PEM truststore.
     agent_client = security.sasl_ssl_properties(secure, AGENT)
     aggregator_client = security.java_client_properties(secure, AGGREGATOR)
     aggregator = Aggregator(secure, tmp_path / "aggregator",
                             **{ADMIN_PREFIX + key: value for key, value in aggregator_client.items()})
-    agent = SidecarProcess("least-privilege", tmp_path, {
+    settings = agent_settings or {"storage.per.volume.limit.min.available.ratio": "1.0",  # every volume violates
+                                  "storage.check.interval": "PT2S"}
+    agents = tuple(SidecarProcess("least-privilege" if brokers == 1 else f"least-privilege-{broker}", tmp_path, {
         **{PREFIX + ADMIN_PREFIX + key: value for key, value in agent_client.items()},
-        PREFIX + "storage.per.volume.limit.min.available.ratio": "1.0",  # every volume violates
-        PREFIX + "storage.check.interval": "PT2S", PREFIX + "broker.id": "1",
+        **{PREFIX + key: value for key, value in settings.items()}, PREFIX + "broker.id": str(broker),
+        **({"log.dirs": ",".join(cluster.log_dirs(broker))} if agent_settings else {}),
         # The aggregator's writes are no client's: a principal of its own is never throttled, as the README says.
-        PREFIX + "excluded.principal.name.list": f"User:{AGGREGATOR}"})
+        PREFIX + "excluded.principal.name.list": f"User:{AGGREGATOR}"}) for broker in sorted(cluster.broker_ids))
     # Granted as an operator would: `acls --apply` as their admin over the secure listener, twice (nothing twice).
+    # Every agent runs as one principal with the same keys: the first one's ACLs are all of theirs.
     admin_config = tmp_path / "admin.properties"
     admin_config.write_text("".join(f"{key}={value}\n" for key, value in security.sasl_ssl_properties(
         secure, LAB_ADMIN).items() if key != "bootstrap.servers"))
+    agent = agents[0]
     agent_acls = printed(agent, AGENT, agent_runs)
     for process, principal, runs in ((aggregator.process, AGGREGATOR, "aggregate"), (agent, AGENT, agent_runs)):
         acls = agent_acls if process is agent else printed(process, principal, runs)
@@ -69,7 +80,7 @@ def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str):
     java_tools = tmp_path / "agent-java.properties"  # the agent's settings as Kafka's own tools spell them
     java_tools.write_text("".join(f"{key}={value}\n" for key, value in
                                   security.java_client_properties(secure, AGENT).items() if key != "bootstrap.servers"))
-    return cluster, agent, aggregator, agent_acls, java_tools
+    return cluster, agents, aggregator, agent_acls, java_tools
 
 
 def applied(process: SidecarProcess, principal: str, processes: str, admin_config) -> list[str]:
@@ -83,7 +94,7 @@ def applied(process: SidecarProcess, principal: str, processes: str, admin_confi
 
 def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_show_and_clean_up(
         make_kafka_cluster, tmp_path):
-    cluster, agent, aggregator, _, java_tools = least_privileged(make_kafka_cluster, tmp_path, "run,cleanup")
+    cluster, (agent,), aggregator, _, java_tools = least_privileged(make_kafka_cluster, tmp_path, "run,cleanup")
     lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user, to check
     try:
         aggregator.start().wait_ready()
@@ -126,7 +137,7 @@ def refused_as(acl: dict, permission: str) -> bool:
 
 @pytest.mark.security
 def test_each_acl_taken_away_is_one_line_naming_it_and_what_stops_and_the_rest_goes_on(make_kafka_cluster, tmp_path):
-    cluster, agent, aggregator, agent_acls, _ = least_privileged(make_kafka_cluster, tmp_path, "run")
+    cluster, (agent,), aggregator, agent_acls, _ = least_privileged(make_kafka_cluster, tmp_path, "run")
     lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user
     try:
         aggregator.start().wait_ready()
@@ -174,7 +185,7 @@ def test_a_read_or_write_taken_from_the_aggregator_is_one_line_naming_it_and_dec
     """Spark's Kafka source (READ on the observations) and sink (WRITE on the decisions) refused while the aggregator
     runs: each micro-batch's failure is one WARNING naming the permission and what stops, no traceback; granted
     again, the agents get decisions again."""
-    cluster, agent, aggregator, _, _ = least_privileged(make_kafka_cluster, tmp_path, "run")
+    cluster, (agent,), aggregator, _, _ = least_privileged(make_kafka_cluster, tmp_path, "run")
     query_acls = [acl for acl in printed(aggregator.process, AGGREGATOR, "aggregate")
                   if acl["operation"] in ("READ", "WRITE")]
     assert len(query_acls) == 2, query_acls
@@ -206,3 +217,46 @@ def test_a_read_or_write_taken_from_the_aggregator_is_one_line_naming_it_and_dec
 def _decided_since(agent: SidecarProcess, moment: datetime) -> bool:
     last = agent.status()["throttle"]["last_success"]
     return last is not None and datetime.fromisoformat(last) > moment
+
+
+@pytest.mark.security
+def test_with_exactly_the_printed_acls_a_move_is_throttled_and_the_guard_cancels_it_before_the_disk_fills(
+        make_kafka_cluster, tmp_path):
+    """Replication throttles and the disk guard under the authorizer: Kafka's reassign tool (run by the lab's super
+    user) moves a partition larger than broker 2's free space onto it; the agents, with exactly the ACLs printed for
+    them, throttle the move on both brokers, broker 2's guard (at a rate an operator chose to slow moves rather than
+    hold them) cancels it before the volume fills, and their clean-up leaves no config of theirs. Nothing is
+    refused."""
+    settings = {**GUARD_SETTINGS, "replication.disk.guard.rate.bytes.per.second": str(SLOW_GUARD)}
+    cluster, (agent_1, agent_2), aggregator, _, _ = least_privileged(
+        make_kafka_cluster, tmp_path, "run,cleanup", brokers=2, agent_settings=settings,
+        small_log_dirs={(2, 0): VOLUME}, broker_properties=BROKER_PROPERTIES)
+    lab = ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers.split(",")})  # the super user, to check
+    topic, (small_dir,) = "moved", cluster.log_dirs(2)
+    create_topic(cluster, topic, {0: [1]})
+    fill(cluster, topic, VOLUME + 40 * MiB, tmp_path / "fill.log")
+    try:
+        aggregator.start().wait_ready()
+        for agent in (agent_1, agent_2):
+            agent.start(cleanup=True).wait_ready()
+        with FreeSpace(small_dir) as free_space:
+            done = reassign_partitions(cluster.bootstrap_servers, {(topic, 0): [2]}, "--execute")
+            assert done.returncode == 0, done.stderr or done.stdout
+            eventually(lambda: FOLLOWER_RATE in broker_configs(lab, 2) and LEADER_RATE in broker_configs(lab, 1), 30,
+                       "the move throttled on both brokers")
+            eventually(lambda: lab.list_reassignments() == [], 300, "the move cancelled")
+        assert free_space.lowest > 0, "the volume filled"
+        eventually(lambda: lab.describe_partitions([topic])[(topic, 0)].replicas == (1,), 10, "back on broker 1")
+        assert "cancelled the moves adding replicas to" in agent_2.log_path.read_text(), agent_2.log_tail()
+        for agent in (agent_1, agent_2):
+            assert agent.stop() == 0  # --cleanup
+        eventually(lambda: [broker_configs(lab, broker) for broker in (1, 2)] == [{}, {}], 60, "nothing of theirs left")
+        for process in (agent_1, agent_2, aggregator.process):
+            logged = process.log_path.read_text()
+            assert "AUTHORIZATION" not in logged.upper() and "Traceback" not in logged, process.log_tail()
+            assert not any(password in logged for password in PASSWORDS.values())
+    finally:
+        for agent in (agent_1, agent_2):
+            agent.stop()
+        aggregator.stop()
+        lab.close()

@@ -110,22 +110,27 @@ def test_a_permission_the_table_grants_through_another_names_that_one_and_all_it
     assert "disk protection: no quota is written" in str(error)  # ALTER_CONFIGS is not granted either
 
 
-@pytest.mark.parametrize("topic, permission", [
-    ("__quota_sidecar_observations", "DESCRIBE or READ on TOPIC __quota_sidecar_observations"),  # Spark's source
-    ("__quota_sidecar_decisions", "DESCRIBE or WRITE on TOPIC __quota_sidecar_decisions"),  # its sink
+@pytest.mark.parametrize("refused, permission", [
+    # Spark's source: its consumer names the topic; the admin client it reads offsets through (ListOffsets) does not
+    ("Not authorized to access topics: [__quota_sidecar_observations]",
+     "DESCRIBE or READ on TOPIC __quota_sidecar_observations"),
+    ("Topic authorization failed.", "DESCRIBE or READ on TOPIC __quota_sidecar_observations"),
+    ("Not authorized to access topics: [__quota_sidecar_decisions]",  # its sink
+     "DESCRIBE or WRITE on TOPIC __quota_sidecar_decisions"),
 ])
-def test_the_aggregators_query_stopped_by_a_refused_topic_is_one_line_naming_the_permission(topic, permission):
+def test_the_aggregators_query_stopped_by_a_refused_topic_is_one_line_naming_the_permission(refused, permission):
     from spark_jobs.commands import _refused_topic
 
     refusals = Refusals()
     refusals.explain = RefusalLines(configuration.load((), EVERYTHING, aggregator=True), [acls.AGGREGATE]).explain
     spark_said = ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted.\n"
-                  "Caused by: org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access "
-                  f"topics: [{topic}]\n\tat org.apache.kafka.clients...")
+                  f"Caused by: org.apache.kafka.common.errors.TopicAuthorizationException: {refused}\n"
+                  "\tat org.apache.kafka.clients...")
+    topics = "__quota_sidecar_observations", "__quota_sidecar_decisions"
 
-    line = _refused_topic(Exception(spark_said), refusals, "__quota_sidecar_decisions")
+    line = _refused_topic(Exception(spark_said), refusals, *topics)
 
     assert line.startswith(f"{permission} refused for User:quota-sidecar (Spark's Kafka "), line
     assert "the aggregator: every micro-batch fails" in line and "\n" not in line
     assert [r.permission for r in refusals.lately(60)] == [permission]
-    assert _refused_topic(Exception("[STREAM_FAILED] a broker went away"), refusals, "__quota_sidecar_decisions") is None
+    assert _refused_topic(Exception("[STREAM_FAILED] a broker went away"), refusals, *topics) is None
