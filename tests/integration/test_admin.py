@@ -13,6 +13,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
+from harness.kafka_tools import elect_preferred_leader, reassign_partitions
 from harness.waiting import equal, eventually
 from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError
@@ -325,6 +326,26 @@ def test_a_store_read_whose_position_leaves_the_log_starts_over_rather_than_end_
         kafka_admin.close()
     assert cut, "the log's start was not moved during the read"
     assert override not in records and len(records) == 501, sorted(records)[:3]
+
+
+def test_a_store_read_after_its_topics_leader_moved_ends_within_its_deadline(admin, kafka_cluster, unique_name):
+    """kafka-python 3.0.12 asks ListOffsets of the leader it last knew again and again without refreshing its
+    metadata (NOT_LEADER_OR_FOLLOWER is retried, not a reason for a refresh): after the records topic's leader
+    was moved (the fault soak moved it), every agent's read waited out its deadline for minutes, and the local
+    verdict could not write. The leader moved with Kafka's own tools; the next read must not wait it out."""
+    topic = unique_name
+    config = client_kwargs({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    with ClusterStore({**config, "request_timeout_ms": 8000}, topic=topic) as store:
+        store.put("override/global", {"rate": 10})
+        assert store.read_all() == {"override/global": {"rate": 10}}  # its consumer knows the leader now
+        [(key, partition)] = admin.describe_partitions([topic]).items()
+        rotated = [*partition.replicas[1:], partition.replicas[0]]
+        done = reassign_partitions(kafka_cluster.bootstrap_servers, {key: rotated}, "--execute")
+        assert done.returncode == 0, done.stderr or done.stdout
+        eventually(lambda: admin.list_reassignments() == [], 60, "the replicas rotated")
+        elect_preferred_leader(kafka_cluster.bootstrap_servers, topic, 0)
+        eventually(lambda: admin.describe_partitions([topic])[key].leader == rotated[0], 30, "the leader moved")
+        assert store.read_all() == {"override/global": {"rate": 10}}
 
 
 def test_cluster_store_records_are_shared_and_survive(admin, kafka_cluster, unique_name):
