@@ -143,7 +143,8 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     REFUSALS.explain = RefusalLines(config, [acls.AGGREGATE]).explain
 
     def why(error: BaseException) -> str:
-        return _refused_topic(error, REFUSALS, pipeline.observations_topic, pipeline.decisions_topic) or session.reason(error)
+        refused = _refused_topic(error, REFUSALS, pipeline.observations_topic, pipeline.decisions_topic)
+        return refused or session.reason(error)
 
     jars = pipeline.kafka_jars or _connector_jars()
     checkpoint = pipeline.checkpoint or os.path.join(tempfile.gettempdir(), "quota-sidecar-aggregator")

@@ -1,8 +1,8 @@
 """Least privilege (issue 22): an agent and the aggregator on a cluster with Kafka's StandardAuthorizer, over
 SCRAM-SHA-512 and TLS (tests/harness/secure_lab.py), their pipeline on that cluster, each principal granted exactly
-the ACLs `quota-sidecar acls` prints for it and nothing more: disk protection, cordons, replication throttles, the disk
-guard, status and clean-up work, and nothing is refused. With any one of the agent's ACLs taken away, it says in one line which permission was
-refused and what stops without it, and what does not need that ACL goes on.
+the ACLs `quota-sidecar acls` prints for it and nothing more: disk protection, cordons, replication throttles, the
+disk guard, status and clean-up work, and nothing is refused. With any one of the agent's ACLs taken away, it says in
+one line which permission was refused and what stops without it, and what does not need that ACL goes on.
 """
 
 from __future__ import annotations
