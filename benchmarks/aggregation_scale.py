@@ -4,7 +4,7 @@ The observations are what agents publish (quota_sidecar.common.pipeline_messages
 brokers × 10 log dirs, one agent's observation per cluster, each volume with one measurement (its newest; an
 agent's observation also carries the fill window's older ones, which multiply the rows alike). They are
 written as JSON lines to a file and read as Spark's Kafka source hands a micro-batch to the query (a `value`
-column), then spark_jobs.aggregation.decisions (the same code the streaming query runs on each micro-batch),
+column), then spark_jobs.aggregation.decide (the same code the streaming query runs on each micro-batch),
 executed in full into Spark's `noop` sink. Wall time per micro-batch after one unmeasured round, in the
 aggregator's embedded session (`local[1]`) and with `spark.url=local[2]`.
 
@@ -48,7 +48,9 @@ def child(master: str, sizes: list[int], runs: int) -> None:
     """In a fresh process per master: each size's micro-batches timed; JSON on stdout."""
     from spark_jobs import aggregation, session
 
-    spark = session.get_session(None if master == "embedded" else master, "quota-sidecar-benchmark")
+    spark = session.get_session(None if master == "embedded" else master, "quota-sidecar-benchmark",
+                                session.AGGREGATOR_CONF)  # as `quota-sidecar aggregate` starts it
+    session.spread_over_cores(spark)
     work = Path(tempfile.mkdtemp(prefix="aggregation-scale-"))
     figures = {}
     for size in sizes:
@@ -59,8 +61,8 @@ def child(master: str, sizes: list[int], runs: int) -> None:
         seconds = []
         for index in range(runs + 1):
             started = time.perf_counter()
-            aggregation.decisions(batch, "benchmark", aggregation.kinds_in(batch)).write.format("noop") \
-                .mode("overwrite").save()
+            aggregation.decide(batch, "benchmark", lambda decided: decided.write.format("noop").mode("overwrite")
+                               .save())
             if index:
                 seconds.append(time.perf_counter() - started)
         batch.unpersist()

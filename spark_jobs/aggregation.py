@@ -5,7 +5,7 @@ holds the observations of any number of agents and clusters; the rules judge the
 grouped by observation, and every observation gets one decision under its agent's key
 (quota_sidecar.common.pipeline_messages). The rules are those a batch run uses (``volume_violations.judge``,
 ``replication_rates.transform``): a streaming DataFrame refuses their windows, so the query hands each
-micro-batch, a static DataFrame, to ``decisions`` (foreachBatch). Nothing is kept between micro-batches but
+micro-batch, a static DataFrame, to ``decide`` (foreachBatch). Nothing is kept between micro-batches but
 Spark's offsets in the checkpoint: an observation carries what its rule needs (a volume's measurements in the
 fill window), and a restarted query resumes after the last micro-batch it wrote.
 """
@@ -15,6 +15,7 @@ import json
 import logging
 from datetime import date, datetime, timedelta, timezone
 from functools import reduce
+from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -32,13 +33,12 @@ KINDS = ("volumes", "replication")
 
 
 def decisions(observations: DataFrame, aggregator: str, kinds: tuple[str, ...] = KINDS) -> DataFrame:
-    """Kafka rows of observations (``value``: JSON) → Kafka rows of decisions (``key``, ``value``: JSON).
-    An observation that is not JSON of this version, or has no id or cluster, gets none; one of volumes
+    """Readable observations (``readable``) → Kafka rows of decisions (``key``, ``value``: JSON): one of volumes
     gets the factor and its volumes judged, one of replication rows their rates, moves and destinations.
     Only the rules of `kinds` (one at least; ``kinds_in``) are planned: planning a rule costs a micro-batch
     more than running it."""
-    parsed = _parsed(observations)
-    parts = [rule(parsed) for kind, rule in (("volumes", _volumes), ("replication", _replication)) if kind in kinds]
+    parts = [rule(observations) for kind, rule in (("volumes", _volumes), ("replication", _replication))
+             if kind in kinds]
     # No join: each part already carries its observation, and an observation is of one kind.
     return reduce(DataFrame.unionByName, parts).selectExpr(
         "concat(observation.cluster, '/', coalesce(CAST(observation.agent AS STRING), '')) AS key",
@@ -51,42 +51,58 @@ def decisions(observations: DataFrame, aggregator: str, kinds: tuple[str, ...] =
     )
 
 
-def kinds_in(observations: DataFrame) -> tuple[str, ...]:
-    """The kinds of the readable observations of a micro-batch: one small job."""
-    present = _parsed(observations).selectExpr(
-        *(f"coalesce(max({kind} IS NOT NULL), false) AS {kind}" for kind in KINDS)).first()
-    return tuple(kind for kind in KINDS if present[kind])
+def decide(batch: DataFrame, aggregator: str, write: Callable[[DataFrame], None]) -> None:
+    """One micro-batch of Kafka rows of observations decided: its decisions (``decisions``) handed to `write`."""
+    observations = readable(batch).persist()  # parsed once, read by each rule
+    try:
+        kinds = kinds_in(observations)
+        if kinds:
+            write(decisions(observations, aggregator, kinds))
+    finally:
+        observations.unpersist()
 
 
-def _parsed(observations: DataFrame) -> DataFrame:
+def readable(observations: DataFrame) -> DataFrame:
+    """Kafka rows of observations (``value``: JSON) → one row per observation (``schemas.OBSERVATION_SCHEMA``);
+    one that is not JSON of this version, or has no id or cluster, is left out (and gets no decision)."""
     return observations.selectExpr(_PARSED).where(
         f"o.version = {VERSION} AND o.id IS NOT NULL AND o.cluster IS NOT NULL").selectExpr("o.*")
 
 
-def _volumes(parsed: DataFrame) -> DataFrame:
-    volume_rows = parsed.where("volumes IS NOT NULL").selectExpr(
-        f"{_OBSERVATION} AS observation", "volumes.limits AS limits", "explode(volumes.rows) AS v"
-    ).selectExpr("observation", "v.*", "limits.*")
-    return _grouped(_with_each(volume_violations.judge(volume_rows), parsed, "volumes"), "volumes",
+def kinds_in(observations: DataFrame) -> tuple[str, ...]:
+    """The kinds of readable observations (``readable``): one small job."""
+    present = observations.selectExpr(
+        *(f"coalesce(max({kind} IS NOT NULL), false) AS {kind}" for kind in KINDS)).first()
+    return tuple(kind for kind in KINDS if present[kind])
+
+
+def _volumes(observations: DataFrame) -> DataFrame:
+    volume_rows = _each_row(observations, "volumes", "filter(volumes.rows, v -> v.usable)",
+                            "volumes.limits AS limits").selectExpr("observation", "row.*", "limits.*")
+    return _grouped(volume_violations.judge(volume_rows), "volumes",
                     f"named_struct('factor', {volume_violations.FACTOR}, 'rows', {volume_violations.JUDGED_ROWS})")
 
 
-def _replication(parsed: DataFrame) -> DataFrame:
-    replication_rows = parsed.where("replication IS NOT NULL").selectExpr(
-        f"{_OBSERVATION} AS observation", "explode(replication.rows) AS r").selectExpr("observation", "r.*")
-    return _grouped(_with_each(replication_rates.transform(move_progress.transform(replication_rows)), parsed,
-                               "replication"), "replication",
+def _replication(observations: DataFrame) -> DataFrame:
+    replication_rows = _each_row(observations, "replication", "replication.rows").selectExpr("observation", "row.*")
+    return _grouped(replication_rates.transform(move_progress.transform(replication_rows)), "replication",
                     f"named_struct({', '.join(_named(replication_rates.DECISION))})")
 
 
+def _each_row(observations: DataFrame, kind: str, rows: str, *columns: str) -> DataFrame:
+    """A row (``row``) for each of the `rows` (SQL array) of the observations of `kind`, with its
+    ``observation`` and `columns`. An observation without rows keeps one row, all null, which the rules leave
+    out of its decision: one whose volumes are all offline still gets a decision (factor 1.0, as in a batch
+    run). The observations are spread over the shuffle partitions by observation before their rows are
+    exploded: the rules' window and grouping are by observation, so that one shuffle of a row per observation
+    serves both, not two of a row per volume."""
+    return (observations.where(f"{kind} IS NOT NULL")
+            .selectExpr(f"{_OBSERVATION} AS observation", f"{rows} AS rows", *columns)
+            .repartition("observation")
+            .selectExpr("*", "explode_outer(rows) AS row").drop("rows"))
+
+
 _OBSERVATION = "named_struct('id', id, 'cluster', cluster, 'agent', agent, 'observed_at', observed_at)"
-
-
-def _with_each(rows: DataFrame, parsed: DataFrame, kind: str) -> DataFrame:
-    """The judged rows and one row without a volume for each observation of `kind`: one whose volumes are
-    all offline, which the rule leaves out, still gets its decision (factor 1.0, as in a batch run)."""
-    return rows.unionByName(parsed.where(f"{kind} IS NOT NULL").selectExpr(f"{_OBSERVATION} AS observation"),
-                            allowMissingColumns=True)
 
 
 def _named(aggregates: tuple[str, ...]) -> list[str]:
@@ -106,24 +122,17 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
     """
     options = {f"kafka.{name}": value for name, value in kafka_options.items()}
 
-    def write(batch: DataFrame, _batch_id: int) -> None:
-        batch.persist()  # read by each rule, not fetched from Kafka once per rule
-        try:
-            kinds = kinds_in(batch)
-            if not kinds:
-                return
-            # acks=1: a decision waits for no follower (whose fetches cross the links a move fills); one lost
-            # with its leader is asked again at the agent's next pass.
-            (decisions(batch, aggregator, kinds).write.format("kafka").options(**options)
-             .option("kafka.acks", "1").option("topic", decisions_topic).save())
-        finally:
-            batch.unpersist()
+    def write(decided: DataFrame) -> None:
+        # acks=1: a decision waits for no follower (whose fetches cross the links a move fills); one lost
+        # with its leader is asked again at the agent's next pass.
+        (decided.write.format("kafka").options(**options).option("kafka.acks", "1")
+         .option("topic", decisions_topic).save())
 
     # A micro-batch fetches offsets it knows are there; the consumer's next fetch, sent ahead, would otherwise
     # wait 500 ms at the broker for data: half the decision's latency.
     source = _observations(spark, options, observations_topic, starting_offsets).option("kafka.fetch.max.wait.ms", "10")
-    return (source.load().writeStream.foreachBatch(write).option("checkpointLocation", checkpoint)
-            .trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
+    return (source.load().writeStream.foreachBatch(lambda batch, _id: decide(batch, aggregator, write))
+            .option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
 
 
 # The history is written by a query of its own, every history.interval, not in the decisions' micro-batches: a
@@ -135,7 +144,7 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
 def record_history(batch: DataFrame, location: str, retention: timedelta, expired: dict) -> None:
     """One micro-batch of Kafka rows appended to the history at ``location``; the days older than ``retention``
     deleted once a day (``expired`` remembers the last day it was done)."""
-    history.append(history.transform(_parsed(batch)), location)
+    history.append(history.transform(readable(batch)), location)
     today = datetime.now(timezone.utc).date()
     if expired.get("day") != today:
         expired["day"] = today  # tried once a day: a failure is said, and the appends go on

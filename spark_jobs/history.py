@@ -28,7 +28,7 @@ class HistoryError(ValueError):
 
 
 def transform(parsed_observations: DataFrame) -> DataFrame:
-    """Parsed observations (``aggregation._parsed``: one row per observation, ``schemas.OBSERVATION_SCHEMA``) →
+    """Parsed observations (``aggregation.readable``: one row per observation, ``schemas.OBSERVATION_SCHEMA``) →
     history rows (COLUMNS and ``day``).
 
     Every agent of a cluster observes every broker's volumes, so a volume is recorded by its own broker's agent

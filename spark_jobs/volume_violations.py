@@ -61,7 +61,7 @@ def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
     """Every usable volume, as its newest row, with ``available_ratio``, ``fill_bytes_per_sec``,
     ``seconds_to_limit``, ``violated``, ``predicted`` and its ``throttle_factor``, all under the limits of
     ``params``."""
-    return judge(with_limits(volumes_df, params)).selectExpr(*_COLUMNS)
+    return judge(with_limits(volumes_df.where("usable"), params)).selectExpr(*_COLUMNS)
 
 
 def with_limits(volumes_df: DataFrame, params: dict) -> DataFrame:
@@ -73,12 +73,12 @@ def with_limits(volumes_df: DataFrame, params: dict) -> DataFrame:
 
 
 def judge(volumes_df: DataFrame) -> DataFrame:
-    """Rows (``schemas.VOLUME_SCHEMA``) that carry their limits (LIMIT_COLUMNS) and an ``observation`` key:
-    every usable volume of each observation as its newest row, judged; with ``observation``."""
+    """Rows of usable volumes (``schemas.VOLUME_SCHEMA``) that carry their limits (LIMIT_COLUMNS) and an
+    ``observation`` key: every volume of each observation as its newest row, judged; with ``observation``."""
     # One projection after the windows: each column may use those before it (lateral column aliases), and
     # the driver analyses three plans per decision instead of eight.
     return (
-        volumes_df.where("usable")
+        volumes_df
         .selectExpr("*", f"{_NEWEST} AS newest", f"{_FILL} AS fill_bytes_per_sec")
         .where("newest")
         .selectExpr(

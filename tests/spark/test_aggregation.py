@@ -20,7 +20,7 @@ def volume(broker_id, available, at_seconds=0.0, log_dir="/data", total=10 * GIB
 def decided(spark, *observations) -> dict[str, tuple[str, dict]]:
     """observation id -> (key, decision), from one micro-batch of these observations."""
     batch = spark.createDataFrame([(pipeline_messages.encode(o),) for o in observations], "value binary")
-    rows = aggregation.decisions(batch, "aggregator-1").collect()
+    rows = aggregation.decisions(aggregation.readable(batch), "aggregator-1").collect()
     answers = [(row["key"], json.loads(row["value"])) for row in rows]
     return {decision["answers"]: (key, decision) for key, decision in answers}
 
@@ -66,7 +66,15 @@ def test_volumes_all_offline_decide_factor_one_and_an_unreadable_message_gets_no
                                    (pipeline_messages.encode({**offline, "version": 99, "id": "x"}),)],
                                   "value binary")
 
-    rows = aggregation.decisions(batch, "aggregator-1").collect()
+    rows = aggregation.decisions(aggregation.readable(batch), "aggregator-1").collect()
 
     (row,) = rows
     assert json.loads(row["value"])["volumes"] == {"factor": 1.0, "rows": []}
+
+
+def test_an_observation_of_replication_without_rows_gets_a_decision_with_none(spark):
+    sent = pipeline_messages.observation("cluster-a", 2, AT, replication=[])
+
+    (_, decision), = decided(spark, sent).values()
+
+    assert decision["replication"] == {"rates": [], "moves": [], "destinations": []}
