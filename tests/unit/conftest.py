@@ -1,10 +1,12 @@
 """Unit tests: no JVM, no cluster, no Spark; each runs in milliseconds."""
 
+import logging
 from datetime import timedelta
 
 import pytest
 
 import builders
+from quota_sidecar import cli
 
 
 @pytest.fixture
@@ -16,3 +18,14 @@ def a_snapshot():
 @pytest.fixture
 def later():
     return builders.AT + timedelta(seconds=30)
+
+
+@pytest.fixture(autouse=True)
+def library_logging_as_it_was():
+    """A command run here sets the libraries' loggers (cli.main silences kafka-python's): put them back after each
+    test, or a later test in the same process (test_admin's SASL test, in `pytest tests`) sees none of their records."""
+    levels = {name: logging.getLogger(name).level for name in cli.LIBRARY_LOGGERS}
+    yield
+    logging.captureWarnings(False)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)

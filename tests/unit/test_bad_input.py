@@ -5,7 +5,6 @@ Keys whose values only this host can judge (a port in use, an address or interfa
 refused at start, before Spark or the cluster, with the same one line.
 """
 
-import logging
 import socket
 
 import pytest
@@ -112,15 +111,10 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
 @pytest.fixture
 def nothing_starts(monkeypatch):
     """Fault injection: were a bad value let through, `run` would get as far as building the sidecar (Spark,
-    the cluster): this makes that fail the test at once instead. The command's logging set-up is undone after."""
+    the cluster): this makes that fail the test at once instead. (conftest undoes the command's logging set-up.)"""
     def started(*args, **kwargs):
         raise AssertionError("the sidecar was built: a bad value got through")
     monkeypatch.setattr(wiring, "build_sidecar", started)
-    levels = {name: logging.getLogger(name).level for name in cli.LIBRARY_LOGGERS}
-    yield
-    logging.captureWarnings(False)
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
 
 
 def run_with(tmp_path, keys: dict[str, str]):
