@@ -73,8 +73,10 @@ class Container:
         return docker("exec", self.name, *command, check=check)
 
     def rss_bytes(self) -> int:
-        """The resident memory of every process in the container, summed (VmRSS, /proc)."""
-        script = "for f in /proc/[0-9]*/status; do sed -n 's/^VmRSS:[[:space:]]*\\([0-9]*\\) kB/\\1/p' $f; done"
+        """The resident memory of every process in the container, summed (VmRSS, /proc). A process gone between the
+        glob and its read counts nothing."""
+        script = ("for f in /proc/[0-9]*/status; do sed -n 's/^VmRSS:[[:space:]]*\\([0-9]*\\) kB/\\1/p' $f "
+                  "2>/dev/null; done; true")
         return 1024 * sum(int(line) for line in self.exec("sh", "-c", script).split())
 
     def inspect(self, template: str) -> str:
