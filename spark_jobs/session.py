@@ -42,11 +42,11 @@ _DRIVER_CONF = {"spark.driver.extraJavaOptions":
 _BATCH_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}",
                "spark.driver.memory": "1g"}
 
-# The aggregator decides for a fleet in each micro-batch (10^6 volumes of 2,000 clusters: 150 MB of JSON), which
-# pays the C2 compiler back (3.7 s instead of 9 s on local[2], benchmarks/aggregation_scale.py). Its filter on the
-# parsed observation's fields would otherwise be pushed below the parse as one more parse per field.
-AGGREGATOR_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}",
-                   "spark.sql.optimizer.enableJsonExpressionOptimization": "false"}
+# The aggregator parses every observation of a micro-batch (10^6 volumes of 2,000 clusters: 150 MB of JSON): its filter
+# on the parsed fields would otherwise be pushed below the parse as one more parse per field. Its driver keeps the C1
+# compiler: C2 decides 10^6 volumes in 3.7 s instead of 9 s, but the aggregator's RSS then grew through a 4-minute
+# soak by 980 MiB where C1 holds steady (docs/benchmarks.md, Aggregator micro-batch at scale).
+AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false"}
 
 _EMBEDDED_CONF = {
     **_SMALL_DATA_CONF,
