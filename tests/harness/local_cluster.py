@@ -246,6 +246,22 @@ class LocalKafkaCluster:
         self._stop_processes([self._nodes[broker_id]])
         self._wait_for_serving_brokers(self._running_broker_ids())
 
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL one broker, as a crash or an OOM kill does (no clean shutdown, its data kept); start_broker
+        starts it again, through log recovery."""
+        node = self._nodes[broker_id]
+        if node.process is not None:
+            node.process.kill()
+            node.process.wait()
+            node.process = None
+
+    def signal_broker(self, broker_id: int, sig: int) -> None:
+        """A signal to a running broker: SIGSTOP and SIGCONT make a long pause (a GC, a stalled disk)."""
+        node = self._nodes[broker_id]
+        if node.process is None:
+            raise LocalClusterError(f"broker {broker_id} is not running")
+        node.process.send_signal(sig)
+
     def start_broker(self, broker_id: int) -> None:
         """Start a broker stopped by stop_broker() again; return once it serves."""
         node = self._nodes[broker_id]

@@ -1,0 +1,293 @@
+"""The fault soak's lab (issue 19): a 3-broker cluster with broker 3's log dir on a small filesystem, an agent per
+broker and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 at full speed in rounds
+(the topic deleted and made again between them, as an operator freeing the disk) and writing at a steady rate to a
+replicated topic; the nemesis's faults (nemesis.py) on its schedule; the invariants (invariants.py) checked every
+second and at the end. `benchmarks/soak.py` runs it for half an hour and writes the report; the integration test
+`test_fault_soak.py` for a few minutes on a fixed seed.
+
+The cluster runs in KRaft combined mode: each of the 3 nodes is also a controller voter, so killing the active
+controller's node makes the quorum elect another (the issue's separate controllers would be 3 JVMs more on 2 cores).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import isodate
+import psutil
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+
+from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
+from quota_sidecar.configuration.properties import PREFIX
+from quota_sidecar.decide.quotas import PRODUCE
+from quota_sidecar.observe.admin import ClusterAdmin
+
+from .aggregator import Aggregator
+from .disk import DiskSampler
+from .invariants import Ledger
+from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
+                          reassign_partitions)
+from .local_cluster import LocalKafkaCluster
+from .nemesis import Fault, Nemesis
+from .sidecar_process import SidecarFleet
+
+MiB = 1 << 20
+SMALL_BROKER = 3
+SMALL_FS = 160 * MiB
+LIMIT = 48 * MiB  # the hard limit: storage.per.volume.limit.min.available.bytes
+LIFTED_ABOVE = 112 * MiB  # free space at which no throttle may stay (the line is far below it)
+PRODUCE_RATE = 1 << 30  # the default user's quota: 1 B/s under a factor of 0
+RECORD = 16 * 1024
+FLOOD_ROUND = 45.0  # seconds of a flood round before its topic is deleted and made again
+STEADY_RATE = 200  # records a second onto the replicated topic, acks=all
+BYSTANDER = "bystander"  # a user whose quota an operator set: the sidecars must leave it as it is
+BYSTANDER_RATE = 12345.0
+AGENT_GROWTH = 5 * MiB  # issue 19's allowance for an agent's RSS over the soak
+AGGREGATOR_GROWTH = 128 * MiB  # the JVM's heap settles within its maximum; this catches a leak, not the warm-up
+TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.MULTILINE)
+
+
+@dataclass
+class SoakSettings:
+    check_interval: str = "PT10S"  # storage.check.interval: several passes between two faults
+    validity: float = 60.0  # throttle.factor.validity.duration, seconds
+    cover_after: str = "PT2S"
+
+
+@dataclass
+class SoakState:
+    """What the checkers read and the flood rounds change."""
+    flood_topic: str = ""
+    round: int = 0
+    convergence: dict[str, list[float]] = field(default_factory=dict)  # fault kind -> seconds to converge after it
+
+
+class FaultSoak:
+    def __init__(self, work_dir: Path, settings: SoakSettings | None = None):
+        self.work_dir, self.settings = work_dir, settings or SoakSettings()
+        self.ledger = Ledger()
+        self.state = SoakState()
+        self.cluster: LocalKafkaCluster | None = None
+        self.aggregator: Aggregator | None = None
+        self.fleet: SidecarFleet | None = None
+        self.admin: ClusterAdmin | None = None
+        self.nemesis: Nemesis | None = None
+        self._stop = threading.Event()
+        self._started = 0.0
+        self._memory: dict[str, int] = {}
+        self._killed_controller: int | None = None
+        self._agents_stopped = False
+        self.free: DiskSampler | None = None  # the small filesystem's free bytes every 10 ms
+
+    # -------------------------------------------------------------- the lab
+
+    def run(self, faults: list[Fault], seconds: float) -> dict:
+        """The soak: the lab up, the load on, the schedule run for `seconds`, then the end checks and clean-up."""
+        with contextlib.ExitStack() as stack:
+            self.cluster = stack.enter_context(LocalKafkaCluster(
+                brokers=3, small_log_dirs={(SMALL_BROKER, 0): SMALL_FS},
+                broker_properties={"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"}))
+            self.admin = stack.enter_context(ClusterAdmin({"bootstrap_servers": self.cluster.bootstrap_servers}))
+            self.aggregator = stack.enter_context(Aggregator(self.cluster.bootstrap_servers, self.work_dir / "agg"))
+            self.aggregator.warm_up()
+            self.admin.alter_user_quotas({BYSTANDER: {PRODUCE: BYSTANDER_RATE}})
+            self.fleet = SidecarFleet(self.cluster.broker_ids, self.work_dir, self._agent_properties)
+            self.fleet.start(cleanup=True)
+            stack.callback(self._stop_agents)
+            steady = self._steady_load()
+            stack.callback(self._stop_process, steady)
+            self._memory = self._rss()
+            self._started = time.monotonic()
+            self.nemesis = Nemesis(faults, self._actions()).start()
+            checker = threading.Thread(target=self._check_every_second, name="soak-checks", daemon=True)
+            with DiskSampler(self.cluster.log_dirs(SMALL_BROKER)[0], every=0.01) as self.free:
+                checker.start()
+                self._flood_rounds(seconds)
+                self.nemesis.stop()
+                self._stop.set()
+                checker.join(30)
+                lowest = self.free.lowest()
+                self.ledger.check("no volume full", lowest > 0, f"lowest {lowest} bytes free", self._now())
+            self._stop_process(steady)
+            self._end_checks()
+        return {"events": self.nemesis.events, "ledger": self.ledger, "convergence": self.state.convergence}
+
+    def _agent_properties(self, broker: int) -> dict:
+        return {"node.id": broker, PREFIX + "kafka.admin.bootstrap.servers": self.cluster.bootstrap_servers,
+                PREFIX + "storage.check.interval": self.settings.check_interval,
+                PREFIX + "throttle.factor.validity.duration": f"PT{self.settings.validity:.0f}S",
+                PREFIX + "cover.after": self.settings.cover_after,
+                PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT, PREFIX + "produce": PRODUCE_RATE,
+                PREFIX + "storage.local.log.dirs": ",".join(self.cluster.log_dirs(broker)),
+                **self.aggregator.agent_properties}
+
+    def _steady_load(self):
+        self.admin.create_topic("steady", 3, 3, {"min.insync.replicas": "2"})
+        return producer_performance(self.cluster.bootstrap_servers, "steady", 10**9, 1024, STEADY_RATE,
+                                    self.work_dir / "steady.log", reporting_interval_ms=1000, acks="all",
+                                    **{"delivery.timeout.ms": "600000"})
+
+    def _flood_rounds(self, seconds: float) -> None:
+        """Full-speed floods onto broker 3, a round each FLOOD_ROUND: the topic made, flooded until the round
+        ends, then deleted (the disk freed), until the soak's time is up."""
+        while self._now() < seconds:
+            self.state.round += 1
+            topic = self.state.flood_topic = f"flood-{self.state.round}"
+            with contextlib.suppress(Exception), KafkaAdminClient(bootstrap_servers=self._servers()) as client:
+                # one partition on broker 3 alone; a broker down at the moment: the producer waits for it
+                client.create_topics([NewTopic(topic, replica_assignments={0: [SMALL_BROKER]},
+                                               topic_configs={"segment.bytes": str(4 * MiB)})])
+            flood = producer_performance(self.cluster.bootstrap_servers, topic, 10**9, RECORD, -1,
+                                         self.work_dir / f"{topic}.log", **{"acks": "1", "linger.ms": "5",
+                                                                            "batch.size": str(256 * 1024)})
+            self._stop.wait(min(FLOOD_ROUND, max(0.0, seconds - self._now())))
+            self._stop_process(flood)
+            with contextlib.suppress(Exception), KafkaAdminClient(bootstrap_servers=self._servers()) as client:
+                client.delete_topics([topic])  # the disk freed, as an operator would
+
+    # -------------------------------------------------------------- the faults
+
+    def _actions(self) -> dict:
+        agent = lambda fault: self.fleet[fault.target]  # noqa: E731
+        return {
+            "kill-agent": (lambda f: agent(f).stop(signal.SIGKILL), lambda f: self.fleet.start([f.target])),
+            "pause-agent": (lambda f: agent(f).send(signal.SIGSTOP), lambda f: agent(f).send(signal.SIGCONT)),
+            "kill-aggregator": (lambda f: self.aggregator.stop(signal.SIGKILL),
+                                lambda f: self.aggregator.start().wait_ready()),
+            "kill-broker": (lambda f: self.cluster.kill_broker(f.target), lambda f: self.cluster.start_broker(f.target)),
+            "pause-broker": (lambda f: self.cluster.signal_broker(f.target, signal.SIGSTOP),
+                             lambda f: self.cluster.signal_broker(f.target, signal.SIGCONT)),
+            "kill-active-controller": (self._kill_active_controller, self._restart_killed_controller),
+            "move-records-leader": (self._move_records_leader, lambda f: None),
+        }
+
+    def _kill_active_controller(self, fault: Fault) -> None:
+        self._killed_controller = active_controller(self.cluster.bootstrap_servers)
+        self.cluster.kill_broker(self._killed_controller)
+
+    def _restart_killed_controller(self, fault: Fault) -> None:
+        self.cluster.start_broker(self._killed_controller)
+
+    def _move_records_leader(self, fault: Fault) -> None:
+        [(key, partition)] = self.admin.describe_partitions([RECORDS_TOPIC]).items()
+        rotated = [*partition.replicas[1:], partition.replicas[0]]
+        done = reassign_partitions(self.cluster.bootstrap_servers, {key: rotated}, "--execute")
+        assert done.returncode == 0, done.stderr or done.stdout
+        elect_preferred_leader(self.cluster.bootstrap_servers, *key)
+
+    # -------------------------------------------------------------- the checks
+
+    def _check_every_second(self) -> None:
+        converging: tuple[str, float] | None = None  # (the kind of the fault last healed, when), until converged
+        healed_at = None
+        while not self._stop.wait(1.0):
+            at = self._now()
+            try:
+                volumes = self.admin.describe_volumes(self.cluster.broker_ids, datetime.now(timezone.utc))
+                quotas = self.admin.describe_user_quotas([None, BYSTANDER])
+            except Exception:  # a broker down or paused: the next second asks again
+                continue
+            newest = self.free.samples[-1][1] if self.free.samples else None
+            self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
+            offline = [f"{v.broker_id}:{v.log_dir} {v.error}" for v in volumes if v.error is not None]
+            self.ledger.check("no log dir offline", not offline, ", ".join(offline), at)
+            self.ledger.check("bystanders untouched", quotas.get(BYSTANDER, {}).get(PRODUCE) == BYSTANDER_RATE,
+                              f"{BYSTANDER}'s producer quota is {quotas.get(BYSTANDER)}", at)
+            quiet = self.nemesis.quiet_since()
+            if quiet is not None and quiet != healed_at:  # a heal: converge from it
+                healed_at, converging = quiet, (self.nemesis.events[-1].fault.kind, quiet)
+            small = next((v for v in volumes if v.broker_id == SMALL_BROKER and v.usable), None)
+            if quiet is None or small is None:
+                continue
+            in_force = quotas.get(None, {}).get(PRODUCE)
+            # between the two bounds the line may hold or not: either is right
+            expected = 1.0 if small.available_bytes <= LIMIT else \
+                PRODUCE_RATE if small.available_bytes >= LIFTED_ABOVE else in_force
+            if in_force == expected:
+                if converging is not None:
+                    self.state.convergence.setdefault(converging[0], []).append(at - converging[1])
+                    converging = None
+                self.ledger.check("quotas converge", True, "", at)
+            elif converging is not None and at - converging[1] > self._converge_within():
+                self.ledger.check("quotas converge", False, f"the default user's quota {in_force} with "
+                                  f"{small.available_bytes / MiB:.0f} MiB free, {at - quiet:.0f} s after the heal "
+                                  f"of {converging[0]}", at)
+                converging = None  # said once per heal
+
+    def _converge_within(self) -> float:
+        """Issue 19: the quotas in force are the volumes' within a validity and two check intervals of a heal."""
+        return self.settings.validity + 2 * _seconds(self.settings.check_interval)
+
+    def _end_checks(self) -> None:
+        at = self._now()
+        read, acknowledged = self._steady_read_back()
+        self.ledger.check("every acknowledged record read", read >= acknowledged > 0,
+                          f"{acknowledged} acknowledged, {read} in the topic", at)
+        grown = {name: rss - self._memory.get(name, rss) for name, rss in self._rss().items()}
+        too_much = {name: g for name, g in grown.items()
+                    if g > (AGGREGATOR_GROWTH if name == "aggregator" else AGENT_GROWTH)}
+        self.ledger.check("memory steady", not too_much, ", ".join(f"{n} +{g / MiB:.0f} MiB" for n, g in
+                                                                   too_much.items()), at)
+        self._stop_agents()
+        left = {entity: keys for entity, keys in self.admin.describe_user_quotas().items() if entity != BYSTANDER}
+        self.ledger.check("nothing left after clean-up", not left, f"quotas left: {left}", at)
+        logs = [*(sidecar.log_path for sidecar in self.fleet), self.aggregator.process.log_path]
+        tracebacks = [path.name for path in logs if TRACEBACK.search(path.read_text(errors="replace"))]
+        self.ledger.check("no traceback", not tracebacks, f"in {tracebacks}", at)
+
+    def _steady_read_back(self) -> tuple[int, int]:
+        """(the records in the steady topic, those ProducerPerformance saw acknowledged): its high watermarks, as no
+        record of it is ever deleted."""
+        partitions = [TopicPartition(topic, p) for topic, p in self.admin.describe_partitions(["steady"])]
+        consumer = KafkaConsumer(bootstrap_servers=self._servers())
+        try:
+            in_topic = sum(consumer.end_offsets(partitions).values())
+        finally:
+            consumer.close()
+        return in_topic, acknowledged_so_far((self.work_dir / "steady.log").read_text())
+
+    # -------------------------------------------------------------- helpers
+
+    def _rss(self) -> dict[str, int]:
+        found = {f"agent {sidecar.name}": _rss(sidecar.process.pid) for sidecar in self.fleet
+                 if sidecar.process is not None}
+        return {**found, "aggregator": _rss(self.aggregator.process.process.pid)}
+
+    def _servers(self) -> str:
+        return self.cluster.bootstrap_servers
+
+    def _stop_agents(self) -> None:
+        """SIGTERM: each runs its clean-up (--cleanup) and exits; once."""
+        if self.fleet is not None and not self._agents_stopped:
+            self._agents_stopped = True
+            self.fleet.stop()
+
+    @staticmethod
+    def _stop_process(process) -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except Exception:
+                process.kill()
+
+    def _now(self) -> float:
+        return time.monotonic() - self._started
+
+
+def _rss(pid: int) -> int:
+    process = psutil.Process(pid)
+    return process.memory_info().rss + sum(child.memory_info().rss for child in process.children(recursive=True))
+
+
+def _seconds(duration: str) -> float:
+    return isodate.parse_duration(duration).total_seconds()
+

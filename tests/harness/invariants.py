@@ -1,0 +1,82 @@
+"""The invariants a soak checks, how often each was checked, and every violation with the faults around it.
+
+A soak that says "no violation" means something only with how many times each promise was looked at, and under
+which faults: the ledger counts checks per invariant, and a violation keeps its time, so that the report places
+it against the nemesis's events (nemesis.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+from .nemesis import Event
+
+# The promises (issue 19), by name: what each checks.
+INVARIANTS = {
+    "no log dir offline": "every broker's log dirs online in DescribeLogDirs",
+    "no volume full": "the small filesystem's free bytes above zero (statvfs every 10 ms)",
+    "every acknowledged record read": "each acknowledged record (acks=all) read back at the end",
+    "quotas converge": "with no fault for a validity, the quotas in force are what the volumes call for",
+    "bystanders untouched": "values the sidecars did not set are as they were",
+    "nothing left after clean-up": "no quota, record or cordon of the sidecars after run --cleanup",
+    "no traceback": "no process of the quota work logged a traceback",
+    "memory steady": "agents' and the aggregator's RSS grew by at most the allowance over the soak",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    at: float  # seconds from the soak's start
+    invariant: str
+    detail: str
+
+
+class Ledger:
+    """Thread-safe: the soak's checkers run in threads of their own."""
+
+    def __init__(self):
+        self.checks: Counter[str] = Counter()
+        self.violations: list[Violation] = []
+        self._lock = threading.Lock()
+
+    def check(self, invariant: str, holds: bool, detail: str = "", at: float = 0.0) -> bool:
+        if invariant not in INVARIANTS:
+            raise ValueError(f"unknown invariant {invariant!r}")
+        with self._lock:
+            self.checks[invariant] += 1
+            if not holds:
+                self.violations.append(Violation(round(at, 1), invariant, detail))
+        return holds
+
+    def unchecked(self) -> list[str]:
+        return [name for name in INVARIANTS if not self.checks[name]]
+
+
+def around(violation: Violation, events: Sequence[Event], seconds: float = 60.0) -> list[Event]:
+    """The nemesis's events within `seconds` before a violation, and the fault in force at it."""
+    return [event for event in events if violation.at - seconds <= event.at <= violation.at]
+
+
+def report(ledger: Ledger, events: Sequence[Event], convergence: dict[str, list[float]]) -> str:
+    """Markdown: faults injected by kind, each invariant's checks and violations, the violations with the faults
+    before them, and the time to converge after each kind of fault (median, max)."""
+    injected = Counter(event.fault.kind for event in events if event.what == "inject")
+    failed = [event for event in events if event.error is not None]
+    lines = ["| fault | injected | converged after (median, max) |", "|---|---|---|"]
+    for kind, count in sorted(injected.items()):
+        times = sorted(convergence.get(kind, []))
+        converged = f"{times[len(times) // 2]:.1f} s, {times[-1]:.1f} s" if times else "–"
+        lines.append(f"| {kind} | {count} | {converged} |")
+    lines += ["", "| invariant | checked | violated |", "|---|---|---|"]
+    for name in INVARIANTS:
+        violated = sum(violation.invariant == name for violation in ledger.violations)
+        lines.append(f"| {name} | {ledger.checks[name]:,} | {violated} |")
+    for violation in ledger.violations:
+        before = "; ".join(f"+{e.at:.1f} s {e.what} {e.fault.kind}" for e in around(violation, events)) or "none"
+        lines.append(f"\n- +{violation.at:.1f} s **{violation.invariant}**: {violation.detail} (faults before: {before})")
+    for event in failed:
+        lines.append(f"\n- the nemesis could not {event.what} {event.fault}: {event.error}")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""The fault soak's schedule and ledger (tests/harness/nemesis.py, invariants.py): a seed makes the same faults,
+every kind comes before any comes twice, a fault is healed before the next, and a violation is reported with the
+faults before it."""
+
+import threading
+
+import pytest
+
+from harness.invariants import INVARIANTS, Ledger, report
+from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
+
+
+def test_a_seed_makes_the_same_schedule_and_another_seed_another():
+    assert schedule(7, 1800, [1, 2, 3]) == schedule(7, 1800, [1, 2, 3])
+    assert schedule(7, 1800, [1, 2, 3]) != schedule(8, 1800, [1, 2, 3])
+
+
+def test_every_kind_comes_once_before_any_comes_twice_each_healed_before_the_next():
+    faults = schedule(11, 1800, [1, 2, 3])
+
+    assert sorted(fault.kind for fault in faults[:len(KINDS)]) == sorted(KINDS)
+    assert all(a.at + a.hold < b.at for a, b in zip(faults, faults[1:]))
+    assert all(fault.at + fault.hold <= 1800 for fault in faults)
+    assert all((fault.target is None) == (fault.kind in NO_TARGET) for fault in faults)
+    assert {fault.target for fault in faults} - {None} <= {1, 2, 3}
+
+
+def test_a_short_soak_gets_as_many_faults_as_fit_and_an_unknown_kind_is_refused():
+    assert [f.kind for f in schedule(3, 60, [1], kinds=["kill-agent"], gap=(10, 10), hold=(5, 5))] == \
+        ["kill-agent"] * 4  # at 10, 25, 40, 55: the fifth would end after 60 s
+    with pytest.raises(ValueError, match="unknown fault kinds"):
+        schedule(3, 60, [1], kinds=["unplug-the-rack"])
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_nemesis_injects_and_heals_in_order_logs_each_and_says_what_failed():
+    done, clock = [], Clock()
+
+    def inject(fault):
+        done.append(("inject", fault.kind))
+        if fault.kind == "pause-agent":
+            raise OSError("no such process")
+
+    def heal(fault):
+        done.append(("heal", fault.kind))
+
+    faults = [Fault(0.0, "kill-agent", 1, 0.01), Fault(0.0, "pause-agent", 2, 0.01)]
+    nemesis = Nemesis(faults, {"kill-agent": (inject, heal), "pause-agent": (inject, heal)}, clock=clock).start()
+    nemesis._thread.join(5)
+
+    assert done == [("inject", "kill-agent"), ("heal", "kill-agent"), ("inject", "pause-agent"), ("heal", "pause-agent")]
+    assert [(e.what, e.fault.kind, e.error) for e in nemesis.events] == [
+        ("inject", "kill-agent", None), ("heal", "kill-agent", None),
+        ("inject", "pause-agent", "OSError: no such process"), ("heal", "pause-agent", None)]
+    assert nemesis.active() is None and nemesis.quiet_since() == 0.0
+    with pytest.raises(ValueError, match="cannot inject"):
+        Nemesis(faults, {"kill-agent": (inject, heal)})
+
+
+def test_a_stop_heals_the_fault_in_force_at_once():
+    healed = threading.Event()
+    nemesis = Nemesis([Fault(0.0, "kill-broker", 3, 3600.0)],
+                      {"kill-broker": (lambda fault: None, lambda fault: healed.set())}).start()
+    while nemesis.active() is None:
+        pass
+    nemesis.stop(timeout=5)
+    assert healed.is_set() and [e.what for e in nemesis.events] == ["inject", "heal"]
+
+
+def test_the_report_counts_checks_and_places_a_violation_after_the_faults_before_it():
+    ledger = Ledger()
+    for name in INVARIANTS:
+        ledger.check(name, True)
+    ledger.check("no volume full", False, "0 bytes free on broker 3", at=130.0)
+    fault = Fault(100.0, "pause-agent", 3, 20.0)
+    events = [Event(100.0, "inject", fault), Event(120.0, "heal", fault)]
+
+    text = report(ledger, events, {"pause-agent": [4.0]})
+
+    assert "| pause-agent | 1 | 4.0 s, 4.0 s |" in text
+    assert "| no volume full | 2 | 1 |" in text
+    assert "+130.0 s **no volume full**: 0 bytes free on broker 3 (faults before: +100.0 s inject pause-agent; " \
+           "+120.0 s heal pause-agent)" in text
+    assert ledger.unchecked() == []
+    with pytest.raises(ValueError, match="unknown invariant"):
+        ledger.check("the moon is made of cheese", True)
