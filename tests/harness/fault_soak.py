@@ -48,7 +48,9 @@ PRODUCE_RATE = 1 << 30  # the default user's quota: 1 B/s under a factor of 0
 RECORD = 16 * 1024
 FLOOD_ROUND = 45.0  # seconds of a flood round before its topic is deleted and made again
 STEADY_RATE = 200  # records a second onto the replicated topic, acks=all
-BYSTANDER = "bystander"  # a user whose quota an operator set: the sidecars must leave it as it is
+# A user's consume quota an operator set: the sidecars never set consume quotas, so it must stay as it is. (Not a
+# produce quota: a tenant's own produce rate is throttled while a volume violates, and handed back after.)
+BYSTANDER, CONSUME = "bystander", "consumer_byte_rate"
 BYSTANDER_RATE = 12345.0
 AGENT_GROWTH = 5 * MiB  # issue 19's allowance for an agent's RSS over the soak
 AGGREGATOR_GROWTH = 128 * MiB  # the JVM's heap settles within its maximum; this catches a leak, not the warm-up
@@ -98,7 +100,7 @@ class FaultSoak:
             self.admin = stack.enter_context(ClusterAdmin({"bootstrap_servers": self.cluster.bootstrap_servers}))
             self.aggregator = stack.enter_context(Aggregator(self.cluster.bootstrap_servers, self.work_dir / "agg"))
             self.aggregator.warm_up()
-            self.admin.alter_user_quotas({BYSTANDER: {PRODUCE: BYSTANDER_RATE}})
+            self.admin.alter_user_quotas({BYSTANDER: {CONSUME: BYSTANDER_RATE}})
             self.fleet = SidecarFleet(self.cluster.broker_ids, self.work_dir, self._agent_properties)
             self.fleet.start(cleanup=True)
             stack.callback(self._stop_agents)
@@ -194,12 +196,14 @@ class FaultSoak:
                 volumes = self.admin.describe_volumes(self.cluster.broker_ids, datetime.now(timezone.utc))
                 quotas = self.admin.describe_user_quotas([None, BYSTANDER])
             except Exception:  # a broker down or paused: the next second asks again
+                self._check_brokers_alive(at)
                 continue
+            self._check_brokers_alive(at)
             newest = self.free.samples[-1][1] if self.free.samples else None
             self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
             offline = [f"{v.broker_id}:{v.log_dir} {v.error}" for v in volumes if v.error is not None]
             self.ledger.check("no log dir offline", not offline, ", ".join(offline), at)
-            self.ledger.check("bystanders untouched", quotas.get(BYSTANDER, {}).get(PRODUCE) == BYSTANDER_RATE,
+            self.ledger.check("bystanders untouched", quotas.get(BYSTANDER, {}).get(CONSUME) == BYSTANDER_RATE,
                               f"{BYSTANDER}'s producer quota is {quotas.get(BYSTANDER)}", at)
             quiet = self.nemesis.quiet_since()
             if quiet is not None and quiet != healed_at:  # a heal: converge from it
@@ -221,6 +225,15 @@ class FaultSoak:
                                   f"{small.available_bytes / MiB:.0f} MiB free, {at - quiet:.0f} s after the heal "
                                   f"of {converging[0]}", at)
                 converging = None  # said once per heal
+
+    def _check_brokers_alive(self, at: float) -> None:
+        """A broker that exited without the nemesis killing it: a log dir offline takes a broker with one dir down."""
+        fault = self.nemesis.active()
+        held = {fault.target} if fault is not None and fault.kind == "kill-broker" else set()
+        if fault is not None and fault.kind == "kill-active-controller":
+            held.add(self._killed_controller)
+        died = sorted(self.cluster.exited_brokers() - held)
+        self.ledger.check("no log dir offline", not died, f"broker {died} exited by itself", at)
 
     def _converge_within(self) -> float:
         """Issue 19: the quotas in force are the volumes' within a validity and two check intervals of a heal."""

@@ -255,6 +255,11 @@ class LocalKafkaCluster:
             node.process.wait()
             node.process = None
 
+    def exited_brokers(self) -> set[int]:
+        """The brokers started and not stopped here whose process has exited (a failed log dir stops a broker)."""
+        return {broker_id for broker_id, node in self._nodes.items()
+                if node.process is not None and node.process.poll() is not None}
+
     def signal_broker(self, broker_id: int, sig: int) -> None:
         """A signal to a running broker: SIGSTOP and SIGCONT make a long pause (a GC, a stalled disk)."""
         node = self._nodes[broker_id]
