@@ -198,6 +198,7 @@ class FaultSoak:
             except Exception:  # a broker down or paused: the next second asks again
                 self._check_brokers_alive(at)
                 continue
+            at = self._now()  # what was read is of now: the reads can take seconds while a broker is paused
             self._check_brokers_alive(at)
             newest = self.free.samples[-1][1] if self.free.samples else None
             self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
