@@ -15,6 +15,7 @@ from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, Z
 TOOLS_CLASSPATH_FILE = DEFAULT_CLASSPATH_FILE.with_name("kafka-tools.classpath")
 REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 PRODUCER_PERFORMANCE = "org.apache.kafka.tools.ProducerPerformance"
+METADATA_QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
 LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
 
 
@@ -94,6 +95,14 @@ def reassign_partitions(bootstrap_servers: str, targets: dict[tuple[str, int], l
         plan_file.flush()
         return run_tool(REASSIGN_PARTITIONS, "--bootstrap-server", bootstrap_servers,
                         "--reassignment-json-file", plan_file.name, *arguments)
+
+
+def active_controller(bootstrap_servers: str) -> int:
+    """The node id of the KRaft quorum's leader: `kafka-metadata-quorum describe --status`'s LeaderId."""
+    done = run_tool(METADATA_QUORUM, "--bootstrap-server", bootstrap_servers, "describe", "--status")
+    found = re.search(r"^LeaderId:\s+(\d+)", done.stdout, re.MULTILINE)
+    assert done.returncode == 0 and found, f"kafka-metadata-quorum: {done.stderr or done.stdout}"
+    return int(found.group(1))
 
 
 def elect_preferred_leader(bootstrap_servers: str, topic: str, partition: int) -> None:
