@@ -1,5 +1,5 @@
-"""The fault soak's lab (issue 19): a 3-broker cluster with broker 3's log dir on a small filesystem, an agent per
-broker and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 at full speed in rounds
+"""The fault soak's lab (issue 19): a 3-broker cluster with broker 3's log dir on a small filesystem, each broker in
+a network namespace of its own (netns.py, so that one can be cut off), an agent per broker and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 at full speed in rounds
 (the topic deleted and made again between them, as an operator freeing the disk) and writing at a steady rate to a
 replicated topic; the nemesis's faults (nemesis.py) on its schedule; the invariants (invariants.py) checked every
 second and at the end. `benchmarks/soak.py` runs it for half an hour and writes the report; the integration test
@@ -37,9 +37,13 @@ from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferre
                           reassign_partitions)
 from .local_cluster import LocalKafkaCluster
 from .nemesis import Fault, Nemesis
+from .netns import TestNetwork
 from .sidecar_process import SidecarFleet
 
 MiB = 1 << 20
+BROKERS = (1, 2, 3)
+LINK_RATE = 1 << 30  # bytes/s each way: the links carry everything and limit nothing; they are there to be cut
+SUBNET = 19  # 10.231.19.0/24, beside the network lab's
 SMALL_BROKER = 3
 SMALL_FS = 160 * MiB
 LIMIT = 48 * MiB  # the hard limit: storage.per.volume.limit.min.available.bytes
@@ -77,6 +81,7 @@ class FaultSoak:
         self.work_dir, self.settings = work_dir, settings or SoakSettings()
         self.ledger = Ledger()
         self.state = SoakState()
+        self.network: TestNetwork | None = None
         self.cluster: LocalKafkaCluster | None = None
         self.aggregator: Aggregator | None = None
         self.fleet: SidecarFleet | None = None
@@ -94,8 +99,11 @@ class FaultSoak:
     def run(self, faults: list[Fault], seconds: float) -> dict:
         """The soak: the lab up, the load on, the schedule run for `seconds`, then the end checks and clean-up."""
         with contextlib.ExitStack() as stack:
+            self.network = stack.enter_context(TestNetwork(BROKERS, LINK_RATE, subnet=SUBNET))
             self.cluster = stack.enter_context(LocalKafkaCluster(
-                brokers=3, small_log_dirs={(SMALL_BROKER, 0): SMALL_FS},
+                brokers=len(BROKERS), small_log_dirs={(SMALL_BROKER, 0): SMALL_FS},
+                network_namespaces={broker: (self.network.namespace(broker), self.network.ip(broker))
+                                    for broker in BROKERS},
                 broker_properties={"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"}))
             self.admin = stack.enter_context(ClusterAdmin({"bootstrap_servers": self.cluster.bootstrap_servers}))
             self.aggregator = stack.enter_context(Aggregator(self.cluster.bootstrap_servers, self.work_dir / "agg"))
@@ -167,6 +175,7 @@ class FaultSoak:
             "kill-broker": (lambda f: self.cluster.kill_broker(f.target), lambda f: self.cluster.start_broker(f.target)),
             "pause-broker": (lambda f: self.cluster.signal_broker(f.target, signal.SIGSTOP),
                              lambda f: self.cluster.signal_broker(f.target, signal.SIGCONT)),
+            "cut-broker": (lambda f: self.network.cut(f.target), lambda f: self.network.heal(f.target)),
             "kill-active-controller": (self._kill_active_controller, self._restart_killed_controller),
             "move-records-leader": (self._move_records_leader, lambda f: None),
         }

@@ -25,6 +25,8 @@ KINDS: Mapping[str, str] = {
     "kill-aggregator": "SIGKILL of the aggregator, started again from its checkpoint at the heal",
     "kill-broker": "SIGKILL of a broker (its agent stays), started again at the heal",
     "pause-broker": "SIGSTOP of a broker, SIGCONT at the heal",
+    "cut-broker": "a broker's link down (its network namespace cut off from the others and the clients), up at "
+                  "the heal",
     "kill-active-controller": "SIGKILL of the node that is the active KRaft controller, started again at the heal",
     "move-records-leader": "the leader of the sidecars' records topic moved to another broker (no heal)",
 }

@@ -171,6 +171,13 @@ class TestNetwork:
                     "tc", "qdisc", "replace", "dev", self.inside_interface(host), *tbf])
             _ip_tc(["tc", "qdisc", "replace", "dev", self.outside_interface(host), *tbf])
 
+    def cut(self, host: int) -> None:
+        """The host's link down at the bridge's end: nothing in or out of its namespace until `heal`."""
+        _ip_tc(["ip", "link", "set", self.outside_interface(host), "down"])
+
+    def heal(self, host: int) -> None:
+        _ip_tc(["ip", "link", "set", self.outside_interface(host), "up"])
+
     def destroy(self) -> None:
         """Remove the namespaces (and the veth ends inside them), the links and the bridge; safe to repeat."""
         for namespace in reversed(self._made_namespaces):
