@@ -28,7 +28,7 @@ from harness.lab_clients import LoadProfile
 from harness.move_lab import LabSettings, MoveLab
 from harness.netns import unavailable_reason
 
-pytestmark = [pytest.mark.integration, pytest.mark.netns]
+pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.network_lab]
 
 # Peaks of 30 s: on a link the move fills, each pass takes the source's throttle one step down (the clients get less
 # than they ask, so each new window of their traffic shows a little more of it), and a step needs the window (4 s)
