@@ -33,7 +33,7 @@ def run(minutes: float, seed: int, kinds: list[str]) -> tuple[Result, bool]:
     clean = not ledger.violations and not any(event.error for event in events) and not ledger.unchecked()
     markdown = "\n\n".join([
         f"{minutes:g} minutes, seed {seed}: {len(faults)} faults ({', '.join(kinds)}) on a 3-broker cluster "
-        f"(KRaft combined mode), an agent per broker and the aggregator; Kafka's ProducerPerformance flooding "
+        f"(KRaft combined mode, each broker in a network namespace of its own), an agent per broker and the aggregator; Kafka's ProducerPerformance flooding "
         f"broker 3's small filesystem in rounds and {STEADY_RATE} records a second (acks=all) onto a replicated "
         f"topic; check interval {settings.check_interval}, validity {settings.validity:.0f} s. "
         f"**{len(ledger.violations)} violations**.",
