@@ -89,7 +89,8 @@ class FaultSoak:
         self.nemesis: Nemesis | None = None
         self._stop = threading.Event()
         self._started = 0.0
-        self._memory: dict[str, int] = {}
+        self._seconds = 0.0
+        self._memory: dict[str, tuple[int, int]] = {}  # at half-time: process name -> (pid, RSS)
         self._killed_controller: int | None = None
         self._agents_stopped = False
         self.free: DiskSampler | None = None  # the small filesystem's free bytes every 10 ms
@@ -114,7 +115,7 @@ class FaultSoak:
             stack.callback(self._stop_agents)
             steady = self._steady_load()
             stack.callback(self._stop_process, steady)
-            self._memory = self._rss()
+            self._seconds = seconds
             self._started = time.monotonic()
             self.nemesis = Nemesis(faults, self._actions()).start()
             checker = threading.Thread(target=self._check_every_second, name="soak-checks", daemon=True)
@@ -208,6 +209,8 @@ class FaultSoak:
                 self._check_brokers_alive(at)
                 continue
             at = self._now()  # what was read is of now: the reads can take seconds while a broker is paused
+            if not self._memory and at >= self._seconds / 2:
+                self._memory = self._rss()  # warm by now: JVM heaps and caches grow for a minute or two after a start
             self._check_brokers_alive(at)
             newest = self.free.samples[-1][1] if self.free.samples else None
             self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
@@ -254,11 +257,14 @@ class FaultSoak:
         read, acknowledged = self._steady_read_back()
         self.ledger.check("every acknowledged record read", read >= acknowledged > 0,
                           f"{acknowledged} acknowledged, {read} in the topic", at)
-        grown = {name: rss - self._memory.get(name, rss) for name, rss in self._rss().items()}
+        # Over the run's second half, each process that lived through it (one started again since is not compared).
+        now = self._rss()
+        grown = {name: rss - self._memory[name][1] for name, (pid, rss) in now.items()
+                 if self._memory.get(name, (None, 0))[0] == pid}
         too_much = {name: g for name, g in grown.items()
                     if g > (AGGREGATOR_GROWTH if name == "aggregator" else AGENT_GROWTH)}
-        self.ledger.check("memory steady", not too_much, ", ".join(f"{n} +{g / MiB:.0f} MiB" for n, g in
-                                                                   too_much.items()), at)
+        self.ledger.check("memory steady", bool(grown) and not too_much,
+                          ", ".join(f"{n} +{g / MiB:.0f} MiB" for n, g in too_much.items()) or "none compared", at)
         self._stop_agents()
         left = {entity: keys for entity, keys in self.admin.describe_user_quotas().items() if entity != BYSTANDER}
         self.ledger.check("nothing left after clean-up", not left, f"quotas left: {left}", at)
@@ -279,10 +285,15 @@ class FaultSoak:
 
     # -------------------------------------------------------------- helpers
 
-    def _rss(self) -> dict[str, int]:
-        found = {f"agent {sidecar.name}": _rss(sidecar.process.pid) for sidecar in self.fleet
-                 if sidecar.process is not None}
-        return {**found, "aggregator": _rss(self.aggregator.process.process.pid)}
+    def _rss(self) -> dict[str, tuple[int, int]]:
+        """Each running process of the quota work: (its pid, its RSS with its children's)."""
+        processes = {f"agent {sidecar.name}": sidecar.process for sidecar in self.fleet}
+        processes["aggregator"] = self.aggregator.process.process
+        found = {}
+        for name, process in processes.items():
+            with contextlib.suppress(AttributeError, psutil.Error):  # not started, or gone (a fault in force)
+                found[name] = (process.pid, _rss(process.pid))
+        return found
 
     def _servers(self) -> str:
         return self.cluster.bootstrap_servers

@@ -23,7 +23,7 @@ INVARIANTS = {
     "bystanders untouched": "values the sidecars did not set are as they were",
     "nothing left after clean-up": "no quota, record or cordon of the sidecars after run --cleanup",
     "no traceback": "no process of the quota work logged a traceback",
-    "memory steady": "agents' and the aggregator's RSS grew by at most the allowance over the soak",
+    "memory steady": "agents' and the aggregator's RSS grew by at most the allowance over the soak's second half",
 }
 
 
