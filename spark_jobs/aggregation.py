@@ -19,7 +19,7 @@ from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from quota_sidecar.common.pipeline_messages import VERSION
+from quota_sidecar.common.pipeline_messages import COMPRESSION, VERSION
 from spark_jobs import history, move_progress, replication_rates, volume_violations
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 
@@ -126,7 +126,7 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
         # acks=1: a decision waits for no follower (whose fetches cross the links a move fills); one lost
         # with its leader is asked again at the agent's next pass.
         (decided.write.format("kafka").options(**options).option("kafka.acks", "1")
-         .option("topic", decisions_topic).save())
+         .option("kafka.compression.type", COMPRESSION).option("topic", decisions_topic).save())
 
     # A micro-batch fetches offsets it knows are there; the consumer's next fetch, sent ahead, would otherwise
     # wait 500 ms at the broker for data: half the decision's latency.

@@ -19,10 +19,21 @@ VERSION = 1
 OBSERVATIONS_TOPIC = "__quota_sidecar_observations"
 DECISIONS_TOPIC = "__quota_sidecar_decisions"
 HEARTBEATS_TOPIC = "__quota_sidecar_heartbeats"
-# The observations are kept this long (retention.ms), for a restarted aggregator and for history; the
-# decisions topic is compacted: each agent's latest decision. A heartbeat matters for seconds.
-OBSERVATIONS_RETENTION_MS = 7 * 24 * 3600 * 1000
-HEARTBEATS_RETENTION_MS = 10 * 60 * 1000
+MiB = 1 << 20
+# The pipeline's topics live on every broker's disk, a full one's too, and the sidecars' own clients are exempt
+# from the quotas they set: each topic's size has a bound, whatever the pace (an agent near the limit publishes
+# several observations a second). Kafka deletes or compacts only rolled segments, hence segment.ms and
+# segment.bytes (the broker's defaults, 7 days and 1 GiB, would keep everything). Observations are kept for a
+# restarted aggregator and for history: an hour at most, 8 MiB a partition; the decisions topic is compacted (each
+# agent's latest decision); a heartbeat matters for seconds.
+SMALL_SEGMENTS = {"segment.bytes": str(MiB), "segment.ms": str(10 * 60 * 1000)}
+OBSERVATIONS_TOPIC_CONFIG = {"retention.ms": str(3600 * 1000), "retention.bytes": str(8 * MiB), **SMALL_SEGMENTS}
+DECISIONS_TOPIC_CONFIG = {"cleanup.policy": "compact", **SMALL_SEGMENTS}
+HEARTBEATS_TOPIC_CONFIG = {"retention.ms": str(10 * 60 * 1000), "retention.bytes": str(MiB), **SMALL_SEGMENTS,
+                           "segment.ms": str(60 * 1000)}
+# Observations and decisions are JSON of many alike rows: gzip (in Python's standard library, which every Kafka
+# client reads) makes them a fraction of their size.
+COMPRESSION = "gzip"
 
 
 def key(cluster: str, agent: int | None) -> str:

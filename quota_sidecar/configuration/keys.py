@@ -163,7 +163,8 @@ KEYS: tuple[Key, ...] = (
         "(its observations and decisions topics), reached with the kafka.admin.* settings: a separate cluster's "
         "bootstrap servers keep the decisions flowing when the watched cluster is in trouble",
         "the watched cluster (kafka.admin.bootstrap.servers)"),
-    Key("pipeline.observations.topic", topic_name, OBSERVATIONS_TOPIC, "the agents' observations (kept 7 days)"),
+    Key("pipeline.observations.topic", topic_name, OBSERVATIONS_TOPIC,
+        "the agents' observations (kept an hour, 8 MiB a partition)"),
     Key("pipeline.decisions.topic", topic_name, DECISIONS_TOPIC, "the aggregator's decisions (compacted)"),
     Key("pipeline.heartbeats.topic", topic_name, HEARTBEATS_TOPIC, "the agents' heartbeats (one partition, kept "
         "10 minutes)"),

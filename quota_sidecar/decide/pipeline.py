@@ -161,7 +161,8 @@ class Pipeline:
             # Resolved now: a decision written from here on is read.
             consumer.position(mine, timeout_ms=max(1, int(deadline.left(doing=doing) * 1000)))
             self._producer = open_client(KafkaProducer, {
-                **self._client_config, "acks": 1, "linger_ms": 0, "allow_auto_create_topics": False},
+                **self._client_config, "acks": 1, "linger_ms": 0, "allow_auto_create_topics": False,
+                "compression_type": messages.COMPRESSION},
                 deadline.left(doing=doing))
         except BaseException:
             consumer.close()
@@ -172,17 +173,15 @@ class Pipeline:
         """Create the heartbeats' topic unless it exists (cover.after), by the heartbeats' own thread: without CREATE
         on it the agent covers none and is covered, and still gets its decisions. One partition, which every agent
         reads."""
-        self._admin.create_topic(topic, 1, _replication_factor(self._admin),
-                                 {"retention.ms": str(messages.HEARTBEATS_RETENTION_MS)})
+        self._admin.create_topic(topic, 1, _replication_factor(self._admin), messages.HEARTBEATS_TOPIC_CONFIG)
 
 
 def ensure_topics(admin: ClusterAdmin, observations_topic: str, decisions_topic: str) -> None:
     """Create the pipeline's topics unless they exist (whichever agent or aggregator comes first); a broker
     would otherwise auto-create the decisions topic uncompacted."""
     replication_factor = _replication_factor(admin)
-    admin.create_topic(observations_topic, PARTITIONS, replication_factor,
-                       {"retention.ms": str(messages.OBSERVATIONS_RETENTION_MS)})
-    admin.create_topic(decisions_topic, PARTITIONS, replication_factor, {"cleanup.policy": "compact"})
+    admin.create_topic(observations_topic, PARTITIONS, replication_factor, messages.OBSERVATIONS_TOPIC_CONFIG)
+    admin.create_topic(decisions_topic, PARTITIONS, replication_factor, messages.DECISIONS_TOPIC_CONFIG)
 
 
 def _replication_factor(admin: ClusterAdmin) -> int:

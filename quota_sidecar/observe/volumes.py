@@ -3,6 +3,7 @@ history (from which the Spark job computes its fill rate), and when a local volu
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable, Mapping, Sequence
@@ -36,10 +37,16 @@ def by_broker(brokers: Iterable[int], volumes: Iterable[Volume]) -> dict[int, tu
     return {broker: tuple(found) for broker, found in grouped.items()}
 
 
+# A volume's history goes into every observation an agent publishes, several a second while a dir is near the
+# limit, onto every broker's disk: issue 19's soak found 900 rows of the local watch's samples (ten a second), 160 KB
+# an observation, filling the disk they protect. A dozen points a window give the fill rate's slope as well.
+HISTORY_POINTS = 12
+
+
 def recorded(history: History, seen: Iterable[Volume], now: datetime,
              window: timedelta) -> dict[VolumeKey, tuple[Volume, ...]]:
-    """`history` with the measurements `seen`: usable ones only, one per volume and moment, none more than
-    `window` before `now` (a volume with none left drops out).
+    """`history` with the measurements `seen`: usable ones only, none more than `window` before `now` (a volume
+    with none left drops out), and of each volume the newest in each 1/HISTORY_POINTS of the window.
 
     `seen` may be any source of measurements of a volume: a poll's volumes (the remembered volume of an
     absent broker comes back with its old time and is kept once), or samples a sidecar takes of its own
@@ -49,9 +56,18 @@ def recorded(history: History, seen: Iterable[Volume], now: datetime,
     for volume in seen:
         if volume.usable:
             points.setdefault(key_of(volume), {})[volume.observed_at] = volume
-    recent = {key: tuple(volume for at, volume in sorted(by_time.items()) if now - at <= window)
+    spacing = window.total_seconds() / HISTORY_POINTS
+    recent = {key: _newest_each(spacing, (volume for at, volume in sorted(by_time.items()) if now - at <= window))
               for key, by_time in points.items()}
     return {key: volumes for key, volumes in recent.items() if volumes}
+
+
+def _newest_each(spacing: float, volumes: Iterable[Volume]) -> tuple[Volume, ...]:
+    """Measurements oldest first → the newest in each `spacing` seconds of the clock, oldest first."""
+    newest: dict[int, Volume] = {}
+    for volume in volumes:
+        newest[math.floor(volume.observed_at.timestamp() / spacing)] = volume
+    return tuple(newest.values())
 
 
 def with_history(history: History, volumes: Iterable[Volume], now: datetime) -> list[dict]:

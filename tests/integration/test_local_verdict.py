@@ -3,16 +3,19 @@ shows at the hard limit gets its quota before the pass reads every broker's volu
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.waiting import WaitTimeout, eventually
+from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.quotas import PRODUCE
+from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
 
 pytestmark = pytest.mark.integration
@@ -112,6 +115,71 @@ def test_another_sidecars_decision_from_an_earlier_look_does_not_lift_the_verdic
         assert late.run_pass().throttle_factor == 0.0  # a look after the crossing sees the dir at the limit
     finally:
         _delete(kafka_cluster, unique_name)
+
+
+def test_an_agent_held_at_the_limit_publishes_small_observations_onto_a_bounded_topic(kafka_cluster, pipeline,
+                                                                                      sidecars):
+    """Issue 19's half-hour soak: with a volume held at the limit, its agent passing several times a second put every
+    sample of its local watch (ten a second) of the fill window into each observation, 900 rows, 160 KB, onto every
+    broker's disk: the pipeline's topic, whose writes no quota holds back, filled the disk the agent protected. Now a
+    volume's history keeps a dozen points a window, observations are gzipped, and the topic has a bound."""
+    small_dir = kafka_cluster.require_small_dir()
+    broker = kafka_cluster.small_dir_broker_id
+    free = os.statvfs(small_dir).f_bavail * os.statvfs(small_dir).f_frsize
+    sidecar = build_sidecar(cfg.from_properties({
+        P + "kafka.admin.bootstrap.servers": kafka_cluster.bootstrap_servers, P + "poll.timeout": "PT60S",
+        P + "broker.id": str(broker), P + "storage.local.log.dirs": small_dir, P + "produce": str(PRODUCE_RATE),
+        P + "storage.per.volume.limit.min.available.bytes": str(free + 64 * MiB), **pipeline}))  # at it already
+    sidecars.append(sidecar)
+    start, on_disk = _observations_end(kafka_cluster), _observations_on_disk(kafka_cluster)
+    sidecar.watch.start()
+    try:
+        for _ in range(40):  # passes at the pace of a dir at the limit: each asks the aggregator
+            assert sidecar.run_pass().throttle_factor == 0.0
+    finally:
+        sidecar.watch.stop()
+
+    published = _observations_since(kafka_cluster, start, f"/{broker}")
+    written = _observations_on_disk(kafka_cluster) - on_disk
+    rows = {}
+    for row in published[-1]["volumes"]["rows"]:
+        rows[row["log_dir"]] = rows.get(row["log_dir"], 0) + 1
+    print(f"{written / len(published):.0f} bytes an observation on disk; rows of each volume in the last: {rows}")
+    assert len(published) == 40 and max(rows.values()) <= 13, rows  # a dozen points a window, and the newest
+    assert written / len(published) < 1500, f"{written / len(published):.0f} bytes an observation on disk"
+    with ClusterAdmin({"bootstrap_servers": kafka_cluster.bootstrap_servers}) as admin:
+        configs = admin.describe_configs("topic", [OBSERVATIONS_TOPIC])[OBSERVATIONS_TOPIC]
+    assert {key: configs.get(key) for key in ("retention.bytes", "segment.bytes", "segment.ms")} == {
+        "retention.bytes": str(8 * MiB), "segment.bytes": str(MiB), "segment.ms": "600000"}
+
+
+def _observations_end(kafka_cluster) -> dict[TopicPartition, int]:
+    consumer = KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    try:
+        return consumer.end_offsets([TopicPartition(OBSERVATIONS_TOPIC, p)
+                                     for p in consumer.partitions_for_topic(OBSERVATIONS_TOPIC)])
+    finally:
+        consumer.close()
+
+
+def _observations_since(kafka_cluster, start: dict[TopicPartition, int], key_suffix: str) -> list[dict]:
+    """The observations published since `start` under a key ending in `key_suffix` (an agent's), oldest first."""
+    consumer = KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap_servers, consumer_timeout_ms=5000,
+                             enable_auto_commit=False)
+    try:
+        consumer.assign(list(start))
+        for partition, offset in start.items():
+            consumer.seek(partition, offset)
+        found = [message for message in consumer if message.key.decode().endswith(key_suffix)]
+    finally:
+        consumer.close()
+    return [json.loads(message.value) for message in sorted(found, key=lambda m: m.timestamp)]
+
+
+def _observations_on_disk(kafka_cluster) -> int:
+    """The bytes of the observations topic's log segments in broker 1's log dirs: what its replicas take."""
+    return sum(segment.stat().st_size for log_dir in kafka_cluster.cluster.log_dirs(1)
+               for segment in Path(log_dir).glob(f"{OBSERVATIONS_TOPIC}-*/*.log"))
 
 
 def _fill(kafka_cluster, topic: str, broker: int, mebibytes: int) -> None:

@@ -76,6 +76,16 @@ def test_history_counts_a_moment_once_and_only_usable_volumes():
     assert history == {(0, "/data-0"): (at(0, 900),)}
 
 
+def test_history_keeps_the_newest_measurement_of_each_twelfth_of_the_window():
+    """The local watch samples ten a second, passes near the limit come several a second; the history goes into
+    every observation (issue 19: 900 rows, 160 KB each, filled the disk the agent protected)."""
+    samples = [at(tenths / 10, 900 - tenths) for tenths in range(125)]  # 0.0 s … 12.4 s
+
+    history = recorded({}, samples, T0 + 13 * SECOND, MINUTE)  # a twelfth of a minute: 5 s
+
+    assert history == {(0, "/data-0"): (at(4.9, 851), at(9.9, 801), at(12.4, 776))}
+
+
 def test_rows_are_each_volumes_history_at_times_relative_to_now():
     history = {(0, "/data-0"): (at(0, 900), at(10, 800)), (1, "/data-1"): (at(10, 7, broker=1),)}
 
