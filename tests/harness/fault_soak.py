@@ -189,10 +189,19 @@ class FaultSoak:
         self.cluster.start_broker(self._killed_controller)
 
     def _move_records_leader(self, fault: Fault) -> None:
-        [(key, partition)] = self.admin.describe_partitions([RECORDS_TOPIC]).items()
-        rotated = [*partition.replicas[1:], partition.replicas[0]]
-        done = reassign_partitions(self.cluster.bootstrap_servers, {key: rotated}, "--execute")
-        assert done.returncode == 0, done.stderr or done.stdout
+        """The replicas rotated and the new first one elected. Kafka refuses any assignment that names a broker
+        whose every log dir is cordoned (KIP-1066), as the sidecars cordon a full volume's: tried again within the
+        fault's hold, as an operator would once the volume is freed."""
+        give_up = time.monotonic() + fault.hold
+        while True:
+            [(key, partition)] = self.admin.describe_partitions([RECORDS_TOPIC]).items()
+            rotated = [*partition.replicas[1:], partition.replicas[0]]
+            done = reassign_partitions(self.cluster.bootstrap_servers, {key: rotated}, "--execute")
+            refused = done.stderr + done.stdout
+            if done.returncode == 0 or "are cordoned" not in refused or time.monotonic() > give_up:
+                break
+            self._stop.wait(2.0)
+        assert done.returncode == 0, refused
         elect_preferred_leader(self.cluster.bootstrap_servers, *key)
 
     # -------------------------------------------------------------- the checks
