@@ -3,12 +3,13 @@
 invariant's checks and violations (with the faults before them), the time to converge after each kind of fault.
 Exit code 1 when an invariant was violated, or the nemesis could not inject a fault.
 
-    .venv/bin/python benchmarks/soak.py [--minutes 30] [--seed 1] [--kinds kill-agent,pause-agent,...]
+    .venv/bin/python benchmarks/soak.py [--minutes 30] [--seed 1] [--kinds kill-agent,pause-agent,...] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -22,18 +23,21 @@ from harness.nemesis import KINDS, schedule
 TITLE = "Fault soak"
 
 
-def run(minutes: float, seed: int, kinds: list[str]) -> tuple[Result, bool]:
+def run(minutes: float, seed: int, kinds: list[str], keep: str | None = None) -> tuple[Result, bool]:
     seconds = minutes * 60
     faults = schedule(seed, seconds, [1, 2, 3], kinds)
     print("\n".join(f"  {fault}" for fault in faults), flush=True)
     settings = SoakSettings()
-    with LoadWatch() as load, tempfile.TemporaryDirectory(prefix="fault-soak-") as work:
+    if keep:
+        Path(keep).mkdir(parents=True)
+    with LoadWatch() as load, (contextlib.nullcontext(keep) if keep else
+                               tempfile.TemporaryDirectory(prefix="fault-soak-")) as work:
         outcome = FaultSoak(Path(work), settings).run(faults, seconds)
     ledger, events = outcome["ledger"], outcome["events"]
     clean = not ledger.violations and not any(event.error for event in events) and not ledger.unchecked()
     markdown = "\n\n".join([
         f"{minutes:g} minutes, seed {seed}: {len(faults)} faults ({', '.join(kinds)}) on a 3-broker cluster "
-        f"(KRaft combined mode, each broker in a network namespace of its own), an agent per broker and the aggregator; Kafka's ProducerPerformance flooding "
+        f"(beside 3 KRaft controllers, each broker in a network namespace of its own), an agent per broker and the aggregator; Kafka's ProducerPerformance flooding "
         f"broker 3's small filesystem in rounds and {STEADY_RATE} records a second (acks=all) onto a replicated "
         f"topic; check interval {settings.check_interval}, validity {settings.validity:.0f} s. "
         f"**{len(ledger.violations)} violations**.",
@@ -47,8 +51,12 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--keep", metavar="DIR", help="run in DIR (a new one) and keep it: the brokers', agents' and "
+                        "aggregator's logs, the producers' output")
     args = parser.parse_args()
-    result, clean = run(args.minutes, args.seed, args.kinds.split(","))
+    if args.keep and Path(args.keep).exists():
+        parser.error(f"--keep {args.keep}: exists already; name a new directory")
+    result, clean = run(args.minutes, args.seed, args.kinds.split(","), args.keep)
     print_result(result)
     return 0 if clean else 1
 

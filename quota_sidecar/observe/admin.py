@@ -33,6 +33,8 @@ _CONTROLLER = object()  # _send's node_id for the controller
 # Each entity is a record the controller appends to the metadata log; thousands of tenants throttled at once go
 # in requests of a bounded size, each answered within the request timeout.
 QUOTA_ENTITIES_PER_REQUEST = 1000
+# Any broker answers in 0.1 s; one cut off (issue 19's soak) held a quota write 30 s while a flood filled a disk.
+ANY_BROKER_TIMEOUT_MS = 2000
 
 
 class ClusterAdmin:
@@ -373,8 +375,8 @@ class ClusterAdmin:
             return self._client
 
     async def _send(self, request, what: str, node_id: int | object | None = None, passing: tuple = ()):
-        """Send one request (to node_id, else to the least loaded broker); failures name `what`, but for the
-        kafka-python errors `passing`, raised as they are.
+        """Send one request (to node_id, else to the least loaded broker, within ANY_BROKER_TIMEOUT_MS); failures
+        name `what`, but for the kafka-python errors `passing`, raised as they are.
 
         node_id _CONTROLLER: to the controller the metadata names, as Kafka's Java admin client sends topic and
         reassignment requests. A KRaft broker forwards them from anywhere; a ZooKeeper-mode broker that is
@@ -387,7 +389,8 @@ class ClusterAdmin:
             if node_id is not None and self._manager.cluster.broker_metadata(node_id) is None:
                 # A broker that just joined: the connection manager only reaches brokers its metadata knows.
                 await self._manager.cluster.refresh_metadata()
-            response = await self._manager.send(request, node_id=node_id)
+            timeout_ms = min(ANY_BROKER_TIMEOUT_MS, self._timeout_ms) if node_id is None else None  # then retried
+            response = await self._manager.send(request, node_id=node_id, request_timeout_ms=timeout_ms)
             self._controller_moved |= to_controller and requests.not_controller(response)
             return response
         except passing:

@@ -14,6 +14,8 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 from kafka.protocol.metadata import MetadataRequest
 
+from harness.ports import free_loopback_ports
+
 ZOOKEEPER_CHROOT = "/kafka"
 
 # A small, fast test cluster; the constructor's broker_properties override these.
@@ -73,10 +75,32 @@ class BrokerNode:
         return self.home / "metadata"
 
 
+def lay_out_nodes(base_dir: Path, log_dir_counts: Mapping[int, int], controller_ids: Sequence[int],
+                  controller_host: str, network_namespaces: Mapping[int, tuple[str, str]],
+                  secure_listeners: Sequence[str]) -> tuple[dict[int, BrokerNode], dict[int, BrokerNode]]:
+    """(brokers, controllers alone) under base_dir, each on free ports: a broker per log_dir_counts key."""
+    ports = iter(free_loopback_ports((3 + len(secure_listeners)) * len(log_dir_counts) + len(controller_ids)))
+    controllers = {node_id: BrokerNode(node_id, 0, 0, next(ports), base_dir / f"controller-{node_id}",
+                                       [base_dir / f"controller-{node_id}" / "data-0"], host=controller_host)
+                   for node_id in controller_ids}
+    brokers = {}
+    for broker_id, count in sorted(log_dir_counts.items()):
+        home = base_dir / f"broker-{broker_id}"
+        brokers[broker_id] = BrokerNode(broker_id, next(ports), next(ports), next(ports), home,
+                                        [home / f"data-{index}" for index in range(count)],
+                                        secure_ports={name: next(ports) for name in secure_listeners})
+        if broker_id in network_namespaces:
+            # Ports free on loopback here are free in a namespace of the caller's too: nothing else runs there.
+            brokers[broker_id].netns, brokers[broker_id].host = network_namespaces[broker_id]
+    return brokers, controllers
+
+
 def server_properties(node: BrokerNode, nodes: Sequence[BrokerNode], users: Mapping[str, str],
-                      zookeeper_connect: str | None, overrides: Mapping[str, str]) -> dict[str, str]:
-    """The node's server.properties: KRaft combined mode with the nodes as voters, or ZooKeeper mode when
-    zookeeper_connect is given; `overrides` last."""
+                      zookeeper_connect: str | None, overrides: Mapping[str, str],
+                      controllers: Sequence[BrokerNode] = ()) -> dict[str, str]:
+    """The node's server.properties: KRaft combined mode with the nodes as voters, a broker alone with
+    `controllers` as voters when they are given, or ZooKeeper mode when zookeeper_connect is given; `overrides`
+    last."""
     client_listeners = ",".join(f"{name}://{node.host}:{port}" for name, port in (
         ("PLAINTEXT", node.plaintext_port), ("SASL_PLAINTEXT", node.sasl_port), *node.secure_ports.items()))
     protocols = ",".join(f"{name}:{name}" for name in ("PLAINTEXT", "SASL_PLAINTEXT", *node.secure_ports))
@@ -96,16 +120,31 @@ def server_properties(node: BrokerNode, nodes: Sequence[BrokerNode], users: Mapp
             "listeners": client_listeners,
             "listener.security.protocol.map": protocols,
         } | dict(overrides)
-    voters = ",".join(f"{other.node_id}@{other.host}:{other.controller_port}" for other in nodes)
-    return common | {
-        "node.id": str(node.node_id),
+    kraft = {"node.id": str(node.node_id), "controller.listener.names": "CONTROLLER",
+             "controller.quorum.voters": _voters(controllers or nodes), "metadata.log.dir": str(node.metadata_dir),
+             "listener.security.protocol.map": f"{protocols},CONTROLLER:PLAINTEXT"}
+    if controllers:
+        return common | kraft | {"process.roles": "broker", "listeners": client_listeners} | dict(overrides)
+    return common | kraft | {
         "process.roles": "broker,controller",
-        "controller.quorum.voters": voters,
-        "controller.listener.names": "CONTROLLER",
         "listeners": f"{client_listeners},CONTROLLER://{node.host}:{node.controller_port}",
-        "listener.security.protocol.map": f"{protocols},CONTROLLER:PLAINTEXT",
-        "metadata.log.dir": str(node.metadata_dir),
     } | dict(overrides)
+
+
+def controller_properties(node: BrokerNode, controllers: Sequence[BrokerNode],
+                          overrides: Mapping[str, str]) -> dict[str, str]:
+    """A KRaft controller alone (the brokers' voters): its CONTROLLER listener only. `overrides` are the
+    brokers' (a controller ignores a broker's keys; it holds broker.session.timeout.ms)."""
+    return {"node.id": str(node.node_id), "process.roles": "controller",
+            "controller.quorum.voters": _voters(controllers), "controller.listener.names": "CONTROLLER",
+            "listeners": f"CONTROLLER://{node.host}:{node.controller_port}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+            "log.dirs": ",".join(str(path) for path in node.log_dirs), "metadata.log.dir": str(node.metadata_dir),
+            } | dict(overrides)
+
+
+def _voters(nodes: Sequence[BrokerNode]) -> str:
+    return ",".join(f"{node.node_id}@{node.host}:{node.controller_port}" for node in nodes)
 
 
 def properties_text(properties: Mapping[str, str]) -> str:

@@ -5,8 +5,9 @@ replicated topic; the nemesis's faults (nemesis.py) on its schedule; the invaria
 second and at the end. `benchmarks/soak.py` runs it for half an hour and writes the report; the integration test
 `test_fault_soak.py` for a few minutes on a fixed seed.
 
-The cluster runs in KRaft combined mode: each of the 3 nodes is also a controller voter, so killing the active
-controller's node makes the quorum elect another (the issue's separate controllers would be 3 JVMs more on 2 cores).
+The brokers run beside 3 KRaft controllers alone, as production runs them: killing the active one makes the other two
+elect a leader while every broker keeps serving. The controllers listen on the bridge's address (netns.py), which
+every broker's namespace reaches; a broker cut off loses them too, and is fenced.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .sidecar_process import SidecarFleet
 
 MiB = 1 << 20
 BROKERS = (1, 2, 3)
+CONTROLLERS = 3  # alone, so that the active one can fail over
 LINK_RATE = 1 << 30  # bytes/s each way: the links carry everything and limit nothing; they are there to be cut
 SUBNET = 19  # 10.231.19.0/24, beside the network lab's
 SMALL_BROKER = 3
@@ -105,6 +107,7 @@ class FaultSoak:
                 brokers=len(BROKERS), small_log_dirs={(SMALL_BROKER, 0): SMALL_FS},
                 network_namespaces={broker: (self.network.namespace(broker), self.network.ip(broker))
                                     for broker in BROKERS},
+                controllers=CONTROLLERS, controller_host=self.network.bridge_ip, base_dir=self.work_dir / "kafka",
                 broker_properties={"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"}))
             self.admin = stack.enter_context(ClusterAdmin({"bootstrap_servers": self.cluster.bootstrap_servers}))
             self.aggregator = stack.enter_context(Aggregator(self.cluster.bootstrap_servers, self.work_dir / "agg"))

@@ -1,8 +1,9 @@
 """A real local Kafka cluster for the tests, the demo and the benchmarks (the lab: not installed).
 
 Every node is one `kafka.Kafka` JVM in KRaft combined mode (broker and controller), started from the
-jars `pom.xml` resolves (`make kafka` writes their classpath to build/kafka.classpath). The nodes form
-a static controller quorum and listen on free loopback ports:
+jars `pom.xml` resolves (`make kafka` writes their classpath to build/kafka.classpath), or with
+`controllers=N` a broker alone beside N controllers alone (node ids 101, 102…), as production runs them. The
+voters form a static controller quorum; the nodes listen on free loopback ports:
 
 - PLAINTEXT: tests and inter-broker traffic;
 - SASL_PLAINTEXT with SASL/PLAIN, for the users given to the constructor;
@@ -33,7 +34,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -44,12 +44,12 @@ from typing import Mapping, Sequence
 
 from harness import exit_cleanup
 from harness.broker_node import (KRAFT_BROKER_PROPERTIES, LOG4J2_CONFIG, ZOOKEEPER_BROKER_PROPERTIES,
-                                 ZOOKEEPER_CHROOT, BrokerNode, java_command, properties_text, serving_broker_ids,
-                                 server_properties)
+                                 ZOOKEEPER_CHROOT, BrokerNode, controller_properties, java_command, lay_out_nodes,
+                                 properties_text, serving_broker_ids, server_properties)
+from harness.cluster_arguments import check_arguments
 from harness.kafka_builds import (BEFORE_KIP_827, BEFORE_KIP_827_NAME, DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS,
                                   GENERATIONS, KAFKA_3_2_CLASSPATH_FILE, ZOOKEEPER_CLASSPATH_FILE, LocalClusterError,
                                   read_classpath)
-from harness.ports import free_loopback_ports
 from harness.secure_lab import SECURE_LISTENERS, SecureLab
 from harness.small_filesystem import SmallFilesystemUnavailable, mount_small_filesystem, unmount
 from harness.zookeeper_server import LOG4J_CONFIG as LOG4J1_CONFIG
@@ -63,10 +63,9 @@ __all__ = ["BEFORE_KIP_827", "BEFORE_KIP_827_NAME", "DEFAULT_CLASSPATH_FILE", "D
 log = logging.getLogger(__name__)
 
 STOP_ALL_GRACE = 10.0  # seconds
+CONTROLLER_IDS_AFTER = 100  # controllers alone are 101, 102…: apart from the brokers' 1, 2…
 
 DEFAULT_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
-
-_USER_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class LocalKafkaCluster:
@@ -80,6 +79,8 @@ class LocalKafkaCluster:
         <namespace>` and listens (clients, inter-broker, controller) on ip, which must be an address
         of that namespace that the other brokers and this process reach. The caller makes and
         removes the namespaces; brokers not named stay on 127.0.0.1 of this process's namespace.
+    controllers: 0, every broker a voter too (combined mode); N, that many controllers alone, listening on
+        controller_host (with brokers in network namespaces: an address they reach, such as the bridge's).
     zookeeper: a ZooKeeper server and brokers in ZooKeeper mode (Kafka 3.x) instead of KRaft nodes.
     base_dir: where the cluster lives, kept by stop(); by default a temporary dir that stop() removes.
     start_timeout: how long start(), stop_broker() and start_broker() wait for the brokers to settle.
@@ -94,6 +95,8 @@ class LocalKafkaCluster:
         small_log_dirs: Mapping[tuple[int, int], int] | None = None,
         broker_properties: Mapping[str, str] | None = None,
         network_namespaces: Mapping[int, tuple[str, str]] | None = None,
+        controllers: int = 0,
+        controller_host: str = "127.0.0.1",
         zookeeper: bool = False,
         base_dir: str | os.PathLike | None = None,
         classpath_file: str | os.PathLike | None = None,
@@ -103,6 +106,8 @@ class LocalKafkaCluster:
         security: SecureLab | None = None,
     ):
         self.broker_ids = list(range(1, brokers + 1))
+        self.controller_ids = [CONTROLLER_IDS_AFTER + index for index in range(1, controllers + 1)]
+        self._controller_host = controller_host
         self.users = dict(DEFAULT_USERS if users is None else users)
         self._log_dir_counts = {broker_id: 1 for broker_id in self.broker_ids} | dict(log_dirs or {})
         self._small_log_dirs = dict(small_log_dirs or {})
@@ -119,42 +124,18 @@ class LocalKafkaCluster:
         self._jvm_options = list(jvm_options)
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
-        self._check_arguments()
+        check_arguments(self.broker_ids, self.controller_ids, self._log_dir_counts, self._small_log_dirs,
+                        self._network_namespaces, self.users, bool(self.security), zookeeper)
 
         self.base_dir: Path | None = None
         self.cluster_id = _random_cluster_id()
         self._created_base_dir: Path | None = None  # removed by stop(); a base_dir given is kept
         self._classpath = ""
-        self._nodes: dict[int, BrokerNode] = {}
+        self._nodes: dict[int, BrokerNode] = {}  # the brokers
+        self._controllers: dict[int, BrokerNode] = {}  # the controllers alone, if any
         self.zookeeper: LocalZooKeeper | None = None  # in ZooKeeper mode; tests may stop and start it
         self._mounts: list[Path] = []
         self._started = False
-
-    def _check_arguments(self) -> None:
-        if not self.broker_ids or (self.security and self.zookeeper_mode):
-            raise ValueError("brokers must be at least 1; security is for KRaft clusters (StandardAuthorizer)")
-        for broker_id, count in self._log_dir_counts.items():
-            if broker_id not in self.broker_ids or count < 1:
-                raise ValueError(
-                    f"log_dirs: broker {broker_id} with {count} dirs; brokers are {self.broker_ids}, 1 dir or more"
-                )
-        for (broker_id, index), size in self._small_log_dirs.items():
-            if not 0 <= index < self._log_dir_counts.get(broker_id, 0) or size <= 0:
-                raise ValueError(
-                    f"small_log_dirs: no log dir {index} on broker {broker_id}, or size {size} not positive"
-                )
-        for broker_id, (namespace, ip) in self._network_namespaces.items():
-            if broker_id not in self.broker_ids or not namespace or not ip:
-                raise ValueError(
-                    f"network_namespaces: broker {broker_id} -> ({namespace!r}, {ip!r}); "
-                    f"brokers are {self.broker_ids}, each with a namespace name and an address"
-                )
-        for user, password in self.users.items():
-            # Both end up inside a quoted JAAS option; keep them free of anything needing escapes.
-            if not _USER_NAME.fullmatch(user) or re.search(r'["\\\n]', password):
-                raise ValueError(
-                    f"users: {user!r} must match {_USER_NAME.pattern}, its password hold no quote, backslash or newline"
-                )
 
     # -- what clients need -----------------------------------------------------------------------
 
@@ -219,7 +200,7 @@ class LocalKafkaCluster:
                 self.zookeeper.start()
             else:
                 self._format_storage()
-            for node in self._nodes.values():
+            for node in [*self._controllers.values(), *self._nodes.values()]:
                 self._launch(node)
             self._wait_for_serving_brokers(set(self.broker_ids))
         except BaseException:
@@ -233,6 +214,7 @@ class LocalKafkaCluster:
         a broker still in its clean shutdown after STOP_ALL_GRACE (all stopped at once, a KRaft broker may wait
         for controllers that are stopping too: 30 s a few times a suite) is killed."""
         self._stop_processes(list(self._nodes.values()), min(self._stop_timeout, STOP_ALL_GRACE))
+        self._stop_processes(list(self._controllers.values()), min(self._stop_timeout, STOP_ALL_GRACE))
         if self.zookeeper is not None:
             self.zookeeper.stop()
         self._unmount_all()
@@ -247,29 +229,30 @@ class LocalKafkaCluster:
         self._wait_for_serving_brokers(self._running_broker_ids())
 
     def kill_broker(self, broker_id: int) -> None:
-        """SIGKILL one broker, as a crash or an OOM kill does (no clean shutdown, its data kept); start_broker
-        starts it again, through log recovery."""
-        node = self._nodes[broker_id]
+        """SIGKILL one broker (or controller), as a crash or an OOM kill does (no clean shutdown, its data kept);
+        start_broker starts it again, through log recovery."""
+        node = self._node(broker_id)
         if node.process is not None:
             node.process.kill()
             node.process.wait()
             node.process = None
 
     def exited_brokers(self) -> set[int]:
-        """The brokers started and not stopped here whose process has exited (a failed log dir stops a broker)."""
-        return {broker_id for broker_id, node in self._nodes.items()
+        """The brokers and controllers started and not stopped here whose process has exited (a failed log dir
+        stops a broker)."""
+        return {broker_id for broker_id, node in {**self._nodes, **self._controllers}.items()
                 if node.process is not None and node.process.poll() is not None}
 
     def signal_broker(self, broker_id: int, sig: int) -> None:
         """A signal to a running broker: SIGSTOP and SIGCONT make a long pause (a GC, a stalled disk)."""
-        node = self._nodes[broker_id]
+        node = self._node(broker_id)
         if node.process is None:
             raise LocalClusterError(f"broker {broker_id} is not running")
         node.process.send_signal(sig)
 
     def start_broker(self, broker_id: int) -> None:
-        """Start a broker stopped by stop_broker() again; return once it serves."""
-        node = self._nodes[broker_id]
+        """Start a broker (or controller) stopped by stop_broker() again; return once the brokers serve."""
+        node = self._node(broker_id)
         if node.process is not None:
             raise LocalClusterError(f"broker {broker_id} is running already")
         self._launch(node)
@@ -281,7 +264,7 @@ class LocalKafkaCluster:
             return ""
         brokers = "\n".join(
             f"==> {path} (last {lines} lines) <==\n{tail(path, lines)}"
-            for path in sorted((self.base_dir / "logs").glob("broker-*"))
+            for path in sorted((self.base_dir / "logs").glob("*-[0-9]*.*")) if not path.name.startswith("format-")
         )
         return brokers if self.zookeeper is None else f"{brokers}\n{self.zookeeper.dump_logs(lines)}"
 
@@ -299,26 +282,21 @@ class LocalKafkaCluster:
         if self.zookeeper_mode:
             self.zookeeper = LocalZooKeeper(self.base_dir / "zookeeper", self._classpath, self._jvm_options)
 
-        secure = SECURE_LISTENERS if self.security else ()
-        ports = iter(free_loopback_ports((3 + len(secure)) * len(self.broker_ids)))
-        for broker_id in self.broker_ids:
-            home = self.base_dir / f"broker-{broker_id}"
-            log_dirs = [home / f"data-{index}" for index in range(self._log_dir_counts[broker_id])]
-            self._nodes[broker_id] = BrokerNode(broker_id, next(ports), next(ports), next(ports), home, log_dirs,
-                                                secure_ports={name: next(ports) for name in secure})
-            if broker_id in self._network_namespaces:
-                # Ports free on loopback here are free in a namespace of the caller's too: nothing else runs there.
-                namespace, ip = self._network_namespaces[broker_id]
-                self._nodes[broker_id].netns, self._nodes[broker_id].host = namespace, ip
+        self._nodes, self._controllers = lay_out_nodes(
+            self.base_dir, self._log_dir_counts, self.controller_ids, self._controller_host, self._network_namespaces,
+            SECURE_LISTENERS if self.security else ())
 
-        for node in self._nodes.values():
+        controllers = list(self._controllers.values())
+        for node in [*controllers, *self._nodes.values()]:
             for index, log_dir in enumerate(node.log_dirs):
                 log_dir.mkdir(parents=True)
                 if (node.node_id, index) in self._small_log_dirs:
                     mount_small_filesystem(log_dir, self._small_log_dirs[(node.node_id, index)], self._mounts)
-            node.properties_file.write_text(properties_text(server_properties(
-                node, list(self._nodes.values()), self.users,
-                self.zookeeper_connect if self.zookeeper_mode else None, self._broker_properties)))
+            node.properties_file.write_text(properties_text(
+                controller_properties(node, controllers, self._broker_properties) if node in controllers else
+                server_properties(node, list(self._nodes.values()), self.users,
+                                  self.zookeeper_connect if self.zookeeper_mode else None, self._broker_properties,
+                                  controllers)))
 
     def _format_storage(self) -> None:
         """Write meta.properties into every log dir and the metadata dir, all nodes at once."""
@@ -329,7 +307,7 @@ class LocalKafkaCluster:
                  *(self.security.format_arguments() if self.security else [])],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
             )
-            for node in self._nodes.values()
+            for node in [*self._controllers.values(), *self._nodes.values()]
         }
         for node_id, process in formatting.items():
             output, _ = process.communicate()
@@ -342,9 +320,10 @@ class LocalKafkaCluster:
         logs = self.base_dir / "logs"
         # `ip netns exec` execs the command in place: the process is the JVM, and terminate() reaches it.
         in_namespace = ["ip", "netns", "exec", node.netns] if node.netns else []
-        with open(logs / f"broker-{node.node_id}.out", "ab") as console:
+        name = f"controller-{node.node_id}" if node.node_id in self._controllers else f"broker-{node.node_id}"
+        with open(logs / f"{name}.out", "ab") as console:
             node.process = subprocess.Popen(
-                [*in_namespace, *self._java(logs / f"broker-{node.node_id}.log"), "kafka.Kafka",
+                [*in_namespace, *self._java(logs / f"{name}.log"), "kafka.Kafka",
                  str(node.properties_file)],
                 stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 # Its own session: Ctrl-C reaches Python only, which then stops the brokers in order.
@@ -355,6 +334,9 @@ class LocalKafkaCluster:
         return java_command(self._jvm_options, self._classpath, self.base_dir, self.zookeeper_mode, log_file)
 
     # -- watching and stopping -------------------------------------------------------------------
+
+    def _node(self, node_id: int) -> BrokerNode:
+        return self._nodes[node_id] if node_id in self._nodes else self._controllers[node_id]
 
     def _running_broker_ids(self) -> set[int]:
         return {node_id for node_id, node in self._nodes.items() if node.process is not None}

@@ -9,7 +9,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
+from harness.kafka_tools import active_controller
 from harness.local_cluster import BEFORE_KIP_827, GENERATIONS, LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.harness]
 
@@ -116,6 +118,22 @@ def test_a_stopped_broker_leaves_the_cluster_and_comes_back_with_its_data(make_k
     cluster.start_broker(2)
     assert serving_broker_ids(cluster.bootstrap_servers) == [1, 2, 3]
     assert partition_dir.is_dir()
+
+
+def test_controllers_alone_elect_another_leader_when_the_active_one_is_killed(make_kafka_cluster, unique_name):
+    cluster = make_kafka_cluster(brokers=2, controllers=3)
+    create_topic(cluster.bootstrap_servers, unique_name, replication_factor=2)
+    killed = active_controller(cluster.bootstrap_servers)
+    assert cluster.controller_ids == [101, 102, 103] and killed in cluster.controller_ids
+
+    cluster.kill_broker(killed)
+    assert eventually(lambda: active_controller(cluster.bootstrap_servers) != killed, timeout=30)
+    assert cluster.exited_brokers() == set()  # killed here: not counted as exited by itself
+    assert round_trip({"bootstrap_servers": cluster.bootstrap_servers}, unique_name, [b"a", b"b"]) == [b"a", b"b"]
+    assert serving_broker_ids(cluster.bootstrap_servers) == [1, 2]
+
+    cluster.start_broker(killed)
+    assert active_controller(cluster.bootstrap_servers) in cluster.controller_ids
 
 
 def test_stop_leaves_no_process_and_no_mount_behind(make_kafka_cluster):
