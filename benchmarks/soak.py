@@ -16,7 +16,7 @@ from pathlib import Path
 
 from common import LoadWatch, Result, print_result, provenance, this_command
 
-from harness.fault_soak import STEADY_RATE, FaultSoak, SoakSettings
+from harness.fault_soak import LIMIT, MiB, STEADY_RATE, FaultSoak, SoakSettings
 from harness.invariants import report
 from harness.nemesis import KINDS, schedule
 
@@ -40,7 +40,9 @@ def run(minutes: float, seed: int, kinds: list[str], keep: str | None = None) ->
         f"(beside 3 KRaft controllers, each broker in a network namespace of its own), an agent per broker and the aggregator; Kafka's ProducerPerformance flooding "
         f"broker 3's small filesystem in rounds and {STEADY_RATE} records a second (acks=all) onto a replicated "
         f"topic; check interval {settings.check_interval}, validity {settings.validity:.0f} s. "
-        f"**{len(ledger.violations)} violations**.",
+        f"**{len(ledger.violations)} violations**. The small filesystem's lowest free space: "
+        f"**{outcome['lowest_free'] / MiB:.0f} MiB** (its hard limit {LIMIT / MiB:.0f} MiB: what the flood wrote "
+        f"past it, {max(0, LIMIT - outcome['lowest_free']) / MiB:.0f} MiB, is the reserve the faults needed).",
         report(ledger, events, outcome["convergence"]),
         provenance(this_command(), load)])
     return Result(TITLE, markdown), clean

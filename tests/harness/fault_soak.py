@@ -47,9 +47,13 @@ CONTROLLERS = 3  # alone, so that the active one can fail over
 LINK_RATE = 1 << 30  # bytes/s each way: the links carry everything and limit nothing; they are there to be cut
 SUBNET = 19  # 10.231.19.0/24, beside the network lab's
 SMALL_BROKER = 3
-SMALL_FS = 160 * MiB
-LIMIT = 48 * MiB  # the hard limit: storage.per.volume.limit.min.available.bytes
-LIFTED_ABOVE = 112 * MiB  # free space at which no throttle may stay (the line is far below it)
+# The hard limit (storage.per.volume.limit.min.available.bytes) is the reserve a flood writes into until the quota is
+# in force: ~0.1 s at the flood's 160 MB/s when nothing is wrong; with a fault, until the write lands: a controller
+# failing over, a broker cut off from the sidecar (2 s, admin.ANY_BROKER_TIMEOUT_MS), the agent down and its broker
+# covered. 768 MiB holds ~5 s of it; the run reports how much of it was used. A round fills the 112 MiB above it.
+LIMIT = 768 * MiB
+SMALL_FS = LIMIT + 112 * MiB
+LIFTED_ABOVE = LIMIT + 64 * MiB  # free space at which no throttle may stay (the line is far below it)
 PRODUCE_RATE = 1 << 30  # the default user's quota: 1 B/s under a factor of 0
 RECORD = 16 * 1024
 FLOOD_ROUND = 45.0  # seconds of a flood round before its topic is deleted and made again
@@ -76,6 +80,7 @@ class SoakState:
     flood_topic: str = ""
     round: int = 0
     convergence: dict[str, list[float]] = field(default_factory=dict)  # fault kind -> seconds to converge after it
+    lowest_free: int = 0  # bytes: the small filesystem's lowest free space over the run
 
 
 class FaultSoak:
@@ -128,11 +133,12 @@ class FaultSoak:
                 self.nemesis.stop()
                 self._stop.set()
                 checker.join(30)
-                lowest = self.free.lowest()
+                self.state.lowest_free = lowest = self.free.lowest()
                 self.ledger.check("no volume full", lowest > 0, f"lowest {lowest} bytes free", self._now())
             self._stop_process(steady)
             self._end_checks()
-        return {"events": self.nemesis.events, "ledger": self.ledger, "convergence": self.state.convergence}
+        return {"events": self.nemesis.events, "ledger": self.ledger, "convergence": self.state.convergence,
+                "lowest_free": self.state.lowest_free}
 
     def _agent_properties(self, broker: int) -> dict:
         return {"node.id": broker, PREFIX + "kafka.admin.bootstrap.servers": self.cluster.bootstrap_servers,
