@@ -64,7 +64,7 @@ class Sidecar:
         if cover is not None:
             cover.wake = self.wake.set
         self.verdict = None if self.watch is None and cover is None else LocalVerdict(
-            self.watch, cover, self.quota_writer, decider.judged_locally, self.counters, clock, config.validity)
+            self.watch, cover, self.quota_writer, decider.judged_locally, self.counters, clock)
         self._near_the_limit = False
         self._held_since: float | None = None  # since when the next pass waits (_held)
         self._holding = False  # the next pass waits for the watch's next sample

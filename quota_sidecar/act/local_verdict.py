@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Callable, Iterable, Iterator, Mapping
 
 from ..common import records
@@ -33,10 +33,8 @@ log = logging.getLogger(__name__)
 
 class LocalVerdict:
     def __init__(self, watch: LocalWatch | None, cover: CoverWatch | None, quota_writer: QuotaWriter,
-                 judged_locally: Callable[[datetime], Mapping], counters: Counters, clock: Callable[[], datetime],
-                 validity: timedelta = timedelta(minutes=5)):
+                 judged_locally: Callable[[datetime], Mapping], counters: Counters, clock: Callable[[], datetime]):
         self.watch, self.cover = watch, cover
-        self.validity = validity  # how long what the verdict writes holds against the other sidecars' lifts
         self.quota_writer = quota_writer
         self.judged_locally = judged_locally  # the quotas of a factor of 0 (Decider.judged_locally)
         self.counters = counters
@@ -63,7 +61,7 @@ class LocalVerdict:
             return False
         writes, started = self.counters.writes, time.monotonic()
         try:
-            self.quota_writer.apply(self.judged_locally(now), all_records, seen_at=now, held_until=now + self.validity)
+            self.quota_writer.apply(self.judged_locally(now), all_records, seen_at=now)
         except AdminError as error:  # the pass's own writes try again, and report a failure
             log.debug("writing the quotas of a local dir at the limit failed: %s", error)
         if self.counters.writes > writes:

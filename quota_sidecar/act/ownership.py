@@ -42,12 +42,12 @@ class Write:
     def changes(self) -> bool:
         return not self.left_alone and not same(self.old, self.new)
 
-    def record(self, seen_at: float | None = None, held_until: float | None = None) -> Owned:
+    def record(self, seen_at: float | None = None) -> Owned:
         """What the record keeps once this write is done (for a write that does not forget); `seen_at`: when the
-        writer looked at the cluster; `held_until`: until when a local verdict holds the value."""
+        writer looked at the cluster."""
         if self.left_alone:
             return Owned(self.replaced, self.written, yielded=True, seen_at=seen_at)
-        return Owned(self.replaced, self.new, seen_at=seen_at, held_until=held_until)
+        return Owned(self.replaced, self.new, seen_at=seen_at)
 
 
 def plan(wanted: Mapping[Target, float | None], in_force: Mapping[Target, float | None],
@@ -125,10 +125,10 @@ def carry_out(writes: list[Write], store, record_key: Callable[[Target], str],
 
 def carry_out_together(writes: list[Write], store, record_key: Callable[[Target], str],
                        apply_all: Callable[[list[Write]], None], on_change: Callable[[Write], None],
-                       force: bool = False, seen_at: float | None = None, held_until: float | None = None) -> None:
+                       force: bool = False, seen_at: float | None = None) -> None:
     """carry_out in three round trips however many writes: every record first, then every value changed (one
     request, in the writes' order), then the records let go of."""
-    store.write_many({record_key(write.target): write.record(seen_at, held_until).stored()
+    store.write_many({record_key(write.target): write.record(seen_at).stored()
                       for write in writes if not write.forget})
     apply_all([write for write in writes if write.changes or (force and not write.left_alone)])
     for write in writes:

@@ -25,14 +25,12 @@ class QuotaWriter:
         self.tenants = quotas.TenantCount(0, 0)
 
     def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
-              seen_at: datetime | None = None, held_until: datetime | None = None) -> None:
+              seen_at: datetime | None = None) -> None:
         """Write what differs from `wanted`, decided from a look at the cluster at `seen_at`. A quota another
         sidecar wrote from a later look (its local verdict while this pass waited for the aggregator, a lift
         after this sidecar's last valid decision) is left as it is: this decision did not see what that one saw.
         `tighten_only`: a poll that could not decide knows nothing new, so it may keep a throttle (retrying a
-        write that failed) but lifts none. `held_until`: a local verdict's writes, which no sidecar lifts before
-        then (issue 19's soak: another agent's pass, blind to the verdict's samples, lifted it every 10 s, and
-        the flood wrote again until the verdict's next sample)."""
+        write that failed) but lifts none."""
         looked = None if seen_at is None else seen_at.timestamp()
 
         def planned(all_records: records.Records, settle: bool = False) -> tuple[dict, list[ownership.Write]]:
@@ -42,8 +40,7 @@ class QuotaWriter:
                 owned = self._settled(owned, quotas.flatten(in_force))
             writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
-                              and not _seen_later(owned.get(write.target), looked, write)
-                              and not _held(owned.get(write.target), looked, write)]
+                              and not _seen_later(owned.get(write.target), looked, write)]
 
         # Races between sidecars are settled on the second look's fresh records only: the pass's may not show
         # the write that explains what is in force (another sidecar's verdict while this pass waited).
@@ -51,7 +48,7 @@ class QuotaWriter:
                                                       yields=lambda planned: ownership.leaves_alone(planned[1]),
                                                       second=lambda fresh: planned(fresh, settle=True))
         ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written,
-                                     seen_at=looked, held_until=None if held_until is None else held_until.timestamp())
+                                     seen_at=looked)
         in_force = quotas.after(in_force, writes)
         self.in_force = {entity: keys for entity, keys in in_force.items() if entity not in wanted.tenants}
         self.tenants = quotas.tenant_count(wanted, in_force)
@@ -120,16 +117,6 @@ def _seen_later(mine: records.Owned | None, looked: float | None, write: ownersh
                  "decision's look", quotas.target_label(write.target), quotas.rate_text(write.old),
                  quotas.rate_text(write.new), mine.seen_at - looked)
     return later
-
-
-def _held(mine: records.Owned | None, looked: float | None, write: ownership.Write) -> bool:
-    """Whether a local verdict holds this target beyond `looked`: then a decision from that look lifts nothing."""
-    held = write.changes and not _tightens(write) and mine is not None and mine.held_until is not None \
-        and looked is not None and mine.held_until > looked
-    if held:
-        log.info("%s: %s kept, not %s: a local verdict holds it for %.1f s more", quotas.target_label(write.target),
-                 quotas.rate_text(write.old), quotas.rate_text(write.new), mine.held_until - looked)
-    return held
 
 
 def _tightens(write: ownership.Write) -> bool:

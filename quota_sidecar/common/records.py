@@ -56,19 +56,15 @@ class Owned:
     # When the sidecar that last wrote it had looked at the cluster (epoch seconds; None: unknown): a sidecar
     # whose decision rests on an older look changes none of it (quota_writes.py).
     seen_at: float | None = None
-    # Until when a local verdict holds what it wrote (epoch seconds): it judged denser samples than the others see,
-    # and a violation holds for the validity duration; no sidecar lifts it before (quota_writes.py).
-    held_until: float | None = None
 
     def stored(self) -> dict:
         return {"replaced": self.replaced, "written": self.written, **({"yielded": True} if self.yielded else {}),
-                **({"seen_at": self.seen_at} if self.seen_at is not None else {}),
-                **({"held_until": self.held_until} if self.held_until is not None else {})}
+                **({"seen_at": self.seen_at} if self.seen_at is not None else {})}
 
     @classmethod
     def read(cls, value: dict) -> Owned:
         return cls(value["replaced"], value.get("written"), "written" in value, bool(value.get("yielded")),
-                   value.get("seen_at"), value.get("held_until"))
+                   value.get("seen_at"))
 
 
 def owned(records: Records, kind: str) -> dict[tuple, Owned]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from harness.waiting import WaitTimeout, eventually
 from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC
 from quota_sidecar.configuration import config as cfg
-from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
@@ -153,38 +151,6 @@ def test_an_agent_held_at_the_limit_publishes_small_observations_onto_a_bounded_
         configs = admin.describe_configs("topic", [OBSERVATIONS_TOPIC])[OBSERVATIONS_TOPIC]
     assert {key: configs.get(key) for key in ("retention.bytes", "segment.bytes", "segment.ms")} == {
         "retention.bytes": str(8 * MiB), "segment.bytes": str(MiB), "segment.ms": "600000"}
-
-
-def test_a_throttle_a_local_verdict_wrote_holds_against_other_sidecars_for_the_validity(kafka_cluster, sidecars,
-                                                                                        caplog):
-    """Issue 19's soak: a verdict judged from a dir's samples that a flood would reach the limit within its reaction
-    time; another agent's pass, whose decision saw no violation in DescribeLogDirs, lifted the throttle 5 s later,
-    every 10 s for minutes, the flood writing again each time. A verdict's throttle now holds for the validity
-    duration against the others' lifts, as a violation's factor does."""
-    def sidecar_of(broker_id: int):
-        sidecar = build_sidecar(cfg.from_properties({
-            P + "kafka.admin.bootstrap.servers": kafka_cluster.bootstrap_servers, P + "broker.id": str(broker_id),
-            P + "produce": str(PRODUCE_RATE), P + "throttle.factor.validity.duration": "PT60S",
-            P + "storage.per.volume.limit.min.available.bytes": str(MiB)}))
-        sidecars.append(sidecar)
-        return sidecar
-
-    verdicts, other = sidecar_of(1), sidecar_of(2)
-    verdict_at = datetime.now(timezone.utc)
-    verdicts.quota_writer.apply(quotas.wanted(verdicts.config.quotas, 0.0), verdicts.read_records(),
-                                seen_at=verdict_at, held_until=verdict_at + timedelta(seconds=60))
-
-    def default_user_rate():
-        return other.admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE)
-
-    lift = quotas.wanted(other.config.quotas, 1.0)
-    with caplog.at_level("INFO", logger="quota_sidecar.act.quota_writes"):
-        other.quota_writer.apply(lift, other.read_records(), seen_at=verdict_at + timedelta(seconds=5))
-    assert default_user_rate() == 1.0, "another sidecar lifted the verdict's throttle within the validity"
-    assert "a local verdict holds it for 55.0 s more" in caplog.text
-
-    other.quota_writer.apply(lift, other.read_records(), seen_at=verdict_at + timedelta(seconds=61))
-    assert eventually(lambda: default_user_rate() == PRODUCE_RATE, timeout=10), "not lifted after the validity"
 
 
 def _observations_end(kafka_cluster) -> dict[TopicPartition, int]:

@@ -18,8 +18,7 @@ def test_keys_read_back_as_tuples_entities_included():
 
 
 def test_what_was_replaced_and_written_reads_back_as_stored():
-    for owned in (Owned(None, 1.0), Owned(5.0, None), Owned(5.0, 1.0, yielded=True), Owned(5.0, 1.0, seen_at=1.5e9),
-                  Owned(5.0, 1.0, seen_at=1.5e9, held_until=1.5e9 + 60)):
+    for owned in (Owned(None, 1.0), Owned(5.0, None), Owned(5.0, 1.0, yielded=True), Owned(5.0, 1.0, seen_at=1.5e9)):
         assert Owned.read(owned.stored()) == owned
 
 
