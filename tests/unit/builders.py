@@ -68,6 +68,16 @@ def judged_row(volume: Volume, fill: float | None, seconds_to_limit: float | Non
             "predicted": predicted, "throttle_factor": (0.0 if violated else 1.0) if factor is None else factor}
 
 
+class Clock:
+    """A clock a test moves by hand: calling it gives `now` (AT unless given: a datetime or seconds)."""
+
+    def __init__(self, now=AT):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
 class MemoryStore:
     """The records store's interface over a dict (act/cluster_store.py keeps them in the cluster)."""
 

@@ -11,15 +11,10 @@ from quota_sidecar.common.errors import AdminError, PassTimeout, RetryableAdminE
 from quota_sidecar.decide.pipeline import Pipeline
 from quota_sidecar.observe.admin import ClusterAdmin
 
+from builders import Clock
+
 TOLERANCE = 2.0  # seconds a busy machine may add to a deadline (thread wake-ups, closing the client)
 
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_outside_a_pass_there_is_no_deadline():
@@ -29,7 +24,7 @@ def test_outside_a_pass_there_is_no_deadline():
 
 
 def test_left_is_the_time_to_the_deadline_capped_by_the_callers_own_limit():
-    clock = Clock()
+    clock = Clock(100.0)
     with deadline.within(10, "the poll", clock):
         clock.now += 4
         assert deadline.time_left() == 6.0
@@ -38,7 +33,7 @@ def test_left_is_the_time_to_the_deadline_capped_by_the_callers_own_limit():
 
 
 def test_a_deadline_that_ran_out_fails_the_pass_naming_it_and_what_it_was_doing():
-    clock = Clock()
+    clock = Clock(100.0)
     with deadline.within(2, "the poll", clock):
         clock.now += 2.5
         assert deadline.expired() and deadline.time_left() == 0.0
@@ -49,7 +44,7 @@ def test_a_deadline_that_ran_out_fails_the_pass_naming_it_and_what_it_was_doing(
 
 
 def test_a_nested_deadline_never_extends_the_outer_one():
-    clock = Clock()
+    clock = Clock(100.0)
     with deadline.within(5, "the poll", clock):
         with deadline.within(60, "a longer step", clock):
             assert deadline.time_left() == 5.0
@@ -68,7 +63,7 @@ def test_each_thread_has_its_own_deadline():
 
 
 def test_capped_is_the_shorter_of_a_wait_and_the_time_left_and_never_raises():
-    clock = Clock()
+    clock = Clock(100.0)
     assert deadline.capped(3.0) == 3.0
     with deadline.within(2, "the poll", clock):
         assert deadline.capped(3.0) == 2.0 and deadline.capped(0.5) == 0.5
@@ -126,7 +121,7 @@ def test_a_question_to_the_aggregator_leaves_the_pass_a_fixed_share_of_its_deadl
     if left is None:
         assert pipeline._budget() == waits
         return
-    clock = Clock()
+    clock = Clock(100.0)
     with deadline.within(10, "the replication pass", clock):
         clock.now += 10 - left
         assert pipeline._budget() == pytest.approx(waits)

@@ -15,7 +15,7 @@ from quota_sidecar.decide.decider import Decider
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.observe.cover_watch import CoverWatch
 
-from builders import AT, MiB, sidecar_config
+from builders import AT, Clock, MiB, sidecar_config
 
 CAUSE = "cannot reach any bootstrap server 127.0.0.1:1 (connection refused)"
 
@@ -68,13 +68,6 @@ def nothing_violated(rows, limit):
     return 1.0, [{**row, "available_ratio": 0.8, "fill_bytes_per_sec": None, "seconds_to_limit": None,
                   "violated": False, "predicted": False, "throttle_factor": 1.0} for row in rows]
 
-
-class Clock:
-    def __init__(self):
-        self.now = AT
-
-    def __call__(self):
-        return self.now
 
 
 class Monotonic:

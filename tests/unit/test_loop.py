@@ -12,7 +12,7 @@ from quota_sidecar.decide.throttle_factor import FALLBACK, INITIAL
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.shutdown import GracefulShutdown
 
-from builders import AT, sidecar_config
+from builders import AT, Clock, sidecar_config
 
 
 class FailingStore:
@@ -43,13 +43,6 @@ class UnreachedAdmin:
 def never_judged(rows, limit):
     raise AssertionError("volumes were judged although the poll failed")
 
-
-class Clock:
-    def __init__(self):
-        self.now = AT
-
-    def __call__(self):
-        return self.now
 
 
 def sidecar(store, clock=None, **keys) -> Sidecar:

@@ -9,6 +9,8 @@ import pytest
 from harness.invariants import INVARIANTS, Ledger, report
 from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
 
+from builders import Clock
+
 
 def test_a_seed_makes_the_same_schedule_and_another_seed_another():
     assert schedule(7, 1800, [1, 2, 3]) == schedule(7, 1800, [1, 2, 3])
@@ -32,16 +34,9 @@ def test_a_short_soak_gets_as_many_faults_as_fit_and_an_unknown_kind_is_refused(
         schedule(3, 60, [1], kinds=["unplug-the-rack"])
 
 
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
 
 def test_the_nemesis_injects_and_heals_in_order_logs_each_and_says_what_failed():
-    done, clock = [], Clock()
+    done, clock = [], Clock(0.0)
 
     def inject(fault):
         done.append(("inject", fault.kind))
