@@ -23,11 +23,12 @@ from pathlib import Path
 
 import isodate
 import psutil
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
 from quota_sidecar.configuration.properties import PREFIX
+from quota_sidecar.decide.pipeline import end_offsets
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
 
@@ -199,17 +200,17 @@ class FaultSoak:
 
     def _move_records_leader(self, fault: Fault) -> None:
         """The replicas rotated and the new first one elected. Kafka refuses any assignment that names a broker
-        whose every log dir is cordoned (KIP-1066), as the sidecars cordon a full volume's: tried again within the
-        fault's hold, as an operator would once the volume is freed."""
-        give_up = time.monotonic() + fault.hold
+        whose every log dir is cordoned (KIP-1066), as the sidecars cordon a full volume's: tried again until the
+        flood round's end frees the volume and a pass lifts the cordon, as an operator would."""
+        give_up = time.monotonic() + fault.hold + FLOOD_ROUND
         while True:
             [(key, partition)] = self.admin.describe_partitions([RECORDS_TOPIC]).items()
             rotated = [*partition.replicas[1:], partition.replicas[0]]
             done = reassign_partitions(self.cluster.bootstrap_servers, {key: rotated}, "--execute")
             refused = done.stderr + done.stdout
-            if done.returncode == 0 or "are cordoned" not in refused or time.monotonic() > give_up:
+            if done.returncode == 0 or "are cordoned" not in refused or time.monotonic() > give_up \
+                    or self._stop.wait(2.0):
                 break
-            self._stop.wait(2.0)
         assert done.returncode == 0, refused
         elect_preferred_leader(self.cluster.bootstrap_servers, *key)
 
@@ -293,12 +294,7 @@ class FaultSoak:
     def _steady_read_back(self) -> tuple[int, int]:
         """(the records in the steady topic, those ProducerPerformance saw acknowledged): its high watermarks, as no
         record of it is ever deleted."""
-        partitions = [TopicPartition(topic, p) for topic, p in self.admin.describe_partitions(["steady"])]
-        consumer = KafkaConsumer(bootstrap_servers=self._servers())
-        try:
-            in_topic = sum(consumer.end_offsets(partitions).values())
-        finally:
-            consumer.close()
+        in_topic = sum(end_offsets({"bootstrap_servers": self._servers()}, "steady").values())
         return in_topic, acknowledged_so_far((self.work_dir / "steady.log").read_text())
 
     # -------------------------------------------------------------- helpers

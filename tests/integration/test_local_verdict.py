@@ -14,6 +14,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from harness.waiting import WaitTimeout, eventually
 from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC
 from quota_sidecar.configuration import config as cfg
+from quota_sidecar.decide.pipeline import end_offsets
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
@@ -131,7 +132,8 @@ def test_an_agent_held_at_the_limit_publishes_small_observations_onto_a_bounded_
         P + "broker.id": str(broker), P + "storage.local.log.dirs": small_dir, P + "produce": str(PRODUCE_RATE),
         P + "storage.per.volume.limit.min.available.bytes": str(free + 64 * MiB), **pipeline}))  # at it already
     sidecars.append(sidecar)
-    start, on_disk = _observations_end(kafka_cluster), _observations_on_disk(kafka_cluster)
+    start = end_offsets({"bootstrap_servers": kafka_cluster.bootstrap_servers}, OBSERVATIONS_TOPIC)
+    on_disk = _observations_on_disk(kafka_cluster)
     sidecar.watch.start()
     try:
         for _ in range(40):  # passes at the pace of a dir at the limit: each asks the aggregator
@@ -153,23 +155,15 @@ def test_an_agent_held_at_the_limit_publishes_small_observations_onto_a_bounded_
         "retention.bytes": str(8 * MiB), "segment.bytes": str(MiB), "segment.ms": "600000"}
 
 
-def _observations_end(kafka_cluster) -> dict[TopicPartition, int]:
-    consumer = KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap_servers)
-    try:
-        return consumer.end_offsets([TopicPartition(OBSERVATIONS_TOPIC, p)
-                                     for p in consumer.partitions_for_topic(OBSERVATIONS_TOPIC)])
-    finally:
-        consumer.close()
-
-
-def _observations_since(kafka_cluster, start: dict[TopicPartition, int], key_suffix: str) -> list[dict]:
-    """The observations published since `start` under a key ending in `key_suffix` (an agent's), oldest first."""
+def _observations_since(kafka_cluster, start: dict[int, int], key_suffix: str) -> list[dict]:
+    """The observations published since `start` ({partition: offset}) under a key ending in `key_suffix` (an
+    agent's), oldest first."""
     consumer = KafkaConsumer(bootstrap_servers=kafka_cluster.bootstrap_servers, consumer_timeout_ms=5000,
                              enable_auto_commit=False)
     try:
-        consumer.assign(list(start))
+        consumer.assign([TopicPartition(OBSERVATIONS_TOPIC, partition) for partition in start])
         for partition, offset in start.items():
-            consumer.seek(partition, offset)
+            consumer.seek(TopicPartition(OBSERVATIONS_TOPIC, partition), offset)
         found = [message for message in consumer if message.key.decode().endswith(key_suffix)]
     finally:
         consumer.close()
