@@ -65,6 +65,8 @@ class Sidecar:
             cover.wake = self.wake.set
         self.verdict = None if self.watch is None and cover is None else LocalVerdict(
             self.watch, cover, self.quota_writer, decider.judged_locally, self.counters, clock)
+        if cover is not None and self.verdict is not None:  # its heartbeats tell the others when the verdict holds
+            cover.heartbeats.holding = lambda: bool(self.verdict.holds())
         self._near_the_limit = False
         self._held_since: float | None = None  # since when the next pass waits (_held)
         self._holding = False  # the next pass waits for the watch's next sample
@@ -121,7 +123,7 @@ class Sidecar:
             observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
             observation = replace(self.observe(all_records, now), local_samples=self._local_samples(now),
-                                  held_locally=self.verdict is not None and bool(self.verdict.holds()))
+                                  held_locally=self.verdict is not None and self.verdict.held_anywhere())
         with self.verdict.deciding(all_records) if self.verdict is not None else nullcontext():
             decision = self.decider.decide(observation)
         self.counters.polls += 1
@@ -131,10 +133,11 @@ class Sidecar:
         write_error = None
         if all_records is not None:  # after a failed poll too: a fallback factor must reach the cluster
             try:
-                # A verdict that holds now judges denser samples than the aggregator: nothing may lift it. A quota
-                # written from a later look than this decision's (by this sidecar or another) is left as it is.
+                # A verdict that holds now (this agent's, or another's) judges denser samples than the aggregator:
+                # nothing may lift it. A quota written from a later look than this decision's (by this sidecar or
+                # another) is left as it is.
                 undecided = (decision.error is not None and not decision.entered_fallback) or \
-                    (self.verdict is not None and bool(self.verdict.holds()))
+                    (self.verdict is not None and self.verdict.held_anywhere())
                 self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided,
                                         seen_at=decision.looked_at)
                 if self.replication is not None and decision.replication is not None:

@@ -91,7 +91,7 @@ def build_cover(config: configuration.SidecarConfig, admin, pipeline):
 
     after, interval = config.cover_after.total_seconds(), config.cover_interval.total_seconds()
     topic = config.pipeline.heartbeats_topic
-    heartbeats = Heartbeats(config.pipeline.client, admin.cluster_id, config.broker_id, topic, after / 4,
+    heartbeats = Heartbeats(config.pipeline.client, admin.cluster_id, config.broker_id, topic, after,
                             ensure_topic=lambda: pipeline.ensure_heartbeats_topic(topic))
     cover = Cover(heartbeats, config.broker_id, after, interval)
     return CoverWatch(heartbeats, cover.targets, admin, config.storage_limit, interval, config.fill_window.total_seconds())

@@ -9,6 +9,11 @@ the last poll that succeeded), the factor is 0 whatever the cluster's view or th
 written before a pass reads the cluster, and again while it waits for the aggregator (up to poll.timeout, all of
 it when the aggregator is down), without waiting for either; and while the verdict holds, a decision lifts none.
 The agent that covers brokers whose agent is down (observe/cover_watch.py) writes their verdict alike.
+
+The other agents' decisions, made on DescribeLogDirs and not on the verdict's samples, see no violation in a dir
+judged within its reaction time of the limit: each agent's heartbeat says whether its verdict holds
+(observe/heartbeats.py), and while a live agent's does, the others lift nothing either (issue 19's half-hour
+soak: they lifted it 37 times, 5 s after each verdict, and the flood wrote again each time).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class LocalVerdict:
         self.confirmed_dirs: set[str] = set()  # local dirs the broker reported as the same filesystem
         self.written_while_deciding = False  # by the pass under way, while it waited for the aggregator
         self._deciding_on: records.Records | None = None  # that pass's records
+        self._held_by: list[int] = []  # the other agents whose verdict held at the last look
 
     def holds(self) -> list[str]:
         """Why the verdict holds: each confirmed dir of this broker the watch's last sample judges violated, and
@@ -53,6 +59,18 @@ class LocalVerdict:
             f"broker {broker}'s {log_dir} judged violated in DescribeLogDirs (its agent is down)"
             for broker, log_dir in self.cover.judged]
         return local + covered
+
+    def held_anywhere(self) -> bool:
+        """Whether this agent's verdict holds, or a live agent's heartbeat says its own does: a pass lifts nothing."""
+        return bool(self.holds()) or bool(self._held_elsewhere())
+
+    def _held_elsewhere(self) -> list[int]:
+        held_by = [] if self.cover is None else self.cover.heartbeats.holding_agents()
+        if held_by != self._held_by:
+            log.info("%s", f"the local verdict of agent(s) {held_by} holds: this agent lifts nothing until it lets go"
+                     if held_by else "no other agent's local verdict holds any more")
+            self._held_by = held_by
+        return held_by
 
     def write(self, all_records: records.Records, now: datetime, when: str) -> bool:
         """The quotas, when the verdict holds; whether it does."""

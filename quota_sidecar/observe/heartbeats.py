@@ -5,6 +5,9 @@ back at its start: the agents there are): N agents write 4N/`cover.after` record
 all. A beat counts from when this agent read it, on its own clock: the clocks of different hosts are never
 compared. An agent whose own beats do not come back (the pipeline cluster unreachable) knows nothing of the
 others (decide/cover.py).
+
+A beat also says whether the agent's local verdict holds; it beats at once when that changes, so that the other
+agents' passes lift nothing a verdict holds (act/local_verdict.py).
 """
 
 from __future__ import annotations
@@ -26,18 +29,22 @@ from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open
 log = logging.getLogger(__name__)
 
 HISTORY_SECONDS = 60.0
+PROMPT = 0.05  # s: how soon a change of the verdict is beaten, between two beats
 PERMANENT_BACKOFF = 10  # beat intervals between two tries after a failure retrying will not fix
 
 
 class Heartbeats:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int, topic: str,
-                 every: float, monotonic: Callable[[], float] = time.monotonic,
+                 after: float, monotonic: Callable[[], float] = time.monotonic,
                  ensure_topic: Callable[[], None] | None = None):
         self._client_config = dict(client_config)
-        self._cluster_id, self.agent, self.topic, self.every, self.monotonic = cluster_id, agent, topic, every, monotonic
+        self._cluster_id, self.agent, self.topic, self.monotonic = cluster_id, agent, topic, monotonic
+        self.after, self.every = after, after / 4  # an agent unheard for `after` is down (decide/cover.py)
         self._ensure_topic = ensure_topic  # creates the topic unless it exists, before the first beat
         self.reading_since = float("inf")  # when this agent started reading the beats: none heard before
         self._last_seen: dict[int, float] = {}  # agent -> when its newest beat was read
+        self._holding: dict[int, bool] = {}  # agent -> whether its newest beat said its local verdict holds
+        self.holding: Callable[[], bool] = lambda: False  # whether this agent's own verdict holds (loop.py)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._report = FailureReport("heartbeat", "heartbeats", first_only=True)
@@ -58,6 +65,13 @@ class Heartbeats:
     def last_seen(self) -> dict[int, float]:
         with self._lock:
             return dict(self._last_seen)
+
+    def holding_agents(self) -> list[int]:
+        """The other live agents (a beat read within `after`) whose newest beat said their local verdict holds."""
+        now = self.monotonic()
+        with self._lock:
+            return sorted(agent for agent, holding in self._holding.items()
+                          if holding and agent != self.agent and now - self._last_seen[agent] <= self.after)
 
     def _run(self) -> None:
         producer = consumer = None
@@ -103,16 +117,18 @@ class Heartbeats:
         return producer, consumer
 
     def _beat(self, producer: KafkaProducer, consumer: KafkaConsumer) -> None:
-        """Send this agent's beat, then read beats until the next is due."""
+        """Send this agent's beat, then read beats until the next is due, or until this agent's verdict changes."""
         cluster = self._cluster_id()
-        beat = messages.heartbeat(cluster, self.agent, datetime.now(timezone.utc))
+        holding = self.holding()
+        beat = messages.heartbeat(cluster, self.agent, datetime.now(timezone.utc), holding)
         producer.send(self.topic, key=messages.key(cluster, self.agent).encode(), value=messages.encode(beat))
         due = self.monotonic() + self.every
-        while (left := due - self.monotonic()) > 0 and not self._stop.is_set():
-            for batch in consumer.poll(timeout_ms=max(1, int(left * 1000))).values():
+        while (left := due - self.monotonic()) > 0 and not self._stop.is_set() and self.holding() == holding:
+            for batch in consumer.poll(timeout_ms=max(1, int(min(left, PROMPT) * 1000))).values():
                 read_at = self.monotonic()
                 with self._lock:
                     for record in batch:
                         message = messages.decode(record.value) or {}
                         if message.get("cluster") == cluster and isinstance(message.get("agent"), int):
                             self._last_seen[message["agent"]] = read_at
+                            self._holding[message["agent"]] = message.get("holding") is True

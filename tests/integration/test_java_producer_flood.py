@@ -259,3 +259,44 @@ def test_with_its_agent_stopped_the_broker_is_covered_and_a_full_speed_flood_nev
     assert throttled.at - crossed < 1.0, f"the quota came {throttled.at - crossed:.2f} s after the crossing"
     assert free.lowest() > 0, "the filesystem filled up"
     assert_online_and_every_acknowledged_record_read(cluster, small_dir, topic, output)
+
+
+def test_while_the_verdict_of_broker_3s_agent_holds_another_agent_lifts_nothing(flooded_broker, pipeline, tmp_path):
+    """Issue 19's half-hour soak: broker 3's agent judged its dir within its reaction time of the limit at the
+    flood's rate and wrote 1 B/s before the flood crossed; the agent beside broker 1, whose decisions see the
+    volume still above the limit in DescribeLogDirs, lifted the quota at its next pass, every pass, and the flood
+    wrote again each time. Broker 3's heartbeat says its verdict holds: broker 1's agent, passing every 2 s, lifts
+    nothing then; once the topic is deleted the verdict lets go, and the quota is lifted."""
+    cluster, small_dir, topic = flooded_broker
+    beside_3 = sidecar_beside_broker_3(cluster, pipeline, small_dir, tmp_path)
+    beside_1 = SidecarProcess("sidecar-1", tmp_path, {
+        "node.id": 1, PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers,
+        PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT, PREFIX + "produce": 1 << 30,
+        PREFIX + "storage.check.interval": "PT2S", **pipeline})
+    with beside_3, beside_1:
+        beside_3.wait_ready(), beside_1.wait_ready()
+        eventually(lambda: "3" in beside_1.status()["cover"]["agents_heard"], 30, "broker 1's agent hears broker 3's")
+        with DiskSampler(small_dir, every=0.01) as free:
+            started = time.monotonic()
+            producer = producer_performance(cluster.bootstrap_servers, topic, 2 * FILESYSTEM // RECORD, RECORD, 2500,
+                                            tmp_path / "producer.log", **FLOOD)
+            try:
+                throttled = beside_3.wait_for_line(r"producer_byte_rate: \S+ -> 1$", timeout=120, after=started)
+                time.sleep(20)  # ten passes of broker 1's agent
+            finally:
+                producer.send_signal(signal.SIGTERM)
+                producer.wait(30)
+        lifted_while_held = beside_1.first_line(r"producer_byte_rate: 1 -> ", after=throttled.at)
+        why = beside_3.first_line(r"local dir \S+ (at the limit|within)", after=started)
+        print(f"broker 3's verdict ({why.text.split(': quotas')[0] if why else '?'}) {throttled.at - started:.2f} s "
+              f"after the flood began; lowest free {free.lowest() / MiB:.1f} MiB (limit {LIMIT / MiB:.0f})")
+        assert lifted_while_held is None, f"broker 1's agent lifted the verdict's quota: {lifted_while_held.text}"
+        assert beside_1.first_line(r"the local verdict of agent\(s\) \[3\] holds", after=started), \
+            "broker 1's agent did not hear that broker 3's verdict holds"
+        deleted = time.monotonic()
+        with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            admin.delete_topics([topic])
+        let_go = beside_1.wait_for_line(r"no other agent's local verdict holds any more", timeout=120, after=deleted)
+        lifted = eventually(lambda: beside_1.first_line(r"producer_byte_rate: 1 -> \d+$", after=deleted)
+                            or beside_3.first_line(r"producer_byte_rate: 1 -> \d+$", after=deleted), 60, "the lift")
+    print(f"let go {let_go.at - deleted:.1f} s after the deletion, lifted {lifted.at - deleted:.1f} s after it")

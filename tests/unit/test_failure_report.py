@@ -274,7 +274,7 @@ def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_t
     quotas at the pass's start, and no decision lifts them while it stays judged."""
     admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
         "broker.id": 1, "produce": "1000000", "storage.per.volume.limit.min.available.bytes": str(MiB)})
-    heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0})  # the heartbeats, as read before 3 went silent
+    heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0}, holding_agents=list)  # as read before 3 went silent
     cover = CoverWatch(heard, lambda brokers, now: [3], admin, config.storage_limit, 0.2, 60.0)
     car = Sidecar(config, admin, up_store(), Decider(config, nothing_violated), clock=Clock(), cover=cover)
     in_force = []
@@ -285,6 +285,29 @@ def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_t
         in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
 
     assert car.watch is None and in_force == [(1.0, 1_000_000.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
+
+
+def test_while_another_agents_heartbeat_says_its_verdict_holds_a_decision_lifts_nothing(tmp_path):
+    """Issue 19's soak: broker 3's agent judged its dir within its reaction time of the limit and wrote 1 B/s; this
+    agent's decision, made on DescribeLogDirs, saw no violation and lifted it 5 s later. While broker 3's heartbeat
+    says its verdict holds, this agent's factor is 0 and it lifts nothing; once the verdict lets go, a pass lifts."""
+    admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
+        "broker.id": 1, "produce": "1000000", "storage.per.volume.limit.min.available.bytes": str(MiB)})
+    holding = []  # the agents whose newest heartbeat says their verdict holds
+    heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0}, holding_agents=lambda: list(holding))
+    cover = CoverWatch(heard, lambda brokers, now: [], admin, config.storage_limit, 0.2, 60.0)
+    car = Sidecar(config, admin, up_store(), Decider(config, nothing_violated), clock=Clock(), cover=cover)
+    in_force = []
+    for held_by in ([], [3], [3], []):
+        if held_by and not holding:
+            admin.quotas[None]["producer_byte_rate"] = 1.0  # broker 3's verdict, written by its own agent
+        holding[:] = held_by
+        car.clock.now += timedelta(seconds=10)
+        decision = car.run_pass()
+        in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
+
+    assert in_force == [(1.0, 1_000_000.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
+    assert heard.holding() is False  # what this agent's own beats say: its verdict does not hold
 
 
 @pytest.mark.parametrize("error, line", [
