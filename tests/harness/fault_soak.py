@@ -1,5 +1,6 @@
 """The fault soak's lab (issue 19): a 3-broker cluster with broker 3's log dir on a small filesystem, each broker in
-a network namespace of its own (netns.py, so that one can be cut off), an agent per broker and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 at full speed in rounds
+a network namespace of its own (netns.py, so that one can be cut off), an agent per broker in its broker's namespace (as
+in a pod) and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 at full speed in rounds
 (the topic deleted and made again between them, as an operator freeing the disk) and writing at a steady rate to a
 replicated topic; the nemesis's faults (nemesis.py) on its schedule; the invariants (invariants.py) checked every
 second and at the end. `benchmarks/soak.py` runs it for half an hour and writes the report; the integration test
@@ -119,7 +120,8 @@ class FaultSoak:
             self.aggregator = stack.enter_context(Aggregator(self.cluster.bootstrap_servers, self.work_dir / "agg"))
             self.aggregator.warm_up()
             self.admin.alter_user_quotas({BYSTANDER: {CONSUME: BYSTANDER_RATE}})
-            self.fleet = SidecarFleet(self.cluster.broker_ids, self.work_dir, self._agent_properties)
+            self.fleet = SidecarFleet(self.cluster.broker_ids, self.work_dir, self._agent_properties,
+                                      self._beside_its_broker)
             self.fleet.start(cleanup=True)
             stack.callback(self._stop_agents)
             steady = self._steady_load()
@@ -141,8 +143,13 @@ class FaultSoak:
         return {"events": self.nemesis.events, "ledger": self.ledger, "convergence": self.state.convergence,
                 "lowest_free": self.state.lowest_free}
 
+    def _beside_its_broker(self, broker: int) -> dict:
+        """As in a pod, the agent in its broker's network namespace: a broker cut off is cut off with its agent."""
+        return {"host": self.network.ip(broker), "command_prefix": self.network.in_namespace(broker, [])}
+
     def _agent_properties(self, broker: int) -> dict:
         return {"node.id": broker, PREFIX + "kafka.admin.bootstrap.servers": self.cluster.bootstrap_servers,
+                PREFIX + "http.host": self.network.ip(broker),  # reachable from here
                 PREFIX + "storage.check.interval": self.settings.check_interval,
                 PREFIX + "throttle.factor.validity.duration": f"PT{self.settings.validity:.0f}S",
                 PREFIX + "cover.after": self.settings.cover_after,

@@ -199,11 +199,12 @@ class SidecarProcess:
 
 
 class SidecarFleet:
-    """One sidecar per broker, as deployed: `properties_of(broker)` gives each its properties."""
+    """One sidecar per broker, as deployed: `properties_of(broker)` gives each its properties, `options_of(broker)`
+    its SidecarProcess options (where it runs)."""
 
-    def __init__(self, brokers: Iterable[int], work_dir: Path, properties_of, **options):
-        self.sidecars = {broker: SidecarProcess(f"sidecar-{broker}", work_dir, properties_of(broker), **options)
-                         for broker in brokers}
+    def __init__(self, brokers: Iterable[int], work_dir: Path, properties_of, options_of=lambda broker: {}):
+        self.sidecars = {broker: SidecarProcess(f"sidecar-{broker}", work_dir, properties_of(broker),
+                                                **options_of(broker)) for broker in brokers}
 
     def __getitem__(self, broker: int) -> SidecarProcess:
         return self.sidecars[broker]
