@@ -3,7 +3,8 @@
 A target is anything the sidecar sets on the cluster: a client quota key of one entity, a dynamic config
 key of one broker. The records (kept in the cluster, see cluster_store) say, for each target the sidecars
 wrote, the value it replaced and the value they last wrote (`records.Owned`), so clean-up restores the
-cluster even after a restart.
+cluster even after a restart. A record is written before its value, and keeps the value in force then: a value
+write that never happened (a crash, a timeout) leaves that one in force, still the sidecars'.
 
 Other tools and people write the same targets (`kafka-reassign-partitions --verify` removes every
 throttle rate, an operator raises a quota by hand). A value in force that is no longer what the sidecars
@@ -47,7 +48,7 @@ class Write:
         writer looked at the cluster."""
         if self.left_alone:
             return Owned(self.replaced, self.written, yielded=True, seen_at=seen_at)
-        return Owned(self.replaced, self.new, seen_at=seen_at)
+        return Owned(self.replaced, self.new, seen_at=seen_at, before=self.old, before_known=True)
 
 
 def plan(wanted: Mapping[Target, float | None], in_force: Mapping[Target, float | None],
@@ -80,8 +81,12 @@ def restore(in_force: Mapping[Target, float | None], owned: Mapping[Target, Owne
 
 
 def changed_by_others(mine: Owned, in_force: float | None) -> bool:
-    """The value in force is not the one the sidecars last wrote (unknowable for an old record: trusted)."""
-    return mine.written_known and not same(in_force, mine.written)
+    """The value in force is neither the one the sidecars last wrote nor the one that write was to change, which
+    is still in force when the write did not happen after its record (a crash, or a request that timed out: issue
+    19's soak, where taking it for someone else's change left a flood unthrottled). Unknowable for an old record:
+    trusted."""
+    unfinished = mine.before_known and same(in_force, mine.before)
+    return mine.written_known and not same(in_force, mine.written) and not unfinished
 
 
 def settle_races(owned: Mapping[Target, Owned], in_force: Mapping[Target, float | None],

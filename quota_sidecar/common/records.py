@@ -56,15 +56,20 @@ class Owned:
     # When the sidecar that last wrote it had looked at the cluster (epoch seconds; None: unknown): a sidecar
     # whose decision rests on an older look changes none of it (quota_writes.py).
     seen_at: float | None = None
+    # The value in force when they recorded `written`, before writing it: still in force, that write did not happen
+    # (a crash or a timeout between the record and the value), and the target is still theirs (ownership.py).
+    before: float | None = None
+    before_known: bool = False  # False for a record of a version that did not keep it
 
     def stored(self) -> dict:
         return {"replaced": self.replaced, "written": self.written, **({"yielded": True} if self.yielded else {}),
-                **({"seen_at": self.seen_at} if self.seen_at is not None else {})}
+                **({"seen_at": self.seen_at} if self.seen_at is not None else {}),
+                **({"before": self.before} if self.before_known else {})}
 
     @classmethod
     def read(cls, value: dict) -> Owned:
         return cls(value["replaced"], value.get("written"), "written" in value, bool(value.get("yielded")),
-                   value.get("seen_at"))
+                   value.get("seen_at"), value.get("before"), "before" in value)
 
 
 def owned(records: Records, kind: str) -> dict[tuple, Owned]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,12 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.waiting import WaitTimeout, eventually
+from quota_sidecar.act.cluster_store import RACE_SECONDS
+from quota_sidecar.common.errors import AdminError, RetryableAdminError
 from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.pipeline import end_offsets
+from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
@@ -153,6 +158,42 @@ def test_an_agent_held_at_the_limit_publishes_small_observations_onto_a_bounded_
         configs = admin.describe_configs("topic", [OBSERVATIONS_TOPIC])[OBSERVATIONS_TOPIC]
     assert {key: configs.get(key) for key in ("retention.bytes", "segment.bytes", "segment.ms")} == {
         "retention.bytes": str(8 * MiB), "segment.bytes": str(MiB), "segment.ms": "600000"}
+
+
+def test_a_quota_whose_record_was_written_but_not_its_value_is_still_the_sidecars(kafka_cluster, sidecars):
+    """Issue 19's second half-hour soak: an agent cut off with its broker wrote the record of the default user's
+    1 B/s, its producer gave up, and the value was never written, though the record landed; the flooded broker's
+    agent then found the lift's rate in force under a record saying 1 B/s, took it for someone else's change and
+    wrote no verdict: the disk filled. A record keeps the value its write changes too: still in force, the write
+    did not happen, and the target is still the sidecars'."""
+    sidecar = build_sidecar(cfg.from_properties({
+        P + "kafka.admin.bootstrap.servers": kafka_cluster.bootstrap_servers, P + "broker.id": "1",
+        P + "produce": str(PRODUCE_RATE), P + "storage.per.volume.limit.min.available.bytes": str(MiB)}))
+    sidecars.append(sidecar)
+    writer = sidecar.quota_writer
+
+    def default_user_rate():
+        return sidecar.admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE)
+
+    writer.apply(quotas.wanted(sidecar.config.quotas, 1.0), sidecar.read_records(), seen_at=_now())
+    assert eventually(lambda: default_user_rate() == PRODUCE_RATE, timeout=10)
+    time.sleep(RACE_SECONDS + 1)  # that write long past (57 s in the soak): not a race between two sidecars' writes
+
+    def records_written_then_the_values_timed_out(writes):  # fault injection: a cut-off agent's lost request
+        raise RetryableAdminError("AlterClientQuotas timed out (injected)")
+
+    writer._alter_quotas = records_written_then_the_values_timed_out
+    with pytest.raises(AdminError):
+        writer.apply(quotas.wanted(sidecar.config.quotas, 0.0), sidecar.read_records(), seen_at=_now())
+    del writer._alter_quotas  # the real AlterClientQuotas again
+    assert default_user_rate() == PRODUCE_RATE
+
+    writer.apply(sidecar.decider.judged_locally(_now()), sidecar.read_records(), seen_at=_now())  # the verdict
+    assert eventually(lambda: default_user_rate() == 1.0, timeout=10), "the verdict's quota was not written"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def _observations_since(kafka_cluster, start: dict[int, int], key_suffix: str) -> list[dict]:

@@ -43,9 +43,22 @@ def test_a_record_that_does_not_know_what_was_written_is_handed_back_as_before()
     assert (write.new, write.forget, write.changes) == (INITIAL, True, True)
 
 
-def test_a_new_write_records_the_value_written():
+def test_a_new_write_records_the_value_written_and_the_one_it_changes():
     [write] = ownership.plan({RATE: SIDECAR_RATE}, {RATE: INITIAL}, {})
-    assert write.record() == Owned(INITIAL, SIDECAR_RATE)
+    assert write.record() == Owned(INITIAL, SIDECAR_RATE, before=INITIAL, before_known=True)
+
+
+def test_a_record_whose_value_was_never_written_leaves_the_target_the_sidecars():
+    """Issue 19's second half-hour soak: an agent cut off with its broker recorded 1 B/s for the default user, its
+    producer timed out and the value was never written (the record landed all the same); the next verdict found
+    the lift's 1 GiB/s in force under a record saying 1, took it for someone else's change and wrote nothing: the
+    disk filled. In force is still the value that write was to change: the target is still the sidecars'."""
+    unfinished = Owned(None, 1.0, before=SIDECAR_RATE, before_known=True)
+    [write] = ownership.plan({RATE: 1.0}, {RATE: SIDECAR_RATE}, {RATE: unfinished})
+    assert (write.old, write.new, write.left_alone) == (SIDECAR_RATE, 1.0, False)
+    assert ownership.plan({RATE: SIDECAR_RATE}, {RATE: SIDECAR_RATE}, {RATE: unfinished}) == []  # nothing to change
+    [changed] = ownership.plan({RATE: 1.0}, {RATE: 2_000_000.0}, {RATE: unfinished})  # neither value: an operator's
+    assert changed.left_alone
 
 
 class RecordingStore:
