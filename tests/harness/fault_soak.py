@@ -27,9 +27,10 @@ import psutil
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
+from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
 from quota_sidecar.configuration.properties import PREFIX
-from quota_sidecar.decide.pipeline import end_offsets
+from quota_sidecar.decide import cordons
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
 
@@ -37,7 +38,7 @@ from .aggregator import Aggregator
 from .disk import DiskSampler
 from .invariants import Ledger
 from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
-                          reassign_partitions)
+                          read_back, reassign_partitions)
 from .local_cluster import LocalKafkaCluster
 from .nemesis import Fault, Nemesis
 from .netns import TestNetwork
@@ -292,17 +293,26 @@ class FaultSoak:
         self.ledger.check("memory steady", bool(grown) and not too_much,
                           ", ".join(f"{n} +{g / MiB:.0f} MiB" for n, g in too_much.items()) or "none compared", at)
         self._stop_agents()
-        left = {entity: keys for entity, keys in self.admin.describe_user_quotas().items() if entity != BYSTANDER}
-        self.ledger.check("nothing left after clean-up", not left, f"quotas left: {left}", at)
+        self.ledger.check("nothing left after clean-up", not (left := self._left_by_sidecars()), f"left: {left}", at)
         logs = [*(sidecar.log_path for sidecar in self.fleet), self.aggregator.process.log_path]
         tracebacks = [path.name for path in logs if TRACEBACK.search(path.read_text(errors="replace"))]
         self.ledger.check("no traceback", not tracebacks, f"in {tracebacks}", at)
 
+    def _left_by_sidecars(self) -> dict:
+        """What the sidecars set and did not hand back: quotas (the bystander's is the operator's), cordons, records."""
+        left = {f"quota of {entity}": keys for entity, keys in self.admin.describe_user_quotas().items()
+                if entity != BYSTANDER}
+        cordoned = self.admin.describe_configs("broker", self.cluster.broker_ids, [cordons.KEY])
+        left.update({f"broker {broker}'s {cordons.KEY}": configs[cordons.KEY]
+                     for broker, configs in cordoned.items() if configs.get(cordons.KEY)})
+        with ClusterStore({"bootstrap_servers": self._servers()}) as store:
+            left.update({f"record {key}": value for key, value in store.read_all(create=False).items()})
+        return left
+
     def _steady_read_back(self) -> tuple[int, int]:
-        """(the records in the steady topic, those ProducerPerformance saw acknowledged): its high watermarks, as no
-        record of it is ever deleted."""
-        in_topic = sum(end_offsets({"bootstrap_servers": self._servers()}, "steady").values())
-        return in_topic, acknowledged_so_far((self.work_dir / "steady.log").read_text())
+        """(the records read back from the steady topic, those ProducerPerformance saw acknowledged)."""
+        read, _ = read_back(self._servers(), "steady")
+        return read, acknowledged_so_far((self.work_dir / "steady.log").read_text())
 
     # -------------------------------------------------------------- helpers
 

@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from kafka import KafkaConsumer, TopicPartition
+
 from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
 
 TOOLS_CLASSPATH_FILE = DEFAULT_CLASSPATH_FILE.with_name("kafka-tools.classpath")
@@ -78,6 +80,28 @@ def acknowledged_so_far(output: str) -> int:
     if totals:
         return int(totals[-1].split()[0])
     return sum(int(line.split()[0]) for line in windows if re.match(r"\d+ records sent, ", line))
+
+
+def read_back(bootstrap_servers: str, topic: str) -> tuple[int, int]:
+    """(the records read from the start of every partition of `topic` up to its high watermark as now, the sum of
+    those high watermarks): what producers saw acknowledged (acks=all) must be read, not only counted."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, consumer_timeout_ms=10000,
+                             fetch_max_bytes=8 << 20, max_partition_fetch_bytes=8 << 20)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ends = consumer.end_offsets(partitions)
+        read = 0
+        while any(consumer.position(partition) < ends[partition] for partition in partitions):
+            batches = consumer.poll(timeout_ms=5000)
+            if not batches:
+                break
+            read += sum(1 for partition, records in batches.items() for record in records
+                        if record.offset < ends[partition])
+        return read, sum(ends.values())
+    finally:
+        consumer.close()
 
 
 def reassign_partitions(bootstrap_servers: str, targets: dict[tuple[str, int], list[int]],

@@ -23,11 +23,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.disk import DiskSampler
-from harness.kafka_tools import acknowledged_so_far, producer_performance
+from harness.kafka_tools import acknowledged_so_far, producer_performance, read_back
 from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS
 from harness.sidecar_process import LogLine, SidecarProcess
 from harness.waiting import eventually
@@ -72,26 +71,6 @@ def sidecar_beside_broker_3(cluster, pipeline: dict, small_dir: str, work_dir: P
                   PREFIX + "produce": 1 << 30, **pipeline,
                   **{PREFIX + key: value for key, value in {**zookeeper, **keys}.items()}}
     return SidecarProcess("sidecar-3", work_dir, properties)
-
-
-def read_back(bootstrap: str, topic: str) -> tuple[int, int]:
-    """(records read from the start of the topic's one partition, its high watermark)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10000,
-                             fetch_max_bytes=8 * MiB, max_partition_fetch_bytes=8 * MiB)
-    try:
-        partition = TopicPartition(topic, 0)
-        consumer.assign([partition])
-        consumer.seek_to_beginning(partition)
-        end = consumer.end_offsets([partition])[partition]
-        count = 0
-        while consumer.position(partition) < end:
-            batch = consumer.poll(timeout_ms=5000)
-            if not batch:
-                break
-            count += sum(len(records) for records in batch.values())
-        return count, end
-    finally:
-        consumer.close()
 
 
 def full_speed_until_throttled(sidecar: SidecarProcess, cluster, topic: str, output: Path, started: float) -> LogLine:
