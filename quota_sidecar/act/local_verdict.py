@@ -80,8 +80,8 @@ class LocalVerdict:
         writes, started = self.counters.writes, time.monotonic()
         try:
             self.quota_writer.apply(self.judged_locally(now), all_records, seen_at=now)
-        except AdminError as error:  # the pass's own writes try again, and report a failure
-            log.debug("writing the quotas of a local dir at the limit failed: %s", error)
+        except AdminError as error:  # the pass's own writes try again; a verdict not in force is said at once
+            log.warning("%s: writing the local verdict's quotas %s failed: %s", "; ".join(reasons), when, error)
         if self.counters.writes > writes:
             if self.watch is not None:
                 self.watch.reacted(time.monotonic() - started)
