@@ -115,6 +115,8 @@ class Sidecar:
     def _pass(self) -> Decision:
         now = self.clock()
         try:
+            if self.verdict is not None:
+                self.verdict.write_ahead(now)
             all_records = self.read_records()
             if self._write_the_local_verdict(all_records, now):
                 all_records = self.read_records()  # the pass plans its writes on the records as they are now

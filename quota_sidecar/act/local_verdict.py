@@ -48,6 +48,7 @@ class LocalVerdict:
         self.written_while_deciding = False  # by the pass under way, while it waited for the aggregator
         self._deciding_on: records.Records | None = None  # that pass's records
         self._held_by: list[int] = []  # the other agents whose verdict held at the last look
+        self._records: records.Records | None = None  # as the last pass read them, for write_ahead
 
     def holds(self) -> list[str]:
         """Why the verdict holds: each confirmed dir of this broker the watch's last sample judges violated, and
@@ -72,14 +73,22 @@ class LocalVerdict:
             self._held_by = held_by
         return held_by
 
-    def write(self, all_records: records.Records, now: datetime, when: str) -> bool:
+    def write_ahead(self, now: datetime) -> None:
+        """Before a pass reads the records (a read that stalls while the records topic's leader is cut off, ~10 s
+        until Kafka fences it: issue 19's soak, where a flood wrote 735 MiB past the limit meanwhile), the writes
+        that the records last read name already: their values go first, without a record (ownership.Write.named)."""
+        if self._records is not None:
+            self.write(self._records, now, "before the pass reads the records", named_only=True)
+
+    def write(self, all_records: records.Records, now: datetime, when: str, named_only: bool = False) -> bool:
         """The quotas, when the verdict holds; whether it does."""
+        self._records = all_records
         reasons = self.holds()
         if not reasons:
             return False
         writes, started = self.counters.writes, time.monotonic()
         try:
-            self.quota_writer.apply(self.judged_locally(now), all_records, seen_at=now)
+            self.quota_writer.apply(self.judged_locally(now), all_records, seen_at=now, named_only=named_only)
         except AdminError as error:  # the pass's own writes try again; a verdict not in force is said at once
             log.warning("%s: writing the local verdict's quotas %s failed: %s", "; ".join(reasons), when, error)
         if self.counters.writes > writes:

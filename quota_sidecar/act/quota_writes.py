@@ -25,12 +25,13 @@ class QuotaWriter:
         self.tenants = quotas.TenantCount(0, 0)
 
     def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
-              seen_at: datetime | None = None) -> None:
+              seen_at: datetime | None = None, named_only: bool = False) -> None:
         """Write what differs from `wanted`, decided from a look at the cluster at `seen_at`. A quota another
         sidecar wrote from a later look (its local verdict while this pass waited for the aggregator, a lift
         after this sidecar's last valid decision) is left as it is: this decision did not see what that one saw.
         `tighten_only`: a poll that could not decide knows nothing new, so it may keep a throttle (retrying a
-        write that failed) but lifts none."""
+        write that failed) but lifts none. `named_only`: only the writes whose value the records name already
+        (ownership.Write.named), for records that may be stale: the others need records read now."""
         looked = None if seen_at is None else seen_at.timestamp()
 
         def planned(all_records: records.Records, settle: bool = False) -> tuple[dict, list[ownership.Write]]:
@@ -40,6 +41,7 @@ class QuotaWriter:
                 owned = self._settled(owned, quotas.flatten(in_force))
             writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
+                              and (not named_only or write.named)
                               and not _seen_later(owned.get(write.target), looked, write)]
 
         # Races between sidecars are settled on the second look's fresh records only: the pass's may not show

@@ -15,7 +15,7 @@ from quota_sidecar.decide.decider import Decider
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.observe.cover_watch import CoverWatch
 
-from builders import AT, Clock, MiB, sidecar_config
+from builders import AT, Clock, MemoryStore, MiB, sidecar_config
 
 CAUSE = "cannot reach any bootstrap server 127.0.0.1:1 (connection refused)"
 
@@ -267,6 +267,44 @@ def test_while_the_watch_predicts_a_violation_a_decision_that_does_not_lifts_no_
 
     # the pass's factor is the verdict's while it holds, as status shows it; lifted once the watch no longer predicts it
     assert in_force == [(0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
+
+
+class StallingStore(MemoryStore):
+    """Fault injection: while `down`, the records can be neither read nor written, as while the records topic's
+    leader is cut off (until Kafka fences it, ~10 s)."""
+
+    down = False
+
+    def read_all(self, create=True):
+        if self.down:
+            raise RetryableAdminError("reading __quota_sidecar_state failed: KafkaTimeoutError: Failed to get offsets "
+                                      "by timestamps in 9999 ms")
+        return super().read_all(create)
+
+    def write_many(self, changes):
+        if self.down and changes:
+            raise RetryableAdminError("writing to __quota_sidecar_state failed: KafkaTimeoutError")
+        super().write_many(changes)
+
+
+def test_while_the_records_stall_a_verdict_that_the_records_name_is_written_all_the_same(tmp_path):
+    """Issue 19's seed-2 soak: the records topic's leader cut off, every read of it stalled ~10 s while a flood
+    began, and the local verdict, which read the records first and wrote its record before its value, wrote nothing
+    (another agent's cover did, 735 MiB past the limit). A quota the records already name (1 B/s, written by an
+    earlier verdict) goes first now, on the records the last pass read."""
+    admin, store = LocalDirAdmin(str(tmp_path)), StallingStore()
+    config = sidecar_config(**{
+        "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
+        "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "0.0001"})
+    car = Sidecar(config, admin, store, Decider(config, nothing_violated), clock=Clock())
+    in_force = []
+    for judged, stalled in (([], False), ([str(tmp_path)], False), ([], False), ([str(tmp_path)], True)):
+        car.watch.judged, store.down = judged, stalled
+        car.clock.now += timedelta(seconds=10)
+        car.run_pass()
+        in_force.append(admin.quotas[None]["producer_byte_rate"])
+
+    assert in_force == [1_000_000.0, 1.0, 1_000_000.0, 1.0]  # throttled, lifted, throttled with the records away
 
 
 def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_that_covers_it(tmp_path):

@@ -78,6 +78,24 @@ class RecordingStore:
             self.delete(key) if value is None else self.put(key, value)
 
 
+def test_a_value_the_record_names_goes_before_its_record_and_any_other_after_it():
+    """A throttle lifted then written again: the record names 1 B/s (in force before the lift), so the value needs no
+    record first, and a records topic that stalls does not hold it back; a value it does not name is recorded first."""
+    store, applied = RecordingStore(), []
+    lifted = Owned(None, SIDECAR_RATE, before=1.0, before_known=True)
+    writes = [*ownership.plan({RATE: 1.0}, {RATE: SIDECAR_RATE}, {RATE: lifted}),
+              *ownership.plan({"other": 3.0}, {"other": 2.0}, {})]
+    assert [w.named for w in writes] == [True, False]
+
+    def apply_all(batch):
+        applied.extend(w.target for w in batch)
+        store.log.append(("values", tuple(applied)))
+
+    ownership.carry_out_together(writes, store, str, apply_all, lambda write: None)
+    assert store.log == [("put", "other"), ("values", (RATE, "other")), ("put", RATE)]
+    assert store.records[RATE] == {"replaced": None, "written": 1.0, "before": SIDECAR_RATE}
+
+
 def test_carry_out_never_writes_a_value_left_alone_even_when_forced():
     store, applied, told = RecordingStore(), [], []
     writes = [*ownership.restore({RATE: 2_000_000.0}, {RATE: Owned(INITIAL, SIDECAR_RATE)}),
