@@ -3,24 +3,33 @@
 Each broker runs in a network namespace of its own (harness/netns.py) beside three KRaft controllers alone. A link
 taken down sends no reset: the sidecar's connection to that broker looks alive. A quota the sidecar sent there
 waited out request.timeout.ms (30 s) and then failed, 1 write in 6, while a full-speed flood onto another broker
-filled its disk in a second; the soak's half hour lost broker 3's log dir so.
+filled its disk in a second; the soak's half hour lost broker 3's log dir so. And the sidecars' records topic whose
+leader is cut off stalls every read of it until Kafka fences that broker (~10 s): the local verdict must not wait.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 
 import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.kafka_tools import active_controller
 from harness.netns import TestNetwork, unavailable_reason
-from harness.waiting import eventually
+from harness.waiting import WaitTimeout, eventually
+from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
+from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.wiring import build_sidecar
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]
 BROKERS = (1, 2, 3)
+MiB = 1 << 20
+PRODUCE_RATE = 5_000_000
 
 
 @pytest.fixture
@@ -30,7 +39,8 @@ def cut_off_lab(make_kafka_cluster):
     with TestNetwork(BROKERS, 1 << 30, subnet=21) as network:
         cluster = make_kafka_cluster(
             brokers=len(BROKERS), network_namespaces={b: (network.namespace(b), network.ip(b)) for b in BROKERS},
-            controllers=3, controller_host=network.bridge_ip)
+            controllers=3, controller_host=network.bridge_ip, small_log_dirs={(3, 0): 128 * MiB},
+            broker_properties={"log.segment.delete.delay.ms": "1000", "file.delete.delay.ms": "1000"})
         yield network, cluster
         cluster.stop()  # inside the namespaces' life
 
@@ -53,3 +63,75 @@ def test_a_quota_write_is_answered_within_seconds_while_a_broker_is_cut_off(cut_
             admin.alter_user_quotas({None: {PRODUCE: None}})
     print("quota writes with broker 1 cut off: " + ", ".join(f"{seconds:.2f}" for seconds in took) + " s")
     assert max(took) < 5.0, took
+
+
+def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut_off(cut_off_lab, pipeline, sidecars):
+    """Issue 19's seed-2 soak: the records topic's leader cut off, every read of it stalled ~10 s as a flood began,
+    and the local verdict, which read the records first and wrote its record before its value, wrote nothing until
+    another agent's cover did, 735 MiB past the limit. Broker 3's agent (in this process) throttles and lifts once;
+    then the records topic's leader is cut off and the dir crosses the limit again: the verdict's quota, which the
+    records name already, is in force before the pass reads them."""
+    network, cluster = cut_off_lab
+    small_dir = cluster.log_dirs(3)[0]
+    free = os.statvfs(small_dir).f_bavail * os.statvfs(small_dir).f_frsize
+    sidecar = build_sidecar(cfg.from_properties({
+        cfg.PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, cfg.PREFIX + "poll.timeout": "PT60S",
+        cfg.PREFIX + "broker.id": "3", cfg.PREFIX + "storage.local.log.dirs": small_dir,
+        cfg.PREFIX + "produce": str(PRODUCE_RATE),
+        cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": str(free - 16 * MiB), **pipeline}))
+    sidecars.append(sidecar)
+
+    def default_user_rate():
+        return sidecar.admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE)
+
+    assert sidecar.run_pass().throttle_factor == 1.0  # confirms the dir
+    _fill(cluster, "first", 24)
+    sidecar.watch.sample()
+    assert sidecar.run_pass().throttle_factor == 0.0 and default_user_rate() == 1.0
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.delete_topics(["first"])
+    def away_from_the_limit():
+        sidecar.watch.sample()
+        return not sidecar.watch.at_limit
+
+    eventually(away_from_the_limit, 30, "the dir away from the limit once the topic is deleted")
+    assert sidecar.run_pass().throttle_factor == 1.0 and default_user_rate() == PRODUCE_RATE  # lifted
+
+    _fill(cluster, "second", 24)
+    with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
+        leader = admin.describe_partitions([RECORDS_TOPIC])[(RECORDS_TOPIC, 0)].leader
+    in_force_when_read = []
+    read_all = sidecar.store.read_all
+
+    def probed(*args, **kwargs):  # a probe around the real read: is the verdict's quota in force already?
+        in_force_when_read.append(_within(lambda: default_user_rate() == 1.0, 3.0))
+        return read_all(*args, **kwargs)
+
+    network.cut(leader)
+    try:
+        sidecar.watch.sample()
+        assert sidecar.watch.at_limit == [small_dir]
+        sidecar.store.read_all = probed
+        sidecar.run_pass()
+    finally:
+        network.heal(leader)
+    print(f"records topic's leader: broker {leader}; verdict in force when the pass read the records: "
+          f"{in_force_when_read}")
+    assert in_force_when_read[:1] == [True], "the verdict waited for the records topic"
+
+
+def _within(condition, timeout: float) -> bool:
+    try:
+        return bool(eventually(condition, timeout, every=0.05))
+    except WaitTimeout:
+        return False
+
+
+def _fill(cluster, topic: str, mebibytes: int) -> None:
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, replica_assignments={0: [3]})])
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    for _ in range(mebibytes):
+        producer.send(topic, os.urandom(MiB - 1024))
+    producer.flush(60)
+    producer.close()
