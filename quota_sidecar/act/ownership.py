@@ -3,8 +3,9 @@
 A target is anything the sidecar sets on the cluster: a client quota key of one entity, a dynamic config
 key of one broker. The records (kept in the cluster, see cluster_store) say, for each target the sidecars
 wrote, the value it replaced and the value they last wrote (`records.Owned`), so clean-up restores the
-cluster even after a restart. A record is written before its value, and keeps the value in force then: a value
-write that never happened (a crash, a timeout) leaves that one in force, still the sidecars'.
+cluster even after a restart. A record is written before its value (after it when it names that value already:
+`Write.named`), and keeps the value in force then: a value write that never happened (a crash, a timeout) leaves
+that one in force, still the sidecars'.
 
 Other tools and people write the same targets (`kafka-reassign-partitions --verify` removes every
 throttle rate, an operator raises a quota by hand). A value in force that is no longer what the sidecars
