@@ -10,7 +10,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
 
@@ -80,6 +81,17 @@ def acknowledged_so_far(output: str) -> int:
     if totals:
         return int(totals[-1].split()[0])
     return sum(int(line.split()[0]) for line in windows if re.match(r"\d+ records sent, ", line))
+
+
+def fill(bootstrap_servers: str, topic: str, broker: int, mebibytes: int) -> None:
+    """A new one-partition topic on `broker`, written `mebibytes` of random records of ~1 MiB (acks=all)."""
+    with KafkaAdminClient(bootstrap_servers=bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, replica_assignments={0: [broker]})])
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
+    for _ in range(mebibytes):
+        producer.send(topic, os.urandom((1 << 20) - 1024))
+    producer.flush(60)
+    producer.close()
 
 
 def read_back(bootstrap_servers: str, topic: str) -> tuple[int, int]:

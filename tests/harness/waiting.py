@@ -47,3 +47,11 @@ def equal(read: Callable[[], T], expected: T, timeout: float = 15.0, every: floa
     except WaitTimeout:
         raise WaitTimeout(f"still {last[0]!r} after {timeout:.0f}s, expected {expected!r}") from None
     return expected
+
+
+def within(condition: Callable[[], object], timeout: float) -> bool:
+    """Whether `condition` holds within `timeout` seconds (checked every 50 ms): a probe's answer, not a failure."""
+    try:
+        return bool(eventually(condition, timeout, every=0.05))
+    except WaitTimeout:
+        return False

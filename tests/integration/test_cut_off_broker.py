@@ -14,12 +14,11 @@ import time
 from datetime import datetime, timezone
 
 import pytest
-from kafka import KafkaProducer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
-from harness.kafka_tools import active_controller
+from harness.kafka_tools import active_controller, fill
 from harness.netns import TestNetwork, unavailable_reason
-from harness.waiting import WaitTimeout, eventually
+from harness.waiting import eventually, within
 from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.quotas import PRODUCE
@@ -85,7 +84,7 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
         return sidecar.admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE)
 
     assert sidecar.run_pass().throttle_factor == 1.0  # confirms the dir
-    _fill(cluster, "first", 24)
+    fill(cluster.bootstrap_servers, "first", 3, 24)
     sidecar.watch.sample()
     assert sidecar.run_pass().throttle_factor == 0.0 and default_user_rate() == 1.0
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
@@ -97,14 +96,14 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
     eventually(away_from_the_limit, 30, "the dir away from the limit once the topic is deleted")
     assert sidecar.run_pass().throttle_factor == 1.0 and default_user_rate() == PRODUCE_RATE  # lifted
 
-    _fill(cluster, "second", 24)
+    fill(cluster.bootstrap_servers, "second", 3, 24)
     with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
         leader = admin.describe_partitions([RECORDS_TOPIC])[(RECORDS_TOPIC, 0)].leader
     in_force_when_read = []
     read_all = sidecar.store.read_all
 
     def probed(*args, **kwargs):  # a probe around the real read: is the verdict's quota in force already?
-        in_force_when_read.append(_within(lambda: default_user_rate() == 1.0, 3.0))
+        in_force_when_read.append(within(lambda: default_user_rate() == 1.0, 3.0))
         return read_all(*args, **kwargs)
 
     network.cut(leader)
@@ -118,20 +117,3 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
     print(f"records topic's leader: broker {leader}; verdict in force when the pass read the records: "
           f"{in_force_when_read}")
     assert in_force_when_read[:1] == [True], "the verdict waited for the records topic"
-
-
-def _within(condition, timeout: float) -> bool:
-    try:
-        return bool(eventually(condition, timeout, every=0.05))
-    except WaitTimeout:
-        return False
-
-
-def _fill(cluster, topic: str, mebibytes: int) -> None:
-    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(topic, replica_assignments={0: [3]})])
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
-    for _ in range(mebibytes):
-        producer.send(topic, os.urandom(MiB - 1024))
-    producer.flush(60)
-    producer.close()

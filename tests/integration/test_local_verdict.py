@@ -13,7 +13,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.waiting import WaitTimeout, eventually
+from harness.kafka_tools import fill
+from harness.waiting import eventually, within
 from quota_sidecar.act.cluster_store import RACE_SECONDS
 from quota_sidecar.common.errors import AdminError, RetryableAdminError
 from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC
@@ -62,7 +63,7 @@ def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_
             # answering the describe may lag the controller briefly; the volumes are read only after the wait)
             def throttled():
                 return sidecar.admin.describe_user_quotas([None]).get(None, {}).get(PRODUCE) == 1.0
-            in_force_when_read.append(bool(_within(throttled, 5.0)))
+            in_force_when_read.append(bool(within(throttled, 5.0)))
             return describe_volumes(*args, **kwargs)
 
         sidecar.admin.describe_volumes = probed
@@ -87,7 +88,7 @@ def test_another_sidecars_decision_from_an_earlier_look_does_not_lift_the_verdic
     other = next(b for b in kafka_cluster.cluster.broker_ids if b != broker)
     free = os.statvfs(small_dir).f_bavail * os.statvfs(small_dir).f_frsize
     limit = free - 4 * MiB  # crossed by the 8 MiB written below, also if an earlier test's deleted topic goes meanwhile
-    fill = 8 + -(-_pending_deletion_bytes(small_dir) // MiB)
+    mebibytes = 8 + -(-_pending_deletion_bytes(small_dir) // MiB)
 
     def sidecar_of(broker_id: int, **local):
         sidecar = build_sidecar(cfg.from_properties({
@@ -105,7 +106,7 @@ def test_another_sidecars_decision_from_an_earlier_look_does_not_lift_the_verdic
     def decide_then_cross(observation):  # the other sidecar's decision is made; the crossing comes before its writes
         decision = decide(observation)
         assert decision.throttle_factor == 1.0, decision
-        _fill(kafka_cluster, unique_name, broker, fill)
+        fill(kafka_cluster.bootstrap_servers, unique_name, broker, mebibytes)
         watching.watch.sample()
         assert watching.run_pass().throttle_factor == 0.0
         return decision
@@ -217,19 +218,6 @@ def _observations_on_disk(kafka_cluster) -> int:
                for segment in Path(log_dir).glob(f"{OBSERVATIONS_TOPIC}-*/*.log"))
 
 
-def _fill(kafka_cluster, topic: str, broker: int, mebibytes: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers)
-    try:
-        admin.create_topics([NewTopic(topic, replica_assignments={0: [broker]})])
-    finally:
-        admin.close()
-    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers, acks="all")
-    for _ in range(mebibytes):
-        producer.send(topic, os.urandom(MiB - 1024))
-    producer.flush(60)
-    producer.close()
-
-
 def _pending_deletion_bytes(log_dir: str) -> int:
     """What the broker frees on its own soon: the files of deleted partitions (`*-delete`) not yet removed."""
     return sum(f.stat().st_size for d in Path(log_dir).glob("*-delete") for f in d.iterdir())
@@ -241,10 +229,3 @@ def _delete(kafka_cluster, topic: str) -> None:
         admin.delete_topics([topic])
     finally:
         admin.close()
-
-
-def _within(condition, timeout: float) -> bool:
-    try:
-        return eventually(condition, timeout, every=0.05)
-    except WaitTimeout:
-        return False
