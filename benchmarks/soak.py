@@ -25,9 +25,11 @@ TITLE = "Fault soak"
 
 def run(minutes: float, seed: int, kinds: list[str], keep: str | None = None) -> tuple[Result, bool]:
     seconds = minutes * 60
-    faults = schedule(seed, seconds, [1, 2, 3], kinds)
-    print("\n".join(f"  {fault}" for fault in faults), flush=True)
     settings = SoakSettings()
+    # a long quiet after every 4th fault, in which the quotas must converge (faults come closer than that otherwise)
+    faults = schedule(seed, seconds - settings.final_quiet(), [1, 2, 3], kinds,
+                      long_gap=(4, settings.final_quiet()))
+    print("\n".join(f"  {fault}" for fault in faults), flush=True)
     if keep:
         Path(keep).mkdir(parents=True)
     with LoadWatch() as load, (contextlib.nullcontext(keep) if keep else
@@ -42,7 +44,10 @@ def run(minutes: float, seed: int, kinds: list[str], keep: str | None = None) ->
         f"topic; check interval {settings.check_interval}, validity {settings.validity:.0f} s. "
         f"**{len(ledger.violations)} violations**. The small filesystem's lowest free space: "
         f"**{outcome['lowest_free'] / MiB:.0f} MiB** (its hard limit {LIMIT / MiB:.0f} MiB: what the flood wrote "
-        f"past it, {max(0, LIMIT - outcome['lowest_free']) / MiB:.0f} MiB, is the reserve the faults needed).",
+        f"past it, {max(0, LIMIT - outcome['lowest_free']) / MiB:.0f} MiB, is the reserve the faults needed). "
+        f"The default user's produce quota was 1 B/s in {outcome['throttled']} of the seconds checked; the steady "
+        f"producer had {outcome['acknowledged']:,} records acknowledged. The run ended with "
+        f"{settings.final_quiet():.0f} s without faults.",
         report(ledger, events, outcome["convergence"]),
         provenance(this_command(), load)])
     return Result(TITLE, markdown), clean

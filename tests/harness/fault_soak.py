@@ -36,7 +36,7 @@ from quota_sidecar.observe.admin import ClusterAdmin
 
 from .aggregator import Aggregator
 from .disk import DiskSampler
-from .invariants import Ledger
+from .invariants import Convergence, Ledger
 from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
                           read_back, reassign_partitions)
 from .local_cluster import LocalKafkaCluster
@@ -76,6 +76,15 @@ class SoakSettings:
     validity: float = 60.0  # throttle.factor.validity.duration, seconds
     cover_after: str = "PT2S"
 
+    def converge_within(self) -> float:
+        """Issue 19: the quotas in force are the volumes' within a validity and two check intervals of a heal."""
+        return self.validity + 2 * _seconds(self.check_interval)
+
+    def final_quiet(self) -> float:
+        """The quiet a soak ends with after its last heal: without it the convergence invariant could not fail
+        where faults come closer together than converge_within (no gap of seed 2's half hour was that long)."""
+        return self.converge_within() + 10.0
+
 
 @dataclass
 class SoakState:
@@ -84,6 +93,8 @@ class SoakState:
     round: int = 0
     convergence: dict[str, list[float]] = field(default_factory=dict)  # fault kind -> seconds to converge after it
     lowest_free: int = 0  # bytes: the small filesystem's lowest free space over the run
+    throttled: int = 0  # seconds checked with the default user's produce quota at 1 B/s
+    acknowledged: int = 0  # the steady producer's acknowledged records
 
 
 class FaultSoak:
@@ -108,7 +119,12 @@ class FaultSoak:
     # -------------------------------------------------------------- the lab
 
     def run(self, faults: list[Fault], seconds: float) -> dict:
-        """The soak: the lab up, the load on, the schedule run for `seconds`, then the end checks and clean-up."""
+        """The soak: the lab up, the load on, the schedule run for `seconds`, then the end checks and clean-up.
+        The schedule's last fault heals settings.final_quiet() before the end."""
+        last_heal = max((fault.at + fault.hold for fault in faults), default=0.0)
+        if last_heal > seconds - self.settings.final_quiet():
+            raise ValueError(f"the last fault heals at +{last_heal:.0f} s: a soak of {seconds:.0f} s ends with "
+                             f"{self.settings.final_quiet():.0f} s without faults")
         with contextlib.ExitStack() as stack:
             self.network = stack.enter_context(TestNetwork(BROKERS, LINK_RATE, subnet=SUBNET))
             self.cluster = stack.enter_context(LocalKafkaCluster(
@@ -142,7 +158,8 @@ class FaultSoak:
             self._stop_process(steady)
             self._end_checks()
         return {"events": self.nemesis.events, "ledger": self.ledger, "convergence": self.state.convergence,
-                "lowest_free": self.state.lowest_free}
+                "lowest_free": self.state.lowest_free, "throttled": self.state.throttled,
+                "acknowledged": self.state.acknowledged}
 
     def _beside_its_broker(self, broker: int) -> dict:
         """As in a pod, the agent in its broker's network namespace: a broker cut off is cut off with its agent."""
@@ -225,46 +242,48 @@ class FaultSoak:
     # -------------------------------------------------------------- the checks
 
     def _check_every_second(self) -> None:
-        converging: tuple[str, float] | None = None  # (the kind of the fault last healed, when), until converged
-        healed_at = None
-        while not self._stop.wait(1.0):
-            at = self._now()
-            try:
-                volumes = self.admin.describe_volumes(self.cluster.broker_ids, datetime.now(timezone.utc))
-                quotas = self.admin.describe_user_quotas([None, BYSTANDER])
-            except Exception:  # a broker down or paused: the next second asks again
+        convergence = Convergence(self.settings.converge_within())
+        self.state.convergence = convergence.after
+        with (self.work_dir / "timeline.csv").open("w", buffering=1) as timeline:
+            timeline.write("at,small_free_bytes,default_user_produce_quota,fault\n")
+            while not self._stop.wait(1.0):
+                at = self._now()
+                try:
+                    volumes = self.admin.describe_volumes(self.cluster.broker_ids, datetime.now(timezone.utc))
+                    quotas = self.admin.describe_user_quotas([None, BYSTANDER])
+                except Exception:  # a broker down or paused: the next second asks again
+                    self._check_brokers_alive(at)
+                    continue
+                at = self._now()  # what was read is of now: the reads can take seconds while a broker is paused
+                if not self._memory and at >= self._seconds / 2:
+                    self._memory = self._rss()  # warm by now: JVM heaps and caches grow for a minute or two after a start
                 self._check_brokers_alive(at)
-                continue
-            at = self._now()  # what was read is of now: the reads can take seconds while a broker is paused
-            if not self._memory and at >= self._seconds / 2:
-                self._memory = self._rss()  # warm by now: JVM heaps and caches grow for a minute or two after a start
-            self._check_brokers_alive(at)
-            newest = self.free.samples[-1][1] if self.free.samples else None
-            self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
-            offline = [f"{v.broker_id}:{v.log_dir} {v.error}" for v in volumes if v.error is not None]
-            self.ledger.check("no log dir offline", not offline, ", ".join(offline), at)
-            self.ledger.check("bystanders untouched", quotas.get(BYSTANDER, {}).get(CONSUME) == BYSTANDER_RATE,
-                              f"{BYSTANDER}'s producer quota is {quotas.get(BYSTANDER)}", at)
-            quiet = self.nemesis.quiet_since()
-            if quiet is not None and quiet != healed_at:  # a heal: converge from it
-                healed_at, converging = quiet, (self.nemesis.events[-1].fault.kind, quiet)
-            small = next((v for v in volumes if v.broker_id == SMALL_BROKER and v.usable), None)
-            if quiet is None or small is None:
-                continue
-            in_force = quotas.get(None, {}).get(PRODUCE)
-            # between the two bounds the line may hold or not: either is right
-            expected = 1.0 if small.available_bytes <= LIMIT else \
-                PRODUCE_RATE if small.available_bytes >= LIFTED_ABOVE else in_force
-            if in_force == expected:
-                if converging is not None:
-                    self.state.convergence.setdefault(converging[0], []).append(at - converging[1])
-                    converging = None
-                self.ledger.check("quotas converge", True, "", at)
-            elif converging is not None and at - converging[1] > self._converge_within():
-                self.ledger.check("quotas converge", False, f"the default user's quota {in_force} with "
-                                  f"{small.available_bytes / MiB:.0f} MiB free, {at - quiet:.0f} s after the heal "
-                                  f"of {converging[0]}", at)
-                converging = None  # said once per heal
+                newest = self.free.samples[-1][1] if self.free.samples else None
+                self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
+                offline = [f"{v.broker_id}:{v.log_dir} {v.error}" for v in volumes if v.error is not None]
+                self.ledger.check("no log dir offline", not offline, ", ".join(offline), at)
+                self.ledger.check("bystanders untouched", quotas.get(BYSTANDER, {}).get(CONSUME) == BYSTANDER_RATE,
+                                  f"{BYSTANDER}'s producer quota is {quotas.get(BYSTANDER)}", at)
+                small = next((v for v in volumes if v.broker_id == SMALL_BROKER and v.usable), None)
+                in_force = quotas.get(None, {}).get(PRODUCE)
+                fault = self.nemesis.active()
+                self.state.throttled += in_force == 1.0
+                timeline.write(f"{at:.1f},{small.available_bytes if small else ''},{in_force or ''},"
+                               f"{fault.kind if fault else ''}\n")
+                quiet = self.nemesis.quiet_since()
+                if quiet is None or small is None:
+                    continue
+                convergence.healed(self.nemesis.events[-1].fault.kind, quiet)
+                # between the two bounds the line may hold or not: either is right
+                expected = 1.0 if small.available_bytes <= LIMIT else \
+                    PRODUCE_RATE if small.available_bytes >= LIFTED_ABOVE else in_force
+                if in_force == expected:
+                    convergence.agree(at)
+                    self.ledger.check("quotas converge", True, "", at)
+                elif (since := convergence.differ(at)) is not None:
+                    self.ledger.check("quotas converge", False, f"the default user's quota {in_force} with "
+                                      f"{small.available_bytes / MiB:.0f} MiB free since +{since:.0f} s, the last "
+                                      f"heal at +{quiet:.0f} s", at)
 
     def _check_brokers_alive(self, at: float) -> None:
         """A broker that exited without the nemesis killing it: a log dir offline takes a broker with one dir down."""
@@ -275,13 +294,10 @@ class FaultSoak:
         died = sorted(self.cluster.exited_brokers() - held)
         self.ledger.check("no log dir offline", not died, f"broker {died} exited by itself", at)
 
-    def _converge_within(self) -> float:
-        """Issue 19: the quotas in force are the volumes' within a validity and two check intervals of a heal."""
-        return self.settings.validity + 2 * _seconds(self.settings.check_interval)
-
     def _end_checks(self) -> None:
         at = self._now()
         read, acknowledged = self._steady_read_back()
+        self.state.acknowledged = acknowledged
         self.ledger.check("every acknowledged record read", read >= acknowledged > 0,
                           f"{acknowledged} acknowledged, {read} in the topic", at)
         # Over the run's second half, each process that lived through it (one started again since is not compared).

@@ -19,7 +19,8 @@ INVARIANTS = {
     "no log dir offline": "every broker's log dirs online in DescribeLogDirs",
     "no volume full": "the small filesystem's free bytes above zero (statvfs every 10 ms)",
     "every acknowledged record read": "each acknowledged record (acks=all) read back at the end",
-    "quotas converge": "with no fault for a validity, the quotas in force are what the volumes call for",
+    "quotas converge": "the quotas in force become what the volumes call for within a validity and two check "
+                       "intervals of a difference's start or of the last heal, whichever is later",
     "bystanders untouched": "values the sidecars did not set are as they were",
     "nothing left after clean-up": "no quota, record or cordon of the sidecars after run --cleanup",
     "no traceback": "no process of the quota work logged a traceback",
@@ -53,6 +54,37 @@ class Ledger:
 
     def unchecked(self) -> list[str]:
         return [name for name in INVARIANTS if not self.checks[name]]
+
+
+class Convergence:
+    """The "quotas converge" invariant, each second with no fault in force: a difference between the quotas in force
+    and what the volumes call for must end within `within` seconds of its start, or of the last heal when that is
+    later (a fault may hold it up). Also the time from each heal to the first agreement, by the fault's kind."""
+
+    def __init__(self, within: float):
+        self.within = within
+        self.after: dict[str, list[float]] = {}  # fault kind -> seconds from its heal to the quotas' agreement
+        self._healed_at: float | None = None
+        self._converging: tuple[str, float] | None = None  # (the kind last healed, when), until they agree
+        self._differs_since: float | None = None
+
+    def healed(self, kind: str, at: float) -> None:
+        if at != self._healed_at:
+            self._healed_at, self._converging = at, (kind, at)
+
+    def agree(self, at: float) -> None:
+        if self._converging is not None:
+            self.after.setdefault(self._converging[0], []).append(at - self._converging[1])
+            self._converging = None
+        self._differs_since = None
+
+    def differ(self, at: float) -> float | None:
+        """Since when a difference seen at `at` lasts past its allowance (said once per allowance), else None."""
+        since = self._differs_since = self._differs_since or at
+        if at - max(since, self._healed_at or 0.0) <= self.within:
+            return None
+        self._differs_since = at
+        return since
 
 
 def around(violation: Violation, events: Sequence[Event], seconds: float = 60.0) -> list[Event]:

@@ -46,9 +46,11 @@ class Fault:
 
 
 def schedule(seed: int, seconds: float, brokers: Sequence[int], kinds: Sequence[str] = tuple(KINDS),
-             gap: tuple[float, float] = (20.0, 45.0), hold: tuple[float, float] = (5.0, 20.0)) -> list[Fault]:
+             gap: tuple[float, float] = (20.0, 45.0), hold: tuple[float, float] = (5.0, 20.0),
+             long_gap: tuple[int, float] | None = None) -> list[Fault]:
     """The faults of a soak of `seconds`: a quiet `gap` before each (the cluster settles), each held for `hold`;
-    every kind once in a seeded order first, then kinds at random. None starts after `seconds` less its hold."""
+    every kind once in a seeded order first, then kinds at random. None starts after `seconds` less its hold.
+    `long_gap` (n, s): after every n-th fault s seconds of quiet instead, long enough to judge convergence."""
     unknown = [kind for kind in kinds if kind not in KINDS]
     if unknown:
         raise ValueError(f"unknown fault kinds {unknown}: choose from {sorted(KINDS)}")
@@ -64,6 +66,8 @@ def schedule(seed: int, seconds: float, brokers: Sequence[int], kinds: Sequence[
         target = None if kind in NO_TARGET else rng.choice(list(brokers))
         faults.append(Fault(round(at, 1), kind, target, held))
         at += held + rng.uniform(*gap)
+        if long_gap is not None and len(faults) % long_gap[0] == 0:
+            at += long_gap[1]
 
 
 Action = Callable[[Fault], None]

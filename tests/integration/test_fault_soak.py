@@ -11,14 +11,15 @@ from harness.nemesis import KINDS, schedule
 
 pytestmark = pytest.mark.integration
 SEED = 19
-SECONDS = 240.0  # and ~1.5 min to start the lab and end it: the issue asks for 5 min at most
+SECONDS = 240.0  # faults in the first 190 s, then quiet; ~1.5 min more to start the lab and end it: 5 min at most
 
 
 def test_every_fault_once_and_no_invariant_violated(tmp_path):
-    faults = schedule(SEED, SECONDS, [1, 2, 3], gap=(12.0, 16.0), hold=(6.0, 10.0))
+    settings = SoakSettings(check_interval="PT5S", validity=30.0)
+    faults = schedule(SEED, SECONDS - settings.final_quiet(), [1, 2, 3], gap=(12.0, 16.0), hold=(6.0, 10.0))
     assert sorted({fault.kind for fault in faults}) == sorted(KINDS), faults  # the seed fits them all in
 
-    outcome = FaultSoak(tmp_path, SoakSettings(check_interval="PT5S", validity=30.0)).run(faults, SECONDS)
+    outcome = FaultSoak(tmp_path, settings).run(faults, SECONDS)
 
     ledger, events = outcome["ledger"], outcome["events"]
     print(report(ledger, events, outcome["convergence"]))

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from harness.invariants import INVARIANTS, Ledger, report
+from harness.invariants import INVARIANTS, Convergence, Ledger, report
 from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
 
 from builders import Clock
@@ -86,3 +86,30 @@ def test_the_report_counts_checks_and_places_a_violation_after_the_faults_before
     assert ledger.unchecked() == []
     with pytest.raises(ValueError, match="unknown invariant"):
         ledger.check("the moon is made of cheese", True)
+
+
+def test_a_difference_that_begins_after_the_quotas_agreed_is_a_violation_once_it_outlasts_its_allowance():
+    """Before, a difference was counted only from a heal until the quotas first agreed after it: one that began
+    later (a throttle left in force for the rest of seed 2's half hour) was never looked at."""
+    convergence = Convergence(within=80.0)
+    convergence.healed("kill-agent", 10.0)
+    assert convergence.differ(11.0) is None
+    convergence.agree(15.0)  # converged 5 s after the heal
+    said = [(at, since) for at in range(20, 200) if (since := convergence.differ(float(at))) is not None]
+    assert convergence.after == {"kill-agent": [5.0]}
+    assert said == [(101, 20.0), (182, 101.0)]  # from its start, then once per allowance while it lasts
+
+
+def test_a_difference_gets_its_allowance_again_after_a_heal():
+    convergence = Convergence(within=80.0)
+    convergence.healed("kill-aggregator", 0.0)
+    assert [convergence.differ(at) for at in (1.0, 70.0)] == [None, None]
+    convergence.healed("cut-broker", 75.0)  # the fault in force meanwhile may have held it up
+    assert convergence.differ(150.0) is None
+    assert convergence.differ(156.0) == 1.0
+
+
+def test_a_long_gap_after_every_nth_fault_leaves_that_much_quiet():
+    faults = schedule(2, 1800.0, [1, 2, 3], long_gap=(4, 90.0))
+    quiet = [after.at - (before.at + before.hold) for before, after in zip(faults, faults[1:])]
+    assert all(gap >= 90.0 for gap in quiet[3::4]) and all(gap < 90.0 for i, gap in enumerate(quiet) if i % 4 != 3)
