@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 import threading
 import time
 from collections import deque
@@ -22,8 +23,9 @@ from typing import Callable, Iterable, Mapping
 from ..common.observation import Volume
 from ..common.vocabulary import StorageLimit
 from ..configuration.config import LocalWatchConfig
-from .volumes import (GUARD_HORIZON_SECONDS, TRIGGER_WINDOW_SECONDS, VERDICT_WRITE_SECONDS, LocalSample, at_the_limit,
-                      current_fill_rate, in_danger, predicted, time_left, until_judged)
+from .volumes import (GUARD_HORIZON_SECONDS, REACTION_MEMORY_SECONDS, REACTION_WRITES, TRIGGER_WINDOW_SECONDS,
+                      VERDICT_WRITE_SECONDS, LocalSample, at_the_limit, current_fill_rate, in_danger, predicted,
+                      time_left, until_judged)
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,8 @@ class LocalWatch:
         self.reaching: list[str] = []
         self._held_rates: dict[str, float] = {}  # dir judged at or near the limit -> the fastest rate seen since
         self.reaction = self.interval + VERDICT_WRITE_SECONDS  # seconds from a sample to the quota in force
+        self._writes: deque[tuple[float, float]] = deque(maxlen=REACTION_WRITES)  # (sampled at, seconds) of writes
+        self._sampled_at: float | None = None
         # Those, and with a lead time the dirs that reach the limit within it at their fill rate over the fill
         # window: the local verdict's (local_verdict.py).
         self.judged: list[str] = []
@@ -128,9 +132,10 @@ class LocalWatch:
         """One round: read every dir, keep the window, and return the dirs in the danger zone, those that
         entered the guard zone this round, and those that left the danger zone (a pass lifts what they no longer
         need)."""
-        now = self.clock()
+        now = self._sampled_at = self.clock()
         found_now = []
         with self._lock:
+            self.reaction = self._reaction(now)
             for log_dir in list(self._history):
                 try:
                     found = self.read(log_dir, now)
@@ -174,8 +179,18 @@ class LocalWatch:
         return wake_for
 
     def reacted(self, write_seconds: float) -> None:
-        """The local verdict's last write took this long: the reaction time from then on."""
-        self.reaction = self.interval + write_seconds
+        """The local verdict's last write took this long (after the last sample): the reaction time follows."""
+        with self._lock:
+            self._writes.append((self._sampled_at or 0.0, write_seconds))
+            self.reaction = self._reaction(self._sampled_at or 0.0)
+
+    def _reaction(self, now: float) -> float:
+        """The watch interval and the median of the verdict's recent writes. Not the last write alone: one a fault
+        slowed (5.4 s while the records' leader was cut off, issue 19's soak) made a dir held 100 MiB above the
+        limit look as if it still reached it at the flood's rate, and as no write follows a quota in force
+        already, the throttle stayed for good. Writes older than REACTION_MEMORY_SECONDS are forgotten alike."""
+        recent = [seconds for at, seconds in self._writes if now - at <= REACTION_MEMORY_SECONDS]
+        return self.interval + (statistics.median(recent) if recent else VERDICT_WRITE_SECONDS)
 
     def _peak_rates(self, now: float) -> dict[str, float]:
         """Each dir's fastest fill rate over the fill window, this round's included."""

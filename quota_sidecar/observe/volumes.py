@@ -100,6 +100,8 @@ HOLD_PASSES = 2  # and a pass waits when a dir would be judged violated within t
 # Between the sample that shows a dir about to reach the limit and its quota in force: the watch interval and the
 # local verdict's write, this long until the first write is measured (LocalWatch.reacted).
 VERDICT_WRITE_SECONDS = 0.1
+REACTION_WRITES = 5  # the writes whose median is the verdict's write time (a fault's slow one is an outlier)
+REACTION_MEMORY_SECONDS = 300.0  # and a write older than this is forgotten: with none left, VERDICT_WRITE_SECONDS
 # The disk guard looks at least this far ahead (local_guard.py): the watch sees a move's burst within a few samples
 # and the guard is in force a few tenths of a second later, time in which a move at full speed must not cross.
 GUARD_HORIZON_SECONDS = 2.0

@@ -150,6 +150,34 @@ def test_the_reaction_time_is_the_watch_interval_and_the_verdicts_last_write():
     assert local.reaching == ["/data"]  # 50 MiB above the limit at 100 MiB/s: within 0.6 s
 
 
+def test_one_slow_write_of_the_verdict_does_not_hold_a_flood_judged_after_space_is_freed():
+    """Issue 19's soak: one write took 5.4 s (a fault); with the reaction time its last write's, 100 MiB/s for
+    5.5 s put 200 MiB above the limit still within reach, no write followed (the quota was in force already) and
+    the throttle stayed for the rest of the run. The median of the recent writes is 0.1 s: a deletion frees it."""
+    flood = [200, 190, 180, 170, 160, 150, 140, 130]
+    local = scripted_watch([*flood, 118, 118, 118, 300, 300])
+    for write_seconds in (0.1, 0.1, 5.4):  # two flood rounds' writes, then a slow one
+        local.reacted(write_seconds)
+    for _ in range(len(flood) + 3):
+        local.sample()
+    assert local.judged == ["/data"]
+    local.sample()
+    local.sample()
+    assert local.reaction == pytest.approx(0.2)
+    assert local.judged == []
+
+
+def test_write_times_are_forgotten_after_five_minutes_without_a_write():
+    local = scripted_watch([500] * 3100)
+    local.sample()
+    for _ in range(3):
+        local.reacted(5.4)
+    assert local.reaction == pytest.approx(5.5)
+    for _ in range(3010):  # 301 s of samples, no write
+        local.sample()
+    assert local.reaction == pytest.approx(0.2)
+
+
 def test_a_pass_waits_when_the_verdict_would_change_before_it_could_end():
     assert hold_the_pass(until=0.2, pass_seconds=0.3, held_for=0.0)  # it would judge the free space of 0.1 s early
     assert hold_the_pass(until=0.5, pass_seconds=0.3, held_for=0.0)  # the next pass may take half as long again
