@@ -125,7 +125,7 @@ class Sidecar:
             observation = Observation(at=now, error=f"reading the sidecars' records: {error}")
         else:
             observation = replace(self.observe(all_records, now), local_samples=self._local_samples(now),
-                                  held_locally=self.verdict is not None and self.verdict.held_anywhere())
+                                  held_locally=self.verdict is not None and bool(self.verdict.holds()))
         with self.verdict.deciding(all_records) if self.verdict is not None else nullcontext():
             decision = self.decider.decide(observation)
         self.counters.polls += 1

@@ -328,7 +328,8 @@ def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_t
 def test_while_another_agents_heartbeat_says_its_verdict_holds_a_decision_lifts_nothing(tmp_path):
     """Issue 19's soak: broker 3's agent judged its dir within its reaction time of the limit and wrote 1 B/s; this
     agent's decision, made on DescribeLogDirs, saw no violation and lifted it 5 s later. While broker 3's heartbeat
-    says its verdict holds, this agent's factor is 0 and it lifts nothing; once the verdict lets go, a pass lifts."""
+    says its verdict holds, this agent lifts nothing (its factor stays the volumes'); once the verdict lets go, a
+    pass lifts."""
     admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
         "broker.id": 1, "produce": "1000000", "storage.per.volume.limit.min.available.bytes": str(MiB)})
     holding = []  # the agents whose newest heartbeat says their verdict holds
@@ -344,8 +345,50 @@ def test_while_another_agents_heartbeat_says_its_verdict_holds_a_decision_lifts_
         decision = car.run_pass()
         in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
 
-    assert in_force == [(1.0, 1_000_000.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
+    assert in_force == [(1.0, 1_000_000.0), (1.0, 1.0), (1.0, 1.0), (1.0, 1_000_000.0)]
     assert heard.holding() is False  # what this agent's own beats say: its verdict does not hold
+
+
+class ScriptedJudge:
+    """The aggregator's answers in turn: "ok", "violated", or "down" (the decision fails)."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+
+    def __call__(self, rows, limit):
+        answer = self.answers.pop(0)
+        if answer == "down":
+            raise DecisionFailed("the aggregator is down")
+        factor = 0.0 if answer == "violated" else 1.0
+        return factor, [{**row, "available_ratio": 0.8, "fill_bytes_per_sec": None, "seconds_to_limit": None,
+                         "violated": factor == 0.0, "predicted": False, "throttle_factor": factor} for row in rows]
+
+
+def test_a_pass_held_by_another_agents_verdict_leaves_no_factor_of_0_behind_it(tmp_path):
+    """`make demo` on 2026-11-28: agent 1's last pass before the aggregator was killed came while broker 3's
+    heartbeat still said its verdict held. It decided a factor of 0, rewrote 1 B/s over agent 3's lift, and that 0
+    was the last valid factor each failed poll after it kept: the producer stopped 28 MiB above the limit. Held by
+    another agent's verdict, a pass lifts nothing, but its own factor is what the volumes call for."""
+    admin, store, clock = LocalDirAdmin(str(tmp_path)), up_store(), Clock()
+    holding = []  # agent 1's view of the agents whose newest heartbeat says their verdict holds
+
+    def agent(broker, judge, cover=None):
+        config = sidecar_config(**{"broker.id": broker, "produce": "1000000",
+                                   "storage.per.volume.limit.min.available.bytes": str(MiB)})
+        return Sidecar(config, admin, store, Decider(config, judge), clock=clock, cover=cover)
+
+    heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0}, holding_agents=lambda: list(holding))
+    agent_1 = agent(1, ScriptedJudge("ok", "ok", "down"),
+                    CoverWatch(heard, lambda brokers, now: [], admin, sidecar_config().storage_limit, 0.2, 60.0))
+    agent_3 = agent(3, ScriptedJudge("violated", "ok"))
+    in_force = []
+    for step, holding[:] in ((agent_1, []), (agent_3, [3]), (agent_3, [3]), (agent_1, [3]), (agent_1, [])):
+        clock.now += timedelta(seconds=10)
+        step.run_pass()
+        in_force.append(admin.quotas[None]["producer_byte_rate"])
+
+    # agent 3 throttles, lifts; agent 1's heartbeat view lags a moment, then its polls fail (the aggregator down)
+    assert in_force == [1_000_000.0, 1.0, 1_000_000.0, 1_000_000.0, 1_000_000.0]
 
 
 @pytest.mark.parametrize("error, line", [
