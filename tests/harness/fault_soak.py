@@ -35,7 +35,7 @@ from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
 
 from .aggregator import Aggregator
-from .disk import DiskSampler
+from .disk import DiskSampler, what_uses
 from .invariants import Convergence, Ledger
 from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
                           read_back, reassign_partitions)
@@ -260,6 +260,9 @@ class FaultSoak:
                 self._check_brokers_alive(at)
                 newest = self.free.samples[-1][1] if self.free.samples else None
                 self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
+                if newest is not None and newest < LIMIT - 32 * MiB:  # past the reserve's usual use: by what?
+                    with (self.work_dir / "small-fs-usage.txt").open("a") as usage:
+                        usage.write(f"+{at:.1f} s: {what_uses(self.cluster.log_dirs(SMALL_BROKER)[0])}\n")
                 offline = [f"{v.broker_id}:{v.log_dir} {v.error}" for v in volumes if v.error is not None]
                 self.ledger.check("no log dir offline", not offline, ", ".join(offline), at)
                 self.ledger.check("bystanders untouched", quotas.get(BYSTANDER, {}).get(CONSUME) == BYSTANDER_RATE,

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from harness.disk import what_uses
 from harness.invariants import INVARIANTS, Convergence, Ledger, report
 from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
 
@@ -113,3 +114,15 @@ def test_a_long_gap_after_every_nth_fault_leaves_that_much_quiet():
     faults = schedule(2, 1800.0, [1, 2, 3], long_gap=(4, 90.0))
     quiet = [after.at - (before.at + before.hold) for before, after in zip(faults, faults[1:])]
     assert all(gap >= 90.0 for gap in quiet[3::4]) and all(gap < 90.0 for i, gap in enumerate(quiet) if i % 4 != 3)
+
+
+def test_what_uses_a_filesystem_counts_its_entries_files_not_one_deleted_while_open(tmp_path):
+    (tmp_path / "flood-1-0").mkdir()
+    (tmp_path / "flood-1-0" / "0.log").write_bytes(b"x" * (3 << 20))
+    (tmp_path / "small").write_bytes(b"x" * (1 << 20))
+    with (tmp_path / "open").open("wb") as kept_open:
+        kept_open.write(b"x" * (2 << 20))
+        kept_open.flush()
+        (tmp_path / "open").unlink()
+        said = what_uses(str(tmp_path))
+    assert "files 4 MiB: flood-1-0 3 MiB, small 1 MiB" in said
