@@ -2,8 +2,8 @@
 
 When the watch's last sample shows a dir of this broker at the hard limit, or reaching it within the agent's own
 reaction time (a watch interval and the median of the verdict's recent writes) at its fastest fill rate of the fill
-window (and since, until its free space grows), so that what a producer writes meanwhile lands before the limit, or with a
-lead time reaching it within the lead time at its fill rate over the fill window (the aggregator's rule, on the
+window (and since, until its free space grows), so that what a producer writes meanwhile lands before the limit, or
+with a lead time reaching it within the lead time at its fill rate over the fill window (the aggregator's rule, on the
 watch's own samples every watch interval), and the broker reported that dir as the same filesystem (confirmed by
 the last poll that succeeded), the factor is 0 whatever the cluster's view or the aggregator say: the quotas are
 written before a pass reads the cluster, and again while it waits for the aggregator (up to poll.timeout, all of

@@ -255,8 +255,8 @@ class FaultSoak:
                     self._check_brokers_alive(at)
                     continue
                 at = self._now()  # what was read is of now: the reads can take seconds while a broker is paused
-                if not self._memory and at >= self._seconds / 2:
-                    self._memory = self._rss()  # warm by now: JVM heaps and caches grow for a minute or two after a start
+                if not self._memory and at >= self._seconds / 2:  # warm by now: JVM heaps and caches grow for a
+                    self._memory = self._rss()  # minute or two after a start
                 self._check_brokers_alive(at)
                 newest = self.free.samples[-1][1] if self.free.samples else None
                 self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
