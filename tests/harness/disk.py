@@ -3,7 +3,6 @@ disk, each in a thread."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from pathlib import Path
@@ -85,12 +84,15 @@ def what_uses(path: str) -> str:
     used = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
     sizes = {}
     for top in os.scandir(path):
-        total = 0
-        for root, _, files in os.walk(top.path) if top.is_dir(follow_symlinks=False) else [(path, [], [top.name])]:
-            for name in files:
-                with contextlib.suppress(OSError):  # deleted meanwhile
-                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
-        sizes[top.name] = total
+        walked = os.walk(top.path) if top.is_dir(follow_symlinks=False) else [(path, [], [top.name])]
+        sizes[top.name] = sum(_allocated(os.path.join(root, name)) for root, _, files in walked for name in files)
     largest = sorted(sizes.items(), key=lambda item: -item[1])[:8]
     return (f"statvfs used {used >> 20} MiB, files {sum(sizes.values()) >> 20} MiB: "
             + ", ".join(f"{name} {size >> 20} MiB" for name, size in largest))
+
+
+def _allocated(file: str) -> int:
+    try:
+        return os.lstat(file).st_blocks * 512
+    except OSError:  # deleted meanwhile
+        return 0

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient
 
 from harness.kafka_tools import fill
 from harness.waiting import eventually, within
@@ -45,14 +45,8 @@ def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_
     first = sidecar.run_pass()  # confirms the dir: the broker reports the same filesystem
     assert first.throttle_factor == 1.0 and first.error is None, first
 
-    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers)
     try:
-        admin.create_topics([NewTopic(unique_name, replica_assignments={0: [broker]})])
-        producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers, acks="all")
-        for _ in range(8):
-            producer.send(unique_name, os.urandom(MiB - 1024))
-        producer.flush(60)
-        producer.close()
+        fill(kafka_cluster.bootstrap_servers, unique_name, broker, 8)
         sidecar.watch.sample()  # the watch's next round, without its thread
         assert sidecar.watch.at_limit == [small_dir], "8 MiB written did not bring the small dir to the limit"
 
@@ -70,8 +64,7 @@ def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_
         with caplog.at_level("INFO", logger="quota_sidecar.act.local_verdict"):
             decision = sidecar.run_pass()
     finally:
-        admin.delete_topics([unique_name])
-        admin.close()
+        _delete(kafka_cluster, unique_name)
 
     assert in_force_when_read == [True], "the quota of a dir at the limit waited for the cluster's volumes"
     assert f"local dir {small_dir} at the limit in its statvfs sample" in caplog.text
