@@ -48,9 +48,7 @@ def child(master: str, sizes: list[int], runs: int) -> None:
     """In a fresh process per master: each size's micro-batches timed; JSON on stdout."""
     from spark_jobs import aggregation, session
 
-    spark = session.get_session(None if master == "embedded" else master, "quota-sidecar-benchmark",
-                                session.AGGREGATOR_CONF)  # as `quota-sidecar aggregate` starts it
-    session.spread_over_cores(spark)
+    spark = session.aggregator_session(None if master == "embedded" else master, "quota-sidecar-benchmark")
     work = Path(tempfile.mkdtemp(prefix="aggregation-scale-"))
     figures = {}
     for size in sizes:

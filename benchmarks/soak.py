@@ -16,7 +16,7 @@ from pathlib import Path
 
 from common import LoadWatch, Result, print_result, provenance, this_command
 
-from harness.fault_soak import LIMIT, MiB, STEADY_RATE, FaultSoak, SoakSettings
+from harness.fault_soak import LIMIT, MiB, STEADY_RATE, WARM_UP, FaultSoak, SoakSettings
 from harness.invariants import report
 from harness.nemesis import KINDS, schedule
 
@@ -47,7 +47,10 @@ def run(minutes: float, seed: int, kinds: list[str], keep: str | None = None) ->
         f"past it, {max(0, LIMIT - outcome['lowest_free']) / MiB:.0f} MiB, is the reserve the faults needed). "
         f"The default user's produce quota was 1 B/s in {outcome['throttled']} of the seconds checked; the steady "
         f"producer had {outcome['acknowledged']:,} records acknowledged. The run ended with "
-        f"{settings.final_quiet():.0f} s without faults.",
+        f"{settings.final_quiet():.0f} s without faults. RSS grown from when each process was warm (run "
+        f"{WARM_UP / 60:.0f} minutes, the soak half over) to the end: "
+        + (", ".join(f"{name} {grown / MiB:+.1f} MiB" for name, grown in outcome["memory_grown"].items()) or "none")
+        + " (each second's in `timeline.csv`).",
         report(ledger, events, outcome["convergence"]),
         provenance(this_command(), load)])
     return Result(TITLE, markdown), clean

@@ -163,9 +163,8 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
         with ClusterAdmin(pipeline.client) as admin:
             ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
         starting = end_offsets(pipeline.client, pipeline.observations_topic)
-        spark = session.get_session(config.spark_url, "quota-sidecar-aggregator", {
-            **session.AGGREGATOR_CONF, "spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
-        session.spread_over_cores(spark)
+        spark = session.aggregator_session(config.spark_url, "quota-sidecar-aggregator", {
+            "spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
         # The agents' client id: the exemption they write keeps the pipeline out of the throttle it carries.
         kafka_options = {"client.id": SIDECAR_CLIENT_ID, **pipeline.java_properties}
 

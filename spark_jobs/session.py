@@ -43,10 +43,17 @@ _BATCH_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=fil
                "spark.driver.memory": "1g"}
 
 # The aggregator parses every observation of a micro-batch (10^6 volumes of 2,000 clusters: 150 MB of JSON): its filter
-# on the parsed fields would otherwise be pushed below the parse as one more parse per field. Its driver keeps the C1
-# compiler: C2 decides 10^6 volumes in 3.7 s instead of 9 s, but the aggregator's RSS then grew through a 4-minute
-# soak by 980 MiB where C1 holds steady (docs/benchmarks.md, Aggregator micro-batch at scale).
-AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false"}
+# on the parsed fields would otherwise be pushed below the parse as one more parse per field. Its driver, unlike the
+# others', runs the C2 compiler (10^6 volumes decided in 4.8 s instead of 8.9 s on 2 cores), with the native memory
+# C2's compilations leave behind given back to the system every 5 s: without that the aggregator's RSS grew 980 MiB
+# in a 4-minute soak (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and
+# ignores it rather than fail to start.
+AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false",
+                   "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} "
+                   "-XX:+UnlockExperimentalVMOptions -XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"}
+# glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core), which the trim above
+# cannot shrink below what each holds; two bound them. Set before the driver's JVM starts, which inherits it.
+AGGREGATOR_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
 
 _EMBEDDED_CONF = {
     **_SMALL_DATA_CONF,
@@ -85,6 +92,16 @@ def get_session(spark_url: str | None = None, app_name: str = "quota-sidecar",
         if url not in _sessions:
             _sessions[url] = _start(url, app_name, {**(_BATCH_CONF if batch else {}), **(settings or {})}, batch)
         return _sessions[url]
+
+
+def aggregator_session(spark_url: str | None, app_name: str, settings: dict[str, str] | None = None) -> SparkSession:
+    """The aggregator's session (`quota-sidecar aggregate`, and the benchmarks that time it): AGGREGATOR_CONF and
+    AGGREGATOR_ENVIRONMENT for a driver this process starts, one shuffle partition per core."""
+    for name, value in AGGREGATOR_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)  # an operator's own setting wins
+    spark = get_session(spark_url, app_name, {**AGGREGATOR_CONF, **(settings or {})})
+    spread_over_cores(spark)
+    return spark
 
 
 def for_large_data(spark: SparkSession) -> SparkSession:

@@ -36,7 +36,7 @@ from quota_sidecar.observe.admin import ClusterAdmin
 
 from .aggregator import Aggregator
 from .disk import DiskSampler, what_uses
-from .invariants import Convergence, Ledger
+from .invariants import Convergence, Ledger, MemoryGrowth
 from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
                           read_back, reassign_partitions)
 from .local_cluster import LocalKafkaCluster
@@ -67,6 +67,7 @@ BYSTANDER, CONSUME = "bystander", "consumer_byte_rate"
 BYSTANDER_RATE = 12345.0
 AGENT_GROWTH = 5 * MiB  # issue 19's allowance for an agent's RSS over the soak
 AGGREGATOR_GROWTH = 128 * MiB  # the JVM's heap settles within its maximum; this catches a leak, not the warm-up
+WARM_UP = 300.0  # s: a process's RSS is compared from this long after its start (or half the soak, if shorter)
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.MULTILINE)
 
 
@@ -95,6 +96,7 @@ class SoakState:
     lowest_free: int = 0  # bytes: the small filesystem's lowest free space over the run
     throttled: int = 0  # seconds checked with the default user's produce quota at 1 B/s
     acknowledged: int = 0  # the steady producer's acknowledged records
+    memory_grown: dict[str, int] = field(default_factory=dict)  # process -> bytes its RSS grew once warm
 
 
 class FaultSoak:
@@ -111,7 +113,7 @@ class FaultSoak:
         self._stop = threading.Event()
         self._started = 0.0
         self._seconds = 0.0
-        self._memory: dict[str, tuple[int, int]] = {}  # at half-time: process name -> (pid, RSS)
+        self.memory: MemoryGrowth | None = None
         self._killed_controller: int | None = None
         self._agents_stopped = False
         self.free: DiskSampler | None = None  # the small filesystem's free bytes every 10 ms
@@ -144,6 +146,7 @@ class FaultSoak:
             steady = self._steady_load()
             stack.callback(self._stop_process, steady)
             self._seconds = seconds
+            self.memory = MemoryGrowth(after=seconds / 2, warm=min(WARM_UP, seconds / 2))
             self._started = time.monotonic()
             self.nemesis = Nemesis(faults, self._actions()).start()
             checker = threading.Thread(target=self._check_every_second, name="soak-checks", daemon=True)
@@ -159,7 +162,7 @@ class FaultSoak:
             self._end_checks()
         return {"events": self.nemesis.events, "ledger": self.ledger, "convergence": self.state.convergence,
                 "lowest_free": self.state.lowest_free, "throttled": self.state.throttled,
-                "acknowledged": self.state.acknowledged}
+                "acknowledged": self.state.acknowledged, "memory_grown": self.state.memory_grown}
 
     def _beside_its_broker(self, broker: int) -> dict:
         """As in a pod, the agent in its broker's network namespace: a broker cut off is cut off with its agent."""
@@ -245,9 +248,11 @@ class FaultSoak:
         convergence = Convergence(self.settings.converge_within())
         self.state.convergence = convergence.after
         with (self.work_dir / "timeline.csv").open("w", buffering=1) as timeline:
-            timeline.write("at,small_free_bytes,default_user_produce_quota,fault\n")
+            timeline.write("at,small_free_bytes,default_user_produce_quota,fault,"
+                           + ",".join(f"rss_mib {name}" for name in self._process_names()) + "\n")
             while not self._stop.wait(1.0):
                 at = self._now()
+                rss = self._sample_memory(at)
                 try:
                     volumes = self.admin.describe_volumes(self.cluster.broker_ids, datetime.now(timezone.utc))
                     quotas = self.admin.describe_user_quotas([None, BYSTANDER])
@@ -255,8 +260,6 @@ class FaultSoak:
                     self._check_brokers_alive(at)
                     continue
                 at = self._now()  # what was read is of now: the reads can take seconds while a broker is paused
-                if not self._memory and at >= self._seconds / 2:  # warm by now: JVM heaps and caches grow for a
-                    self._memory = self._rss()  # minute or two after a start
                 self._check_brokers_alive(at)
                 newest = self.free.samples[-1][1] if self.free.samples else None
                 self.ledger.check("no volume full", newest is None or newest > 0, f"{newest} bytes free", at)
@@ -272,7 +275,7 @@ class FaultSoak:
                 fault = self.nemesis.active()
                 self.state.throttled += in_force == 1.0
                 timeline.write(f"{at:.1f},{small.available_bytes if small else ''},{in_force or ''},"
-                               f"{fault.kind if fault else ''}\n")
+                               f"{fault.kind if fault else ''}," + ",".join(rss) + "\n")
                 quiet = self.nemesis.quiet_since()
                 if quiet is None or small is None:
                     continue
@@ -303,12 +306,10 @@ class FaultSoak:
         self.state.acknowledged = acknowledged
         self.ledger.check("every acknowledged record read", read >= acknowledged > 0,
                           f"{acknowledged} acknowledged, {read} in the topic", at)
-        # Over the run's second half, each process that lived through it (one started again since is not compared).
-        now = self._rss()
-        grown = {name: rss - self._memory[name][1] for name, (pid, rss) in now.items()
-                 if self._memory.get(name, (None, 0))[0] == pid}
+        self._sample_memory(at)
+        self.state.memory_grown = grown = self.memory.grown()
         too_much = {name: g for name, g in grown.items()
-                    if g > (AGGREGATOR_GROWTH if name == "aggregator" else AGENT_GROWTH)}
+                    if g > (AGGREGATOR_GROWTH if name.startswith("aggregator") else AGENT_GROWTH)}
         self.ledger.check("memory steady", bool(grown) and not too_much,
                           ", ".join(f"{n} +{g / MiB:.0f} MiB" for n, g in too_much.items()) or "none compared", at)
         self._stop_agents()
@@ -340,10 +341,20 @@ class FaultSoak:
 
     # -------------------------------------------------------------- helpers
 
+    def _sample_memory(self, at: float) -> list[str]:
+        """Each process's RSS into the memory invariant; in MiB for the timeline (empty: not running)."""
+        found = self._rss()
+        for name, (pid, rss) in found.items():
+            self.memory.sample(at, name, pid, rss)
+        return [f"{found[name][1] / MiB:.0f}" if name in found else "" for name in self._process_names()]
+
+    def _process_names(self) -> list[str]:
+        return [f"agent {sidecar.name}" for sidecar in self.fleet] + ["aggregator"]
+
     def _rss(self) -> dict[str, tuple[int, int]]:
         """Each running process of the quota work: (its pid, its RSS with its children's)."""
-        processes = {f"agent {sidecar.name}": sidecar.process for sidecar in self.fleet}
-        processes["aggregator"] = self.aggregator.process.process
+        processes = dict(zip(self._process_names(), [*(sidecar.process for sidecar in self.fleet),
+                                                      self.aggregator.process.process]))
         found = {}
         for name, process in processes.items():
             with contextlib.suppress(AttributeError, psutil.Error):  # not started, or gone (a fault in force)

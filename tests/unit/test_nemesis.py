@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from harness.disk import what_uses
-from harness.invariants import INVARIANTS, Convergence, Ledger, report
+from harness.invariants import INVARIANTS, Convergence, Ledger, MemoryGrowth, report
 from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
 
 from builders import Clock
@@ -108,6 +108,28 @@ def test_a_difference_gets_its_allowance_again_after_a_heal():
     convergence.healed("cut-broker", 75.0)  # the fault in force meanwhile may have held it up
     assert convergence.differ(150.0) is None
     assert convergence.differ(156.0) == 1.0
+
+
+def test_memory_is_compared_from_when_each_process_is_warm_and_a_restarted_one_from_its_own_warm_sample():
+    """Before, every process was compared from half-time: an aggregator started again three minutes before it was
+    judged on its heap still filling (+222 MiB at 418a5fc), and one started after it was not judged at all."""
+    memory = MemoryGrowth(after=900.0, warm=300.0)
+    for at in range(0, 1801, 10):
+        memory.sample(at, "agent sidecar-1", 11, 50 << 20 if at < 1000 else 52 << 20)
+        memory.sample(at, "aggregator", 20 if at < 700 else 21, (700 << 20) + ((at - 700) << 20 if 700 <= at < 1000
+                                                                              else 300 << 20))
+        if at >= 1600:  # started again too late to be warm by the end: not judged
+            memory.sample(at, "agent sidecar-2", 12, 40 << 20)
+    assert memory.grown() == {"agent sidecar-1": 2 << 20, "aggregator": 0}
+
+
+def test_a_process_started_again_after_it_was_warm_is_named_with_its_pid():
+    memory = MemoryGrowth(after=0.0, warm=0.0)
+    memory.sample(0.0, "aggregator", 20, 100)
+    memory.sample(5.0, "aggregator", 20, 130)
+    memory.sample(6.0, "aggregator", 21, 90)
+    memory.sample(9.0, "aggregator", 21, 95)
+    assert memory.grown() == {"aggregator (pid 20)": 30, "aggregator (pid 21)": 5}
 
 
 def test_a_long_gap_after_every_nth_fault_leaves_that_much_quiet():
