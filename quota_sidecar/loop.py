@@ -21,7 +21,7 @@ from .act.local_verdict import LocalVerdict
 from .act.quota_writes import QuotaWriter
 from .act.replication import ReplicationRunner
 from .act.snapshot import Counters, CoverView, LocalWatchView, ReplicationView, Snapshot, utcnow
-from .common import deadline, records
+from .common import allocator, deadline, records
 from .common.errors import AdminError, DecisionFailed, RetryableAdminError
 from .common.failure_report import FailureReport
 from .common.observation import Observation, Volume
@@ -335,6 +335,7 @@ class Sidecar:
                     self.publish()
                 if full and not now:  # at a fixed rate from each pass's start: a slow pass does not push the next back
                     next_full = started + full_every
+                    allocator.give_back_free_memory()
                 next_any = started + every
             wait = min(next_any, next_full) - time.monotonic()
             self.wake.wait(max(0.0, min(wait, self.watch.interval) if self._holding else wait))
