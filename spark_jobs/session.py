@@ -43,8 +43,8 @@ _BATCH_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=fil
                "spark.driver.memory": "1g"}
 
 # The aggregator parses every observation of a micro-batch (10^6 volumes of 2,000 clusters: 150 MB of JSON): its filter
-# on the parsed fields would otherwise be pushed below the parse as one more parse per field. Its driver, unlike the
-# others', runs the C2 compiler (10^6 volumes decided in 4.8 s instead of 8.9 s on 2 cores), with the native memory
+# on the parsed fields would otherwise be pushed below the parse as one more parse per field. Its driver runs the C2
+# compiler, as the report's does (10^6 volumes decided in 4.8 s instead of 8.9 s on 2 cores), with the native memory
 # C2's compilations leave behind given back to the system every 5 s: without that the aggregator's RSS grew 980 MiB
 # in a 4-minute soak (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and
 # ignores it rather than fail to start.

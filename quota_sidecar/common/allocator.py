@@ -3,8 +3,8 @@
 glibc's malloc gives each thread that allocates an arena of its own and keeps the pages it freed for later: a burst
 (the agent cut off from its cluster for 17 s, its clients' requests and retries piling up) leaves the RSS that much
 higher for the life of the process, though Python freed it all (issue 19's soak: +5.7 MiB in one cut, 8 MiB of its
-22 MiB of arenas free). malloc_trim(0) returns every arena's free pages; it walks ~20 MiB in well under a
-millisecond. Another C library (musl) has no malloc_trim: then nothing is done.
+22 MiB of arenas free). malloc_trim(0) returns every arena's free pages: 3-9 ms here after a 20 MiB burst, once a
+pass. Another C library (musl) has no malloc_trim: then nothing is done.
 """
 
 from __future__ import annotations
