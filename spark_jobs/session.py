@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 EMBEDDED = "embedded local[1]"  # how messages name the session of no URL
 LOG4J2_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+_LOG4J2_OPTION = f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"  # in every driver's JVM options
 # Where an in-process driver's JVM writes its console output (stdout and stderr).
 CONSOLE_LOG = os.path.join(tempfile.gettempdir(), f"quota-sidecar-spark-{os.getpid()}.log")
 
@@ -34,12 +35,11 @@ _LARGE_DATA_CONF = {"spark.sql.shuffle.partitions": "16", "spark.sql.adaptive.en
 
 # The driver runs small queries now and then: the C2 compiler's work (half the JVM's CPU per decision in the
 # first hundred passes) never pays for itself, and under a flood it takes the cores the decision needs.
-_DRIVER_CONF = {"spark.driver.extraJavaOptions":
-                f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} -XX:TieredStopAtLevel=1"}
+_DRIVER_CONF = {"spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:TieredStopAtLevel=1"}
 
 # `quota-sidecar report` is one batch job over up to 10^8 history rows that a person waits for: it pays the C2
 # compiler back many times over (10^8 rows in 20 s with it, 60 s without, on 2 cores), on every core.
-_BATCH_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}",
+_BATCH_CONF = {"spark.driver.extraJavaOptions": _LOG4J2_OPTION,
                "spark.driver.memory": "1g"}
 
 # The aggregator parses every observation of a micro-batch (10^6 volumes of 2,000 clusters: 150 MB of JSON): its filter
@@ -49,8 +49,8 @@ _BATCH_CONF = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=fil
 # in a 4-minute soak (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and
 # ignores it rather than fail to start.
 AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false",
-                   "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG} "
-                   "-XX:+UnlockExperimentalVMOptions -XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"}
+                   "spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:+UnlockExperimentalVMOptions "
+                   "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"}
 # glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core), which the trim above
 # cannot shrink below what each holds; two bound them. Set before the driver's JVM starts, which inherits it.
 AGGREGATOR_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
