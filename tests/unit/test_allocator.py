@@ -1,4 +1,6 @@
+import gc
 import threading
+import weakref
 
 import psutil
 import pytest
@@ -26,3 +28,35 @@ def test_the_pages_a_thread_freed_go_back_to_the_system():
     after = psutil.Process().memory_info().rss
     assert before - after > 20 * MiB, (before / MiB, after / MiB)
     assert len(kept) == 400
+
+
+def test_cyclic_garbage_of_the_old_generation_goes_with_the_pass():
+    """kafka-python's poll that times out leaves an error in a cycle with its traceback's frames; one still alive at
+    a young collection reaches the old generation, which Python collects rarely. The pass's collection takes it."""
+
+    class Future:
+        pass
+
+    def poll_that_times_out():
+        future = Future()
+        try:
+            raise TimeoutError("Timed out after 49 ms")
+        except TimeoutError as error:
+            future.error = error  # the error's traceback holds this frame, which holds the future, which holds it
+        return future
+
+    automatic = gc.isenabled()
+    gc.disable()  # no automatic collection may take the cycle before the pass does
+    try:
+        future = poll_that_times_out()
+        gone = weakref.ref(future)
+        gc.collect(1)  # alive at a young collection: it moves to the old generation
+        assert any(item is future for item in gc.get_objects(2))
+        del future
+        gc.collect(1)
+        assert gone() is not None  # garbage, and still there: only a full collection takes it
+        allocator.give_back_free_memory()
+        assert gone() is None
+    finally:
+        if automatic:
+            gc.enable()
