@@ -21,7 +21,8 @@ from kafka.partitioner.default import murmur2
 from ..common import deadline, pipeline_messages as messages
 from ..common.errors import AdminError, DecisionFailed, RetryableAdminError
 from ..observe.admin import ClusterAdmin
-from ..observe.kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client, with_cause
+from ..observe.kafka_client import (CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client,
+                                    with_cause)
 
 PARTITIONS = 6
 WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent's local verdict a turn
@@ -147,9 +148,9 @@ class Pipeline:
             return
         if self.create_topics:
             ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
-        consumer = open_client(KafkaConsumer, {
+        consumer = open_client(KafkaConsumer, for_frequent_polls({
             **self._client_config, "group_id": None, "enable_auto_commit": False,
-            "allow_auto_create_topics": False}, deadline.left(doing=doing))
+            "allow_auto_create_topics": False}), deadline.left(doing=doing))
         try:
             partitions = consumer.partitions_for_topic(self.decisions_topic)
             if not partitions:

@@ -24,12 +24,15 @@ from kafka import errors as Errors
 from ..common import pipeline_messages as messages
 from ..common.errors import AdminError, PermanentAdminError
 from ..common.failure_report import FailureReport
-from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client
+from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client
 
 log = logging.getLogger(__name__)
 
 HISTORY_SECONDS = 60.0
 PROMPT = 0.05  # s: how soon a change of the verdict is beaten, between two beats
+# s: how often the beats fetched are read. Not at PROMPT: each poll of kafka-python 3.0's consumer hangs a callback on
+# the fetch in flight, all kept while a fetch waits for its answer (kafka_client.FREQUENT_POLLS_REQUEST_TIMEOUT_MS).
+READ_EVERY = 0.25
 PERMANENT_BACKOFF = 10  # beat intervals between two tries after a failure retrying will not fix
 
 
@@ -95,8 +98,9 @@ class Heartbeats:
     def _connect(self) -> tuple[KafkaProducer, KafkaConsumer]:
         if self._ensure_topic is not None:
             self._ensure_topic()
-        consumer = open_client(KafkaConsumer, {**self._client_config, "group_id": None, "enable_auto_commit": False,
-                                               "allow_auto_create_topics": False}, 10.0)
+        consumer = open_client(KafkaConsumer, for_frequent_polls({
+            **self._client_config, "group_id": None, "enable_auto_commit": False, "allow_auto_create_topics": False}),
+            10.0)
         try:
             partition = TopicPartition(self.topic, 0)
             consumer.assign([partition])
@@ -122,13 +126,20 @@ class Heartbeats:
         holding = self.holding()
         beat = messages.heartbeat(cluster, self.agent, datetime.now(timezone.utc), holding)
         producer.send(self.topic, key=messages.key(cluster, self.agent).encode(), value=messages.encode(beat))
-        due = self.monotonic() + self.every
-        while (left := due - self.monotonic()) > 0 and not self._stop.is_set() and self.holding() == holding:
-            for batch in consumer.poll(timeout_ms=max(1, int(min(left, PROMPT) * 1000))).values():
-                read_at = self.monotonic()
-                with self._lock:
-                    for record in batch:
-                        message = messages.decode(record.value) or {}
-                        if message.get("cluster") == cluster and isinstance(message.get("agent"), int):
-                            self._last_seen[message["agent"]] = read_at
-                            self._holding[message["agent"]] = message.get("holding") is True
+        due, read_next = self.monotonic() + self.every, self.monotonic()
+        while (left := due - self.monotonic()) > 0 and self.holding() == holding:
+            if self.monotonic() >= read_next:
+                self._read(consumer.poll(timeout_ms=0), cluster)  # what the consumer's IO thread fetched meanwhile
+                read_next = self.monotonic() + READ_EVERY
+            if self._stop.wait(min(left, PROMPT)):
+                return
+
+    def _read(self, records: Mapping[TopicPartition, list], cluster: str) -> None:
+        read_at = self.monotonic()
+        with self._lock:
+            for batch in records.values():
+                for record in batch:
+                    message = messages.decode(record.value) or {}
+                    if message.get("cluster") == cluster and isinstance(message.get("agent"), int):
+                        self._last_seen[message["agent"]] = read_at
+                        self._holding[message["agent"]] = message.get("holding") is True

@@ -34,6 +34,12 @@ PROBE_TIMEOUT = 3.0
 
 # kafka-python marks these as not retriable, yet they pass: a broker that is restarting or not yet known.
 _ALSO_RETRYABLE = (Errors.BrokerNotAvailableError, Errors.UnknownBrokerIdError, OSError)
+# kafka-python 3.0's consumer hangs a callback on each fetch in flight at every poll that waits for records. A fetch
+# that no answer comes to (its broker cut off or paused: no reset) keeps them all, with each timed-out wait's error,
+# traceback and frames (~10 KB a poll), until request.timeout.ms: 30 s by default, ~10 MB at 20 polls a second, which
+# the agent's memory kept as a step after the cut (issue 19's soak). A fetch is answered within fetch.max.wait.ms
+# (0.5 s): the consumers that poll often (for_frequent_polls) give up on one after 5 s.
+FREQUENT_POLLS_REQUEST_TIMEOUT_MS = 5_000
 # The Kafka APIs a consumer's read and a producer's write send: a refusal of either names them (admin_error).
 CONSUMING, PRODUCING = ("Metadata", "ListOffsets", "Fetch"), ("Metadata", "Produce")
 # The resource each authorization error of Kafka's protocol names.
@@ -59,6 +65,12 @@ def admin_error(error: Exception, what: str, apis: tuple[str, ...] = ()) -> Admi
         return UnknownTopicError(f"{what} failed: {error}")
     retryable = getattr(error, "retriable", False) or isinstance(error, _ALSO_RETRYABLE)
     return (RetryableAdminError if retryable else PermanentAdminError)(f"{what} failed: {error}")
+
+
+def for_frequent_polls(consumer_config: Mapping[str, object]) -> dict[str, object]:
+    """A consumer's configuration for polls every few tens of ms: its requests time out after 5 s at most."""
+    timeout = int(consumer_config.get("request_timeout_ms", FREQUENT_POLLS_REQUEST_TIMEOUT_MS))
+    return {**consumer_config, "request_timeout_ms": min(timeout, FREQUENT_POLLS_REQUEST_TIMEOUT_MS)}
 
 
 def error_for_code(code: int, message: str | None, what: str) -> AdminError | None:
