@@ -54,6 +54,11 @@ AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "fals
 # glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core), which the trim above
 # cannot shrink below what each holds; two bound them. Set before the driver's JVM starts, which inherits it.
 AGGREGATOR_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
+# The aggregator runs for months: its heap is committed and touched at start (-Xms = -Xmx, AlwaysPreTouch), so that
+# a pod short of memory fails then, not hours later, and its RSS is flat from the start instead of climbing as G1
+# grows the heap from its initial size (1/64 of the memory: 32 MiB in a 2 GiB pod) to the maximum.
+_PRE_TOUCH = "-XX:+AlwaysPreTouch"
+_SPARK_DRIVER_MEMORY = "1g"  # Spark's default heap for a driver whose spark.driver.memory is not set
 
 _EMBEDDED_CONF = {
     **_SMALL_DATA_CONF,
@@ -96,10 +101,16 @@ def get_session(spark_url: str | None = None, app_name: str = "quota-sidecar",
 
 def aggregator_session(spark_url: str | None, app_name: str, settings: dict[str, str] | None = None) -> SparkSession:
     """The aggregator's session (`quota-sidecar aggregate`, and the benchmarks that time it): AGGREGATOR_CONF and
-    AGGREGATOR_ENVIRONMENT for a driver this process starts, one shuffle partition per core."""
+    AGGREGATOR_ENVIRONMENT for a driver this process starts, its whole heap taken at start, one shuffle partition
+    per core."""
     for name, value in AGGREGATOR_ENVIRONMENT.items():
         os.environ.setdefault(name, value)  # an operator's own setting wins
-    spark = get_session(spark_url, app_name, {**AGGREGATOR_CONF, **(settings or {})})
+    settings = {**AGGREGATOR_CONF, **(settings or {})}
+    heap = settings.get("spark.driver.memory") or (
+        _EMBEDDED_CONF["spark.driver.memory"] if not spark_url else _SPARK_DRIVER_MEMORY)
+    heap += "m" if heap.isdigit() else ""  # Spark reads a bare number as MiB, the JVM as bytes
+    settings["spark.driver.extraJavaOptions"] += f" -Xms{heap} {_PRE_TOUCH}"
+    spark = get_session(spark_url, app_name, settings)
     spread_over_cores(spark)
     return spark
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
@@ -132,3 +133,14 @@ def decisions_of(bootstrap: str, key: str, topic: str = DECISIONS_TOPIC) -> list
     finally:
         consumer.close()
 
+
+
+def test_the_aggregators_heap_is_taken_at_start(aggregator):
+    """Its driver's heap committed and touched when it starts (-Xms = -Xmx, AlwaysPreTouch): a pod short of memory
+    fails then, and the RSS does not climb for hours as the heap grows to its maximum."""
+    jvm = next(child for child in psutil.Process(aggregator.process.process.pid).children(recursive=True)
+               if child.name() == "java")
+    options = jvm.cmdline()
+    maximum = next(option for option in options if option.startswith("-Xmx"))[len("-Xmx"):]
+    assert f"-Xms{maximum}" in options and "-XX:+AlwaysPreTouch" in options, options
+    assert jvm.memory_info().rss > 512 << 20  # the embedded driver's heap: 512m
