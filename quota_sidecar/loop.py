@@ -23,7 +23,7 @@ from .act.replication import ReplicationRunner
 from .act.snapshot import Counters, CoverView, LocalWatchView, ReplicationView, Snapshot, utcnow
 from .common import allocator, deadline, records
 from .common.errors import AdminError, DecisionFailed, RetryableAdminError
-from .common.failure_report import FailureReport
+from .common.failure_report import FailureReport, report_pass
 from .common.observation import Observation, Volume
 from .common.refusals import REFUSALS
 from .configuration.config import SidecarConfig
@@ -62,7 +62,7 @@ class Sidecar:
             replication, admin, store, config.storage_limit, config.cancel_moves_at_limit, self.counters, self.watch)
         self.cover = cover  # watches the brokers whose agent is down, when this agent covers them
         if cover is not None:
-            cover.wake = self.wake.set
+            cover.wake = self._woken
         self.verdict = None if self.watch is None and cover is None else LocalVerdict(
             self.watch, cover, self.quota_writer, decider.judged_locally, self.counters, clock)
         if cover is not None and self.verdict is not None:  # its heartbeats tell the others when the verdict holds
@@ -105,12 +105,15 @@ class Sidecar:
     def run_pass(self) -> Decision:
         started = time.monotonic()
         try:
-            with deadline.within(self._deadline, "the poll"):
+            with deadline.within(self._deadline, "the poll"), self._under_way():
                 decision = self._pass()
         finally:
             self.counters.last_poll_seconds = time.monotonic() - started
             self.publish()
         return decision
+
+    def _under_way(self):
+        return self.verdict.pass_under_way() if self.verdict is not None else nullcontext()
 
     def _pass(self) -> Decision:
         now = self.clock()
@@ -149,7 +152,7 @@ class Sidecar:
             except AdminError as error:  # the cluster went away since the poll, or the deadline ran out
                 self.counters.pass_failures += 1
                 write_error = str(error)
-        self._report(decision, write_error)
+        report_pass(decision, write_error, self.poll_report, self.replication_report)
         if self.verdict is not None and self.config.broker_id is not None and decision.error is None:
             self.verdict.confirm(v for v in decision.volumes if v.broker_id == self.config.broker_id)
         if self.cover is not None and decision.error is None:
@@ -172,27 +175,10 @@ class Sidecar:
         violated = {v["broker_id"] for v in self.decider.known_violations}
         return self.config.broker_id in violated or (self.guard is not None and bool(self.guard.at_risk()))
 
-    def _report(self, decision: Decision, write_error: str | None) -> None:
-        """One line for a failed pass: the poll's failure, with the writes' when they failed for another reason."""
-        if decision.error is None:
-            self.poll_report.success()
-            if write_error is not None:
-                log.warning("pass failed while writing: %s", write_error)
-        else:
-            also = "" if write_error is None or write_error in decision.error else f"; writing failed: {write_error}"
-            self.poll_report.failure(decision.error + also)
-        if decision.entered_fallback:
-            log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
-                        decision.throttle_factor, decision.valid_from, decision.error)
-        if decision.replication_error is not None:
-            self.replication_report.failure(decision.replication_error)
-        elif decision.replication is not None:
-            self.replication_report.success()
-
     def run_replication_pass(self) -> None:
         """Between storage polls: moves, network and rates only."""
         try:
-            with deadline.within(self._deadline, "the replication pass"):
+            with deadline.within(self._deadline, "the replication pass"), self._under_way():
                 all_records = self.read_records()
                 observation = self.replication.observe(all_records, self._guarded())
                 decision = self.decider.decide_replication(observation)
@@ -348,8 +334,14 @@ class Sidecar:
             return None
         offer = None if self.znodes is None or self.config.broker_id is None else (
             lambda samples: self.znodes.offer(as_volumes(self.config.broker_id, samples, self.clock())))
-        return LocalWatch(settings, limit, self.wake.set, self._horizon, on_sample=offer,
+        return LocalWatch(settings, limit, self._woken, self._horizon, on_sample=offer,
                           fill_window=self.config.fill_window.total_seconds())
+
+    def _woken(self) -> None:
+        """The watch (or the cover's) asks for a pass now; the verdict is written at once if a pass is under way."""
+        self.wake.set()
+        if self.verdict is not None:
+            self.verdict.ahead_of_the_pass()
 
     def _horizon(self) -> float:
         """How far ahead of the limit a local volume asks for a pass: the configured horizon or a few passes,

@@ -19,6 +19,7 @@ soak: they lifted it 37 times, 5 s after each verdict, and the flood wrote again
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
@@ -49,6 +50,10 @@ class LocalVerdict:
         self._deciding_on: records.Records | None = None  # that pass's records
         self._held_by: list[int] = []  # the other agents whose verdict held at the last look
         self._records: records.Records | None = None  # as the last pass read them, for write_ahead
+        self._writing = threading.Lock()  # the loop's writes and one ahead of the pass under way
+        self._ahead_lock = threading.Lock()
+        self._pass_under_way = False
+        self._ahead: threading.Thread | None = None  # the write ahead of the pass under way, once a pass
 
     def holds(self) -> list[str]:
         """Why the verdict holds: each confirmed dir of this broker the watch's last sample judges violated, and
@@ -73,15 +78,42 @@ class LocalVerdict:
             self._held_by = held_by
         return held_by
 
-    def write_ahead(self, now: datetime) -> None:
+    def write_ahead(self, now: datetime, when: str = "before the pass reads the records") -> None:
         """Before a pass reads the records (a read that stalls while the records topic's leader is cut off, ~10 s
         until Kafka fences it: issue 19's soak, where a flood wrote 735 MiB past the limit meanwhile), the writes
         that the records last read name already: their values go first, without a record (ownership.Write.named)."""
         if self._records is not None:
-            self.write(self._records, now, "before the pass reads the records", named_only=True)
+            self.write(self._records, now, when, named_only=True)
+
+    @contextmanager
+    def pass_under_way(self) -> Iterator[None]:
+        """Around a pass of the loop: what ahead_of_the_pass needs to know."""
+        with self._ahead_lock:
+            self._pass_under_way, self._ahead = True, None
+        try:
+            yield
+        finally:
+            with self._ahead_lock:
+                self._pass_under_way = False
+
+    def ahead_of_the_pass(self) -> None:
+        """Called by the watch (or the cover's) as it wakes the loop. A pass under way sees the dirs only when the
+        next begins, and it may be stuck: ~10 s reading a records topic whose leader was cut off, while a flood
+        filled the disk and the log dir went offline (issue 19's seed-2 soak, 2026-11-28). So what write_ahead
+        writes is written now, in a thread of its own, once a pass."""
+        with self._ahead_lock:
+            if not self._pass_under_way or self._ahead is not None or not self.holds():
+                return
+            self._ahead = threading.Thread(target=self.write_ahead, args=(self.clock(), "while a pass is under way"),
+                                           name="verdict-ahead", daemon=True)
+            self._ahead.start()
 
     def write(self, all_records: records.Records, now: datetime, when: str, named_only: bool = False) -> bool:
         """The quotas, when the verdict holds; whether it does."""
+        with self._writing:
+            return self._write(all_records, now, when, named_only)
+
+    def _write(self, all_records: records.Records, now: datetime, when: str, named_only: bool) -> bool:
         self._records = all_records
         reasons = self.holds()
         if not reasons:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -72,7 +73,7 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
     and the local verdict, which read the records first and wrote its record before its value, wrote nothing until
     another agent's cover did, 735 MiB past the limit. Broker 3's agent (in this process) throttles and lifts once;
     then the records topic's leader is cut off and the dir crosses the limit again: the verdict's quota, which the
-    records name already, is in force before the pass reads them."""
+    records name already, is in force before the pass reads them; and again while a pass is under way."""
     network, cluster = cut_off_lab
     small_dir = cluster.log_dirs(3)[0]
     free = os.statvfs(small_dir).f_bavail * os.statvfs(small_dir).f_frsize
@@ -120,6 +121,28 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
     print(f"records topic's leader: broker {leader}; verdict in force when the pass read the records: "
           f"{in_force_when_read}")
     assert in_force_when_read[:1] == [True], "the verdict waited for the records topic"
+
+    # Now a pass already under way, stuck reading the records, when the dir crosses the limit: the verdict is in
+    # force at once, not when that pass ends (the seed-2 soak of 2026-11-28 17:32 lost the log dir so).
+    with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        admin.delete_topics(["second"])
+    eventually(away_from_the_limit, 30, "the dir away from the limit once the topic is deleted")
+    assert sidecar.run_pass().throttle_factor == 1.0 and default_user_rate() == PRODUCE_RATE  # lifted
+    sidecar.store.read_all = read_all
+    fill(cluster.bootstrap_servers, "third", 3, 24)
+    network.cut(leader)
+    under_way = threading.Thread(target=sidecar.run_pass, daemon=True)
+    try:
+        under_way.start()
+        time.sleep(1.0)  # the pass reads the records; the watch's last sample is below the limit
+        sidecar.watch.sample()
+        assert sidecar.watch.at_limit == [small_dir]
+        sidecar.watch.wake()  # as its thread does after such a sample
+        assert within(lambda: default_user_rate() == 1.0, 3.0) and under_way.is_alive(), "the verdict waited"
+    finally:
+        network.heal(leader)
+        under_way.join(90)
+    assert not under_way.is_alive()
 
 
 def test_beats_read_from_a_paused_broker_keep_little_memory(make_kafka_cluster):
