@@ -4,6 +4,7 @@ imports pyspark."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -137,6 +138,59 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         for server in servers:
             server.stop()
         sidecar.close()
+
+
+@main.command()
+@config_options
+@click.option("--dry-run", is_flag=True, help="Say what would be handed back; change nothing.")
+@click.option("--topics", "delete_topics", is_flag=True,
+              help="Also delete the sidecars' topics (records, observations, decisions, heartbeats) once everything "
+                   "else is handed back.")
+def cleanup(config_paths: tuple[str, ...], overrides: tuple[str, ...], dry_run: bool, delete_topics: bool) -> None:
+    """Hand back everything the sidecars set in the cluster, for every broker: the client quotas (the default
+    user's, the tenants', the sidecars' own exemption), the replication throttle rates and throttled-replica lists,
+    the cordoned log dirs; forget the overrides and the cancelled moves. A value someone changed since the sidecars
+    wrote it is left as it is. One line per change on stdout. Run it once the agents are stopped (helm uninstall
+    does, in its pre-delete hook); a second run finds nothing left to do.
+
+    Exit code 1 when a part could not be handed back (one line each on stderr; run it again).
+    """
+    from .wiring import build_handback
+
+    config = load_config(config_paths, overrides)
+    handback, close = build_handback(config, dry_run)
+    if dry_run:
+        click.echo("dry run: nothing is changed; cleanup would make these changes:")
+    with _changes_on_stdout():
+        try:
+            handback.run(delete_topics)
+        finally:
+            close()
+    for failure in handback.failures:
+        click.echo(f"quota-sidecar: not handed back: {failure}", err=True)
+    if handback.failures:
+        sys.exit(UNREACHABLE)
+
+
+class _Printed(logging.Handler):
+    """The sidecar's change lines as plain lines: INFO on stdout, the rest on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(record.getMessage(), err=record.levelno > logging.INFO)
+
+
+@contextlib.contextmanager
+def _changes_on_stdout():
+    logger = logging.getLogger("quota_sidecar")
+    handler, propagate, level = _Printed(logging.INFO), logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(min(logging.INFO, logging.getLogger().getEffectiveLevel()))
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate, logger.level = propagate, level
 
 
 _DEFAULT_URL = ("default this host's: http.host and http.plain.port when set, else http.port (https with http.tls.*, "

@@ -95,3 +95,33 @@ def build_cover(config: configuration.SidecarConfig, admin, pipeline):
                             ensure_topic=lambda: pipeline.ensure_heartbeats_topic(topic))
     cover = Cover(heartbeats, config.broker_id, after, interval)
     return CoverWatch(heartbeats, cover.targets, admin, config.storage_limit, interval, config.fill_window.total_seconds())
+
+
+def build_handback(config: configuration.SidecarConfig, dry_run: bool = False):
+    """`quota-sidecar cleanup`'s Handback, its clients' closing, for the watched cluster and the pipeline's."""
+    from .act.cluster_store import ClusterStore
+    from .act.handback import DryRun, Handback
+    from .observe.admin import ClusterAdmin
+
+    opened = []
+
+    def opening(client):
+        opened.append(client)
+        return DryRun(client) if dry_run else client
+
+    if config.state_store == "zookeeper":
+        from .act.zookeeper_store import ZooKeeperStore
+        from .observe.zookeeper_session import ZooKeeperSession
+
+        timeout = config.zookeeper_session_timeout.total_seconds()
+        store = opening(ZooKeeperStore(ZooKeeperSession(config.zookeeper_connect, timeout)))  # its close ends the session
+    else:
+        store = opening(ClusterStore(config.admin_client))
+    admin = opening(ClusterAdmin(config.admin_client))
+    pipeline_admin = (lambda: opening(ClusterAdmin(config.pipeline.client))) if config.pipeline.named else None
+
+    def close() -> None:
+        for client in reversed(opened):
+            client.close()
+
+    return Handback(config, admin, store, pipeline_admin), close

@@ -305,6 +305,19 @@ class ClusterAdmin:
         raise_any([error_for_code(result.error_code, result.error_message, f"CreateTopics of {name!r}")])
         return True
 
+    def delete_topic(self, name: str) -> bool:
+        """Delete a topic; False when there is none of that name."""
+        return self._call(f"DeleteTopics of {name!r}", self._delete_topic, name)
+
+    async def _delete_topic(self, name: str) -> bool:
+        what = f"DeleteTopics of {name!r}"
+        result = (await self._send(requests.delete_topic_request(name, self._timeout_ms), what,
+                                   node_id=_CONTROLLER)).responses[0]
+        if Errors.for_code(result.error_code) is Errors.UnknownTopicOrPartitionError:
+            return False
+        raise_any([error_for_code(result.error_code, getattr(result, "error_message", None), what)])
+        return True
+
     # -------------------------------------------------------------- reassignments
 
     def list_reassignments(self) -> list[Reassignment]:

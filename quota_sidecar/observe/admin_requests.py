@@ -12,6 +12,7 @@ from kafka.admin import AlterConfigOp, ConfigResourceType, ConfigSourceType
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     AlterClientQuotasRequest,
+    DeleteTopicsRequest,
     AlterPartitionReassignmentsRequest,
     AlterReplicaLogDirsRequest,
     DescribeClientQuotasRequest,
@@ -145,6 +146,12 @@ def create_topic_request(name: str, partitions: int, replication_factor: int, co
     return CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=False, topics=[topic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
         configs=[topic.CreatableTopicConfig(name=key, value=value) for key, value in configs.items()])])
+
+
+def delete_topic_request(name: str, timeout_ms: int) -> DeleteTopicsRequest:
+    """Delete one topic by name (named in both of the request's shapes: before and after topic ids, version 6)."""
+    return DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=name)], topic_names=[name],
+                               timeout_ms=timeout_ms)
 
 
 def alter_reassignments_request(targets: dict[tuple[str, int], list[int] | None],
