@@ -31,6 +31,9 @@ from harness.secure_lab import SecureLab, grant
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
+from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
+from quota_sidecar.decide.quotas import PRODUCE
+from quota_sidecar.observe.admin import ClusterAdmin
 
 pytestmark = pytest.mark.chart
 
@@ -247,6 +250,11 @@ class RenderedContainer:
     def log(self) -> str:
         return self.log_path.read_text()
 
+    def run(self, timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run it to its end (a Job's container): its exit code and output."""
+        return subprocess.run([str(EXECUTABLE), *self.command[1:]], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
+
     def get(self, url: str, context: ssl.SSLContext | None = None) -> int:
         """The status of a GET; 0 while nothing listens. Not retried once the process has exited."""
         if self.process.poll() is not None:
@@ -292,8 +300,10 @@ def status(url: str, context: ssl.SSLContext | None = None) -> dict:
         return json.load(response)
 
 
-def test_the_rendered_agent_and_aggregator_run_against_a_real_cluster(helm, tmp_path):
-    """The agent's pipeline is the watched cluster (its default), where the rendered aggregator decides."""
+def test_the_rendered_agent_and_aggregator_run_against_a_real_cluster_and_the_uninstall_hook_hands_back(
+        helm, tmp_path):
+    """The agent's pipeline is the watched cluster (its default), where the rendered aggregator decides. Once they
+    stopped as their pods stop (nothing handed back), the pre-delete hook's Job removes the quotas they wrote."""
     with LocalKafkaCluster(brokers=1) as cluster:
         log_dir = Path(cluster.log_dirs(1)[0])
         port, = free_loopback_ports(1)
@@ -313,6 +323,14 @@ def test_the_rendered_agent_and_aggregator_run_against_a_real_cluster(helm, tmp_
             assert "s3cret" not in sidecar.log() and "s3cret" not in aggregator.log()
             checkpoint = Path(aggregator.mounts["/var/lib/quota-sidecar-aggregator"], "checkpoint")
             assert (checkpoint / "offsets").is_dir()  # on the checkpoint's volume
+        with ClusterAdmin({"bootstrap_servers": [cluster.bootstrap_servers]}) as admin:
+            written = [None, (None, SIDECAR_CLIENT_ID)]
+            assert admin.describe_user_quotas(written)[None] == {PRODUCE: 1.0}, "stopped, the agent handed back"
+            hook = RenderedContainer(helm, tmp_path, settings, kind="Job", name="cleanup")
+            done = hook.run()
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "producer_byte_rate: 1 -> none" in done.stdout, done.stdout
+            assert not any(admin.describe_user_quotas(written).values()), admin.describe_user_quotas(written)
 
 
 def test_the_rendered_sidecar_runs_with_mutual_tls_under_the_authorizer_with_the_notes_acls(helm, tmp_path):
