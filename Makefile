@@ -115,10 +115,11 @@ HELM := build/tools/bin/helm
 $(HELM):
 	@if command -v go >/dev/null; then echo "installing helm $(HELM_VERSION) into build/tools"; \
 	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
-# The ACL table of the chart's NOTES: what the agent needs with the chart's default config (a unit test checks it is
-# what `quota-sidecar acls` prints today).
+# The ACL table of the chart's NOTES: what the agent needs with the chart's default ConfigMap, which names the data
+# volume's log dirs but no broker id (the pod's ordinal or the broker's server.properties give it), as an operator
+# would print it (a unit test checks it is what `quota-sidecar acls` prints today).
 CHART_ACLS := --principal User:quota-sidecar --table --set kafka.admin.bootstrap.servers=localhost:9092 \
-              --set storage.per.volume.limit.min.available.bytes=5368709120 --set broker.id=0 \
+              --set storage.per.volume.limit.min.available.bytes=5368709120 \
               --set storage.local.log.dirs=/var/lib/kafka/data
 chart-acls: venv
 	$(BIN)/quota-sidecar acls $(CHART_ACLS) > charts/quota-sidecar/files/acls.md

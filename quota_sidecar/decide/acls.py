@@ -15,11 +15,15 @@ its needs name.
 - DescribeCluster and Metadata of the cluster's brokers need no ACL.
 - ZooKeeper (`zookeeper.connect`, `state.store=zookeeper`) is reached with ZooKeeper's own authentication,
   not through Kafka: no Kafka ACL.
+- In a broker pod the agent reads its broker id and log dirs from the broker's server.properties (another
+  --config), which the sidecar's own properties (the chart's ConfigMap) need not name: what `run` needs once it
+  knows them is listed as well, with that condition (`_in_pod`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import combinations
 from typing import Iterable
 
 from ..common import records
@@ -79,6 +83,7 @@ class Need:
     api: str  # the Kafka API and what it is for
     without: str  # what happens when the authorizer refuses it
     cluster: str = WATCHED
+    condition: str | None = None  # when it is needed, if only with what the configuration does not say (in_pod)
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,13 @@ class Acl:
         return tuple(p for p in PROCESSES if any(need.process == p for need in self.needs))
 
     @property
+    def condition(self) -> str | None:
+        """When this ACL is needed, if each of its needs has a condition: theirs, any of them."""
+        if any(need.condition is None for need in self.needs):
+            return None
+        return " or ".join(dict.fromkeys(need.condition for need in self.needs))
+
+    @property
     def caution(self) -> str | None:
         """What else this ACL allows, when that matters."""
         return CAUTIONS.get((self.operation, self.resource.kind))
@@ -104,13 +116,15 @@ class Acl:
         return (need.operation, need.resource) == (self.operation, self.resource)
 
 
-def needed(config: SidecarConfig, processes: Iterable[str]) -> list[Need]:
-    """Every API each of `processes` calls with `config`, as Needs, in the processes' order."""
+def needed(config: SidecarConfig, processes: Iterable[str], in_pod: bool = False) -> list[Need]:
+    """Every API each of `processes` calls with `config`, as Needs, in the processes' order. `in_pod`: run's also
+    with the broker id and log dirs it reads in a broker pod, if `config` does not name them (_in_pod)."""
     processes = tuple(processes)
     unknown = set(processes) - set(PROCESSES)
     if unknown:
         raise ValueError(f"unknown processes {sorted(unknown)}: expected some of {', '.join(PROCESSES)}")
-    build = {RUN: _run, AGGREGATE: _aggregate, STATUS_DIRECT: _status_direct, PLAN: _plan, CLEANUP: _cleanup}
+    run = (lambda c: _run(c) + _in_pod(c)) if in_pod else _run
+    build = {RUN: run, AGGREGATE: _aggregate, STATUS_DIRECT: _status_direct, PLAN: _plan, CLEANUP: _cleanup}
     return [need for process in PROCESSES if process in processes for need in build[process](config)]
 
 
@@ -137,8 +151,8 @@ def acls(needs: Iterable[Need]) -> tuple[Acl, ...]:
 
 
 def required(config: SidecarConfig, processes: Iterable[str]) -> tuple[Acl, ...]:
-    """The ACLs a principal needs to run each of `processes` with `config`."""
-    return acls(needed(config, processes))
+    """The ACLs a principal needs to run each of `processes` with `config`, run's as in a broker pod."""
+    return acls(needed(config, processes, in_pod=True))
 
 
 def _implies(key: tuple[str, str, Resource], other: tuple[str, str, Resource]) -> bool:
@@ -147,6 +161,34 @@ def _implies(key: tuple[str, str, Resource], other: tuple[str, str, Resource]) -
     other_cluster, other_operation, other_resource = other
     return cluster == other_cluster and resource.covers(other_resource) and (
         operation == other_operation or operation in _IMPLIED_BY.get(other_operation, ()))
+
+
+# ---------------------------------------------------------------- what an agent knows in its pod
+
+# What the agent reads in its pod from the broker's server.properties (node.id or broker.id, log.dirs or log.dir),
+# if the configuration does not name it. No ACL depends on which broker or which dirs.
+KNOWS_BROKER = ("the agent knows its broker (node.id in the broker's server.properties, read in its pod, or the "
+                "sidecar's broker.id)")
+KNOWS_LOG_DIRS = ("the agent knows its broker's log dirs (log.dirs in the broker's server.properties, read in its "
+                  "pod, or storage.local.log.dirs)")
+_SOME_BROKER, _SOME_LOG_DIRS = 0, ("/var/lib/kafka/data",)
+
+
+def _in_pod(config: SidecarConfig) -> list[Need]:
+    """What run needs besides _run(config) once it knows what `config` does not name, its broker and its log dirs,
+    each with the condition it needs: knowing one, the other, or both."""
+    unknown = []
+    if config.broker_id is None:
+        unknown.append(({"broker_id": _SOME_BROKER}, KNOWS_BROKER))
+    if not config.local_watch.log_dirs:
+        unknown.append(({"local_watch": replace(config.local_watch, log_dirs=_SOME_LOG_DIRS)}, KNOWS_LOG_DIRS))
+    found: dict[Need, str | None] = dict.fromkeys(_run(config))
+    for size in range(1, len(unknown) + 1):
+        for known in combinations(unknown, size):
+            assumed = replace(config, **{key: value for values, _ in known for key, value in values.items()})
+            for need in _run(assumed):
+                found.setdefault(need, " and ".join(condition for _, condition in known))
+    return [replace(need, condition=condition) for need, condition in found.items() if condition is not None]
 
 
 # ---------------------------------------------------------------- what each process calls

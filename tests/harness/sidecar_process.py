@@ -42,11 +42,14 @@ class LogLine:
 
 class SidecarProcess:
     """One `quota-sidecar run --config FILE` process (an agent; `command="aggregate"`: the aggregator);
-    `command_prefix` runs it elsewhere (`ip netns exec ns`)."""
+    `command_prefix` runs it elsewhere (`ip netns exec ns`); `configs` are read before its own file, as a broker's
+    server.properties is in its pod."""
 
     def __init__(self, name: str, work_dir: Path, properties: Mapping[str, object], host: str = "127.0.0.1",
-                 port: int | None = None, command_prefix: Iterable[str] = (), command: str = "run"):
+                 port: int | None = None, command_prefix: Iterable[str] = (), command: str = "run",
+                 configs: Iterable[Path] = ()):
         self.name, self.host, self.command = name, host, command
+        self.configs = [str(path) for path in configs]
         self.port = port or free_loopback_ports(1)[0]
         self.config_path = Path(work_dir) / f"{name}.properties"
         self.log_path = Path(work_dir) / f"{name}.log"
@@ -60,7 +63,8 @@ class SidecarProcess:
         return f"http://{self.host}:{self.port}"
 
     def start(self, cleanup: bool = False) -> SidecarProcess:
-        command = [*self.command_prefix, str(EXECUTABLE), self.command, "--config", str(self.config_path),
+        configs = [option for path in [*self.configs, str(self.config_path)] for option in ("--config", path)]
+        command = [*self.command_prefix, str(EXECUTABLE), self.command, *configs,
                    *(["--cleanup"] if cleanup else [])]
         with open(self.log_path, "a") as log:
             log.write(f"---- {' '.join(command)}\n")

@@ -21,6 +21,7 @@ from harness.replication_checks import broker_configs, create_topic
 from harness.secure_lab import LAB_ADMIN, SecureLab, grant, revoke
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
+from quota_sidecar.common.pipeline_messages import HEARTBEATS_TOPIC
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.quotas import PRODUCE
@@ -44,12 +45,13 @@ def printed(process: SidecarProcess, principal: str, processes: str) -> list[dic
 
 
 def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str, brokers: int = 1,
-                     agent_settings: dict | None = None, **cluster_options):
+                     agent_settings: dict | None = None, in_pod: bool = False, **cluster_options):
     """A secure cluster of `brokers`, the aggregator and an agent beside each broker, each principal granted exactly
     what `quota-sidecar acls` prints for it (the agents: `agent_runs`); none started. `agent_settings` (keys without
     the prefix) replace the default (every volume violates, a pass every 2 s) and have each agent watch its broker's
-    log dirs. (cluster, the agents in broker order, the aggregator, the agents' ACLs, the agents' client properties
-    for Kafka's own tools)."""
+    log dirs. `in_pod`: as in a broker pod, the agent reads its broker's node.id and log.dirs from a server.properties
+    of their own (a first --config), and the ACLs are printed for its file alone, which names neither. (cluster, the
+    agents in broker order, the aggregator, the agents' ACLs, the agents' client properties for Kafka's own tools)."""
     security = SecureLab(tmp_path / "tls", scram_users=PASSWORDS)
     cluster = make_kafka_cluster(brokers=brokers, security=security, **cluster_options)
     secure = cluster.secure_bootstrap_servers()
@@ -60,12 +62,19 @@ def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str, brokers: int
                             **{ADMIN_PREFIX + key: value for key, value in aggregator_client.items()})
     settings = agent_settings or {"storage.per.volume.limit.min.available.ratio": "1.0",  # every volume violates
                                   "storage.check.interval": "PT2S"}
-    agents = tuple(SidecarProcess("least-privilege" if brokers == 1 else f"least-privilege-{broker}", tmp_path, {
-        **{PREFIX + ADMIN_PREFIX + key: value for key, value in agent_client.items()},
-        **{PREFIX + key: value for key, value in settings.items()}, PREFIX + "broker.id": str(broker),
-        **({"log.dirs": ",".join(cluster.log_dirs(broker))} if agent_settings else {}),
-        # The aggregator's writes are no client's: a principal of its own is never throttled, as the README says.
-        PREFIX + "excluded.principal.name.list": f"User:{AGGREGATOR}"}) for broker in sorted(cluster.broker_ids))
+    agents = []
+    for broker in sorted(cluster.broker_ids):
+        server_properties = tmp_path / f"server-{broker}.properties"  # the broker's own, read first in its pod
+        if in_pod:
+            server_properties.write_text(f"node.id={broker}\nlog.dirs={','.join(cluster.log_dirs(broker))}\n")
+        agents.append(SidecarProcess("least-privilege" if brokers == 1 else f"least-privilege-{broker}", tmp_path, {
+            **{PREFIX + ADMIN_PREFIX + key: value for key, value in agent_client.items()},
+            **{PREFIX + key: value for key, value in settings.items()},
+            **({} if in_pod else {PREFIX + "broker.id": str(broker)}),
+            **({"log.dirs": ",".join(cluster.log_dirs(broker))} if agent_settings and not in_pod else {}),
+            # The aggregator's writes are no client's: a principal of its own is never throttled, as the README says.
+            PREFIX + "excluded.principal.name.list": f"User:{AGGREGATOR}"},
+            configs=[server_properties] if in_pod else ()))
     # Granted as an operator would: `acls --apply` as their admin over the secure listener, twice (nothing twice).
     # Every agent runs as one principal with the same keys: the first one's ACLs are all of theirs.
     admin_config = tmp_path / "admin.properties"
@@ -80,7 +89,7 @@ def least_privileged(make_kafka_cluster, tmp_path, agent_runs: str, brokers: int
     java_tools = tmp_path / "agent-java.properties"  # the agent's settings as Kafka's own tools spell them
     java_tools.write_text("".join(f"{key}={value}\n" for key, value in
                                   security.java_client_properties(secure, AGENT).items() if key != "bootstrap.servers"))
-    return cluster, agents, aggregator, agent_acls, java_tools
+    return cluster, tuple(agents), aggregator, agent_acls, java_tools
 
 
 def applied(process: SidecarProcess, principal: str, processes: str, admin_config) -> list[str]:
@@ -120,6 +129,42 @@ def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_
         agent.stop()
         aggregator.stop()
         lab.close()
+
+
+@pytest.mark.security
+def test_granted_what_acls_prints_without_the_brokers_properties_the_agents_in_their_pods_beat_and_cover(
+        make_kafka_cluster, tmp_path):
+    """As the chart runs them: the ACLs printed for the sidecar's own properties, which name no broker id and no log
+    dirs, and the agents run with their broker's server.properties as well, so they know their broker. They beat on
+    the heartbeats topic and read each other's beats; with broker 2's agent stopped, broker 1's covers broker 2.
+    Nothing is refused."""
+    cluster, (agent_1, agent_2), aggregator, agent_acls, _ = least_privileged(
+        make_kafka_cluster, tmp_path, "run", brokers=2, in_pod=True)
+    try:
+        aggregator.start().wait_ready()
+        for agent in (agent_1, agent_2):
+            agent.start().wait_ready()
+        for agent, other in ((agent_1, agent_2), (agent_2, agent_1)):
+            eventually(lambda: {"1", "2"} <= set(agent.status()["cover"]["agents_heard"]), 30,
+                       f"{agent.name} reads its own beats and {other.name}'s")
+        # An agent covers the brokers its last decided pass saw: none before the first decision.
+        eventually(lambda: agent_1.status()["throttle"]["last_success"] is not None, 180, "a first decision")
+        stopped = time.monotonic()
+        assert agent_2.stop() == 0
+        agent_1.wait_for_line(r"covering broker 2: no heartbeat", timeout=60, after=stopped)
+        eventually(lambda: agent_1.status()["cover"]["covering"] == [2], 30, "its status says so at its next pass")
+        for process in (agent_1, agent_2, aggregator.process):
+            logged = process.log_path.read_text()
+            assert "refused" not in logged and "AUTHORIZATION" not in logged.upper() and "Traceback" not in logged, \
+                process.log_tail()
+    finally:
+        agent_1.stop()
+        agent_2.stop()
+        aggregator.stop()
+    # Printed for a configuration that does not name the broker: with the condition they depend on.
+    beating = [acl for acl in agent_acls if acl["resource_name"] == HEARTBEATS_TOPIC]
+    assert {acl["operation"] for acl in beating} == {"CREATE", "READ", "WRITE"}, agent_acls
+    assert all("node.id" in acl["condition"] for acl in beating), beating
 
 
 # What a pass needs to decide and write at all: without one of these the throttle waits for the permission.

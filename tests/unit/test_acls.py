@@ -32,7 +32,9 @@ ASKING = {(PIPELINE, CREATE, OBSERVATIONS), (PIPELINE, WRITE, OBSERVATIONS), (PI
           (PIPELINE, READ, DECISIONS)}
 QUOTAS = {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)}
 LISTS = {(WATCHED, DESCRIBE, ANY), (WATCHED, ALTER_CONFIGS, ANY)}
-# An agent that knows its broker beats, and covers brokers whose agent is down (cover.after).
+GUARDING = {(WATCHED, ALTER, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)}  # the disk guard cancels moves
+# An agent that knows its broker beats, and covers brokers whose agent is down (cover.after): in its pod it does,
+# whether the configuration names its broker or not.
 BEATING = {(PIPELINE, CREATE, HEARTBEATS), (PIPELINE, READ, HEARTBEATS), (PIPELINE, WRITE, HEARTBEATS)}
 
 
@@ -45,17 +47,20 @@ def granted(config, *processes):
 
 
 @pytest.mark.parametrize("overrides, processes, expected", [
-    pytest.param([], [RUN], QUOTAS | RECORDS | ASKING, id="default agent"),
+    pytest.param([], [RUN], QUOTAS | RECORDS | ASKING | BEATING, id="default agent"),
     pytest.param(["storage.check.interval=PT0S"], [RUN], {(WATCHED, ALTER_CONFIGS, CLUSTER)} | RECORDS | ASKING,
                  id="no storage check: no DescribeLogDirs"),
-    pytest.param(REPLICATION, [RUN], QUOTAS | RECORDS | ASKING | LISTS | BEATING, id="replication throttles"),
-    pytest.param(REPLICATION + ["cover.after=PT0S"], [RUN], QUOTAS | RECORDS | ASKING | LISTS,
+    pytest.param(REPLICATION, [RUN], GUARDING | RECORDS | ASKING | LISTS | BEATING,
+                 id="replication throttles: in its pod, with its log dirs, the disk guard"),
+    pytest.param(REPLICATION + ["storage.local.watch.interval=PT0S"], [RUN], QUOTAS | RECORDS | ASKING | LISTS
+                 | BEATING, id="replication throttles without a local watch: no disk guard"),
+    pytest.param(REPLICATION + ["cover.after=PT0S"], [RUN], GUARDING | RECORDS | ASKING | LISTS,
                  id="no heartbeats, no cover"),
-    pytest.param(GUARDED, [RUN], {(WATCHED, ALTER, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)} | RECORDS | ASKING
-                 | LISTS | BEATING, id="the disk guard cancels moves: ALTER, which implies DESCRIBE"),
+    pytest.param(GUARDED, [RUN], GUARDING | RECORDS | ASKING | LISTS | BEATING,
+                 id="the disk guard cancels moves: ALTER, which implies DESCRIBE"),
     pytest.param(GUARDED + ["storage.cancel.moves.at.limit=false"], [RUN],
                  QUOTAS | RECORDS | ASKING | LISTS | BEATING, id="the disk guard without cancelling"),
-    pytest.param(APART, [RUN], QUOTAS | RECORDS | ASKING, id="pipeline on another cluster"),
+    pytest.param(APART, [RUN], QUOTAS | RECORDS | ASKING | BEATING, id="pipeline on another cluster"),
     pytest.param(ZOOKEEPER, [RUN], QUOTAS | ASKING | BEATING, id="ZooKeeper mode: records in a znode, no topic"),
     pytest.param(APART, [STATUS_DIRECT], {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, DESCRIBE_CONFIGS, CLUSTER),
                                           (WATCHED, READ, STATE), (PIPELINE, WRITE, OBSERVATIONS),
@@ -74,6 +79,55 @@ def test_the_acls_of_a_configuration(overrides, processes, expected):
     assert granted(config(*overrides), *processes) == expected
 
 
+def conditions(config, *processes):
+    return {(acl.operation, str(acl.resource)): acl.condition for acl in acls.required(config, processes)}
+
+
+@pytest.mark.parametrize("overrides", [[], ["replication.capacity.bytes.per.second=100000000"], APART, ZOOKEEPER[:2]],
+                         ids=["default", "replication throttles", "pipeline apart", "ZooKeeper mode"])
+def test_what_run_needs_in_its_pod_is_printed_whether_or_not_the_configuration_names_the_broker(overrides, tmp_path):
+    """The ACLs printed for the sidecar's own properties (the chart's ConfigMap: no broker id, no log dirs) are those
+    of the agent that also reads its broker's server.properties, as it does in its pod."""
+    server_properties = tmp_path / "server.properties"
+    server_properties.write_text("node.id=1\nlog.dirs=/var/lib/kafka/data\n")
+    sidecar_alone = config(*overrides)
+    in_its_pod = configuration.load((str(server_properties),), [*BASE, *overrides])
+    assert in_its_pod.covering and not sidecar_alone.covering
+    assert granted(sidecar_alone, RUN) == granted(in_its_pod, RUN)
+    assert not any(conditions(in_its_pod, RUN).values())  # its own configuration names all it needs
+
+
+def test_without_a_broker_id_the_heartbeats_acls_are_printed_with_their_condition_and_nothing_else_has_one():
+    printed = conditions(config(), RUN)
+    assert {key for key, condition in printed.items() if condition} == {
+        (CREATE, HEARTBEATS), (READ, HEARTBEATS), (WRITE, HEARTBEATS)}
+    assert printed[(READ, HEARTBEATS)] == acls.KNOWS_BROKER
+    assert "node.id in the broker's server.properties, read in its pod" in acls.KNOWS_BROKER
+    # Named by the configuration, nothing depends on the pod.
+    assert not any(conditions(config("broker.id=1"), RUN).values())
+
+
+def test_an_acl_has_a_condition_only_if_each_of_its_needs_has_one():
+    """Without log dirs the disk guard's needs depend on them; ALTER on CLUSTER, which they add, serves
+    DescribeLogDirs too and is needed either way; ALTER_CONFIGS on CLUSTER serves the quotas and the cordons."""
+    found = {(acl.operation, str(acl.resource)): acl for acl in acls.required(config(*REPLICATION), [RUN])}
+    alter = found[(ALTER, CLUSTER)]
+    assert alter.condition is None
+    assert {need.feature for need in alter.needs if need.condition == acls.KNOWS_LOG_DIRS} == {acls.GUARD}
+    assert {need.condition for need in alter.needs if need.feature != acls.GUARD} == {None}
+    without_broker = {(a.operation, str(a.resource)): a for a in acls.required(config(), [RUN])}
+    cordons = [need for need in without_broker[(ALTER_CONFIGS, CLUSTER)].needs if need.feature == acls.CORDONS]
+    assert len(cordons) == 2 and {need.condition for need in cordons} == {acls.KNOWS_BROKER}
+    assert without_broker[(ALTER_CONFIGS, CLUSTER)].condition is None
+
+
+def test_what_the_running_agent_calls_is_what_its_own_configuration_says():
+    """The refusal lines read the needs of the agent as it runs: one that does not know its broker beats not."""
+    assert not [need for need in acls.needed(config(), [RUN]) if str(need.resource) == HEARTBEATS]
+    assert {need.condition for need in acls.needed(config(), [RUN], in_pod=True)
+            if str(need.resource) == HEARTBEATS} == {acls.KNOWS_BROKER}
+
+
 def test_the_aggregator_needs_its_two_topics_and_no_consumer_group():
     aggregator = configuration.load((), [f"pipeline.bootstrap.servers={PIPELINE_SERVERS}"], aggregator=True)
     assert granted(aggregator, AGGREGATE) == {(PIPELINE, CREATE, OBSERVATIONS), (PIPELINE, READ, OBSERVATIONS),
@@ -81,9 +135,10 @@ def test_the_aggregator_needs_its_two_topics_and_no_consumer_group():
 
 
 def test_topic_names_come_from_the_configuration():
-    renamed = config("pipeline.observations.topic=ops.asked", "pipeline.decisions.topic=ops.decided")
+    renamed = config("pipeline.observations.topic=ops.asked", "pipeline.decisions.topic=ops.decided",
+                     "pipeline.heartbeats.topic=ops.beats")
     topics = {resource for _, _, resource in granted(renamed, RUN, AGGREGATE) if resource.startswith("TOPIC")}
-    assert topics == {STATE, "TOPIC ops.asked", "TOPIC ops.decided"}
+    assert topics == {STATE, "TOPIC ops.asked", "TOPIC ops.decided", "TOPIC ops.beats"}
 
 
 def test_one_principal_for_several_processes_gets_the_union_without_repeats():
@@ -101,7 +156,7 @@ def test_every_api_called_is_allowed_and_every_acl_is_needed_by_itself(overrides
     """Each need is served by an ACL that allows it, and no ACL is implied by the others: removing any one of
     them stops what its needs name (what issue 22's live-authorizer test will check one ACL at a time)."""
     conf = configuration.load((), [*BASE, *overrides], process == AGGREGATE)
-    needs = acls.needed(conf, [process])
+    needs = acls.needed(conf, [process], in_pod=True)
     found = acls.required(conf, [process])
     keys = [(acl.cluster, acl.operation, acl.resource) for acl in found]
     for need in needs:
@@ -174,6 +229,9 @@ def test_the_default_agent_gets_these_commands_each_after_what_needs_it():
         f"{start} --operation Write --topic __quota_sidecar_observations",
         f"{start} --operation Create --topic __quota_sidecar_decisions",
         f"{start} --operation Read --topic __quota_sidecar_decisions",
+        f"{start} --operation Create --topic __quota_sidecar_heartbeats",
+        f"{start} --operation Read --topic __quota_sidecar_heartbeats",
+        f"{start} --operation Write --topic __quota_sidecar_heartbeats",
     ]
     lines = result.output.splitlines()
     for index, line in enumerate(lines):
@@ -181,6 +239,39 @@ def test_the_default_agent_gets_these_commands_each_after_what_needs_it():
             assert lines[index - 1].startswith("# ") and "Without it: " in "\n".join(lines[index - 4:index])
     assert ("# disk protection: DescribeLogDirs of every broker: the volumes. Without it: every poll fails"
             in result.output)
+
+
+def commented(output) -> list[tuple[str, list[str]]]:
+    """Each kafka-acls command with the comment lines right above it."""
+    found, comments = [], []
+    for line in output.splitlines():
+        if line.startswith("kafka-acls.sh"):
+            found.append((line, comments))
+        comments = comments + [line] if line.startswith("# ") and not line.startswith("# ----") else []
+    return found
+
+
+def test_what_the_agent_needs_once_it_knows_its_broker_says_so_in_the_commands_the_table_and_json():
+    """A configuration without broker id (the chart's ConfigMap): the heartbeats' ACLs, each after the condition;
+    the cordons' needs of ALTER_CONFIGS on CLUSTER, which the quotas need anyway, in their own lines."""
+    result = invoke("--principal", "User:quota-sidecar", *sets(BASE))
+    assert result.exit_code == 0, result.output
+    assert "# 'Needed when': what the agent needs in its broker's pod" in result.output
+    for command, comments in commented(result.output):
+        when = [comment for comment in comments if comment.startswith("# Needed when")]
+        assert when == ([f"# Needed when {acls.KNOWS_BROKER}."] if "heartbeats" in command else []), command
+        if command.endswith("--operation AlterConfigs --cluster"):
+            assert f"# cordoned log dirs, needed when {acls.KNOWS_BROKER}: IncrementalAlterConfigs" in "\n".join(
+                comments)
+    rows = invoke("--principal", "User:quota-sidecar", "--table", *sets(BASE)).output.splitlines()
+    beating = [row for row in rows if "`__quota_sidecar_heartbeats`" in row]
+    assert len(beating) == 3 and all(f"| needed when {acls.KNOWS_BROKER}:<br>covering" in row for row in beating)
+    assert not [row for row in rows if "needed when" in row and row not in beating and "cordoned" not in row]
+    found = json.loads(invoke("--principal", "User:quota-sidecar", "--json", *sets(BASE)).output)
+    assert {acl["resource_name"] for acl in found if acl["condition"]} == {"__quota_sidecar_heartbeats"}
+    assert all(need["condition"] == acls.KNOWS_BROKER for acl in found if acl["condition"] for need in acl["needs"])
+    named = invoke("--principal", "User:quota-sidecar", *sets([*BASE, "broker.id=1"])).output
+    assert "eeded when" not in named and len(commands(named)) == len(commands(result.output))
 
 
 def test_the_pipelines_topics_are_granted_on_the_pipeline_cluster_and_star_is_quoted_and_explained():
