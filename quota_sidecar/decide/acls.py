@@ -32,7 +32,7 @@ from ..configuration.config import SidecarConfig
 RUN, AGGREGATE, STATUS_DIRECT, PLAN, CLEANUP = "run", "aggregate", "status-direct", "plan", "cleanup"
 PROCESSES = (RUN, AGGREGATE, STATUS_DIRECT, PLAN, CLEANUP)
 SHOWN = {RUN: "run", AGGREGATE: "aggregate", STATUS_DIRECT: "status --direct", PLAN: "plan",
-         CLEANUP: "run --cleanup"}
+         CLEANUP: "cleanup"}
 # The cluster an ACL is granted on: the watched one, or the pipeline's (pipeline.bootstrap.servers, which is the
 # watched one unless set). The pipeline's topics are its own in either case, so no ACL of one implies one of the other.
 WATCHED, PIPELINE = "watched", "pipeline"
@@ -40,10 +40,10 @@ CLUSTER, TOPIC = "CLUSTER", "TOPIC"
 CLUSTER_NAME = "kafka-cluster"  # the one name of Kafka's CLUSTER resource
 ANY_TOPIC = "*"
 # Operations, as Kafka's AclOperation names them.
-DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, ALTER, CREATE, READ, WRITE = (
-    "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER", "CREATE", "READ", "WRITE")
-_IMPLIED_BY = {DESCRIBE: {READ, WRITE, "DELETE", ALTER}, DESCRIBE_CONFIGS: {ALTER_CONFIGS}}
-_ORDER = (CREATE, READ, WRITE, DESCRIBE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, ALTER, CREATE, READ, WRITE, DELETE = (
+    "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "ALTER", "CREATE", "READ", "WRITE", "DELETE")
+_IMPLIED_BY = {DESCRIBE: {READ, WRITE, DELETE, ALTER}, DESCRIBE_CONFIGS: {ALTER_CONFIGS}}
+_ORDER = (CREATE, READ, WRITE, DELETE, DESCRIBE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS)
 
 ANY_TOPIC_WHY = ("the literal resource name '*' matches every topic: a move (or a plan) may touch any topic, and the "
                  "throttled-replica lists are written on every topic a move touches, which is not known in advance")
@@ -172,6 +172,9 @@ KNOWS_BROKER = ("the agent knows its broker (node.id in the broker's server.prop
 KNOWS_LOG_DIRS = ("the agent knows its broker's log dirs (log.dirs in the broker's server.properties, read in its "
                   "pod, or storage.local.log.dirs)")
 _SOME_BROKER, _SOME_LOG_DIRS = 0, ("/var/lib/kafka/data",)
+# What cleanup needs besides what the configuration it is given says.
+THROTTLED = "the sidecars throttled replication (replication.capacity.bytes.per.second set for the agents)"
+WITH_TOPICS = "cleanup runs with --topics"
 
 
 def _in_pod(config: SidecarConfig) -> list[Need]:
@@ -273,24 +276,31 @@ def _run(config: SidecarConfig) -> list[Need]:
 
 
 def _cleanup(config: SidecarConfig) -> list[Need]:
-    """What `run --cleanup` does once the loop has stopped: hand back what the sidecars set."""
+    """What `cleanup` does (and `run --cleanup` once its loop has stopped): hand back what the sidecars set, on every
+    broker the records name; with --topics, delete the sidecars' topics."""
     nothing = "clean-up stops: what the sidecars set stays in force"
-    needs = _records(CLEANUP, config, create=True, without=nothing)
+    needs = _records(CLEANUP, config, create=False, without=nothing)
     needs += [
-        Need(CLEANUP, DESCRIBE_CONFIGS, _CLUSTER, "clean-up", "DescribeClientQuotas of the quotas the sidecars set",
-             nothing),
+        Need(CLEANUP, DESCRIBE_CONFIGS, _CLUSTER, "clean-up",
+             "DescribeClientQuotas and DescribeConfigs: the quotas and broker configs the sidecars set", nothing),
         Need(CLEANUP, ALTER_CONFIGS, _CLUSTER, "clean-up",
-             "AlterClientQuotas, and IncrementalAlterConfigs of its broker's rates and cordoned.log.dirs: the values "
+             "AlterClientQuotas, and IncrementalAlterConfigs of the brokers' rates and cordoned.log.dirs: the values "
              "they replaced put back", nothing),
     ]
-    if config.replication.enabled:
-        needs += [
-            Need(CLEANUP, DESCRIBE_CONFIGS, _ANY_TOPIC, "clean-up", "DescribeConfigs of the throttled-replica lists",
-                 nothing),
-            Need(CLEANUP, ALTER_CONFIGS, _ANY_TOPIC, "clean-up",
-                 "IncrementalAlterConfigs: its broker's entries out of the throttled-replica lists", nothing),
-        ]
-    return needs
+    moved = None if config.replication.enabled else THROTTLED
+    needs += [
+        Need(CLEANUP, DESCRIBE_CONFIGS, _ANY_TOPIC, "clean-up", "DescribeConfigs of the throttled-replica lists",
+             nothing, condition=moved),
+        Need(CLEANUP, ALTER_CONFIGS, _ANY_TOPIC, "clean-up",
+             "IncrementalAlterConfigs: the sidecars' entries out of the throttled-replica lists", nothing,
+             condition=moved),
+    ]
+    gone = "cleanup --topics leaves the topic"
+    topics = [(records.TOPIC, WATCHED)] if config.state_store == "topic" else []
+    topics += [(topic, PIPELINE) for topic in (config.pipeline.observations_topic, config.pipeline.decisions_topic,
+                                               config.pipeline.heartbeats_topic)]
+    return needs + [Need(CLEANUP, DELETE, Resource(TOPIC, topic), "clean-up", "DeleteTopics", gone, cluster,
+                         condition=WITH_TOPICS) for topic, cluster in topics]
 
 
 def _status_direct(config: SidecarConfig) -> list[Need]:

@@ -21,7 +21,7 @@ from . import acls
 # The Kafka APIs the agent's clients send that Kafka's authorizer checks, as acls.Need.api names them.
 KAFKA_APIS = ("DescribeLogDirs", "DescribeClientQuotas", "AlterClientQuotas", "DescribeConfigs",
               "IncrementalAlterConfigs", "CreateTopics", "Metadata", "ListOffsets", "Produce", "Fetch",
-              "ListPartitionReassignments", "AlterPartitionReassignments", "AlterReplicaLogDirs")
+              "ListPartitionReassignments", "AlterPartitionReassignments", "AlterReplicaLogDirs", "DeleteTopics")
 
 
 def apis_of(need: acls.Need) -> tuple[str, ...]:

@@ -22,8 +22,8 @@ def commands(found, config: SidecarConfig, principal: str, processes: list[str],
              "# Not listed: what a listed ACL implies (READ, WRITE and ALTER imply DESCRIBE, ALTER_CONFIGS implies "
              "DESCRIBE_CONFIGS), and ZooKeeper, reached with its own authentication."]
     if any(acl.condition for acl in found):
-        lines.append("# 'Needed when': what the agent needs in its broker's pod, where it reads what this configuration "
-                     "does not name from the broker's server.properties (another --config).")
+        lines.append("# 'Needed when': what depends on more than this configuration says, e.g. what the agent reads "
+                     "in its broker's pod from the broker's server.properties (another --config).")
     headers = {permissions.WATCHED: "the watched cluster: kafka.admin.bootstrap.servers="
                                     + _servers(config, permissions.WATCHED),
                permissions.PIPELINE: "the pipeline's topics: pipeline.bootstrap.servers="

@@ -33,6 +33,8 @@ ASKING = {(PIPELINE, CREATE, OBSERVATIONS), (PIPELINE, WRITE, OBSERVATIONS), (PI
 QUOTAS = {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)}
 LISTS = {(WATCHED, DESCRIBE, ANY), (WATCHED, ALTER_CONFIGS, ANY)}
 GUARDING = {(WATCHED, ALTER, CLUSTER), (WATCHED, ALTER_CONFIGS, CLUSTER)}  # the disk guard cancels moves
+TOPICS_DELETED = {(WATCHED, "DELETE", STATE), (PIPELINE, "DELETE", OBSERVATIONS), (PIPELINE, "DELETE", DECISIONS),
+                  (PIPELINE, "DELETE", HEARTBEATS)}  # cleanup --topics
 # An agent that knows its broker beats, and covers brokers whose agent is down (cover.after): in its pod it does,
 # whether the configuration names its broker or not.
 BEATING = {(PIPELINE, CREATE, HEARTBEATS), (PIPELINE, READ, HEARTBEATS), (PIPELINE, WRITE, HEARTBEATS)}
@@ -72,8 +74,10 @@ def granted(config, *processes):
                  id="status --direct with replication throttles"),
     pytest.param([], [PLAN], {(WATCHED, DESCRIBE, CLUSTER), (WATCHED, DESCRIBE_CONFIGS, CLUSTER),
                               (WATCHED, DESCRIBE, ANY)}, id="plan"),
-    pytest.param(REPLICATION, [CLEANUP], {(WATCHED, ALTER_CONFIGS, CLUSTER), (WATCHED, ALTER_CONFIGS, ANY)} | RECORDS,
-                 id="run --cleanup"),
+    pytest.param(REPLICATION, [CLEANUP], {(WATCHED, ALTER_CONFIGS, CLUSTER), (WATCHED, ALTER_CONFIGS, ANY)}
+                 | RECORDS - {(WATCHED, CREATE, STATE)} | TOPICS_DELETED, id="cleanup"),
+    pytest.param([], [RUN, CLEANUP], QUOTAS | RECORDS | ASKING | BEATING | {(WATCHED, ALTER_CONFIGS, ANY)}
+                 | TOPICS_DELETED, id="run --cleanup"),
 ])
 def test_the_acls_of_a_configuration(overrides, processes, expected):
     assert granted(config(*overrides), *processes) == expected
@@ -168,10 +172,13 @@ def test_every_api_called_is_allowed_and_every_acl_is_needed_by_itself(overrides
         assert not any(acls._implies(other, key) for other in keys if other != key), key
 
 
-def test_cleanup_needs_nothing_that_run_has_not():
+def test_cleanup_needs_nothing_that_run_has_not_but_to_delete_the_topics():
     everything = config(*GUARDED)
     run = [(a.cluster, a.operation, a.resource) for a in acls.required(everything, [RUN])]
     for acl in acls.required(everything, [CLEANUP]):
+        if acl.condition == acls.WITH_TOPICS:
+            assert acl.operation == "DELETE", acl
+            continue
         assert any(acls._implies(key, (acl.cluster, acl.operation, acl.resource)) for key in run), acl
 
 
@@ -256,7 +263,7 @@ def test_what_the_agent_needs_once_it_knows_its_broker_says_so_in_the_commands_t
     the cordons' needs of ALTER_CONFIGS on CLUSTER, which the quotas need anyway, in their own lines."""
     result = invoke("--principal", "User:quota-sidecar", *sets(BASE))
     assert result.exit_code == 0, result.output
-    assert "# 'Needed when': what the agent needs in its broker's pod" in result.output
+    assert "# 'Needed when': what depends on more than this configuration says" in result.output
     for command, comments in commented(result.output):
         when = [comment for comment in comments if comment.startswith("# Needed when")]
         assert when == ([f"# Needed when {acls.KNOWS_BROKER}."] if "heartbeats" in command else []), command
@@ -349,3 +356,12 @@ def test_apply_says_in_one_line_that_nothing_was_applied_when_the_cluster_cannot
     assert result.exit_code == 1
     assert result.output == ("quota-sidecar: nothing applied: cannot reach any bootstrap server "
                              "no-such-host.invalid:9092 (host not found)\n"), result.output
+
+
+def test_cleanup_names_what_it_needs_beyond_its_configuration_with_the_condition():
+    """The configuration cleanup is given may not say the agents throttled replication; its --topics is a flag."""
+    printed = conditions(config(), CLEANUP)
+    assert printed[(ALTER_CONFIGS, "TOPIC *")] == acls.THROTTLED
+    assert printed[("DELETE", "TOPIC __quota_sidecar_state")] == acls.WITH_TOPICS
+    assert printed[(ALTER_CONFIGS, "CLUSTER")] is None and printed[(READ, "TOPIC __quota_sidecar_state")] is None
+    assert conditions(config(*REPLICATION), CLEANUP)[(ALTER_CONFIGS, "TOPIC *")] is None
