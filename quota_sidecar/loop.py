@@ -22,7 +22,7 @@ from .act.quota_writes import QuotaWriter
 from .act.replication import ReplicationRunner
 from .act.snapshot import Counters, CoverView, LocalWatchView, ReplicationView, Snapshot, utcnow
 from .common import allocator, deadline, records
-from .common.errors import AdminError, DecisionFailed, RetryableAdminError
+from .common.errors import AdminError, DecisionFailed, HandedBack, RetryableAdminError
 from .common.failure_report import FailureReport, report_pass
 from .common.observation import Observation, Volume
 from .common.refusals import REFUSALS
@@ -53,6 +53,8 @@ class Sidecar:
         self.decider = decider
         self.clock = clock
         self.counters = Counters()
+        self.started_at = clock().timestamp()
+        self.handed_back = False  # `quota-sidecar cleanup` ran since this process started: it writes nothing more
         self.quota_writer = QuotaWriter(config.quotas, admin, store, self.counters)
         self.poll_report = FailureReport("poll", "polls")
         self.replication_report = FailureReport("replication pass", "replication passes")
@@ -249,8 +251,17 @@ class Sidecar:
                            published_volumes=tuple(v for vs in published.values() for v in vs))
 
     def read_records(self) -> dict[tuple, dict]:
-        """Everything the sidecars keep in the cluster, read once a pass: ownership records, overrides."""
-        return records.parse(self.store.read_all())
+        """Everything the sidecars keep in the cluster, read once a pass: ownership records, overrides. HandedBack
+        once `quota-sidecar cleanup` ran since this process started: a throttle written again after it would stay
+        when the pod goes (an uninstall's hook runs before the agents stop)."""
+        found = records.parse(self.store.read_all())
+        handed_back = records.handed_back_at(found)
+        if handed_back is not None and handed_back >= self.started_at:
+            self.handed_back = self.quota_writer.stopped = True
+            log.warning("quota-sidecar cleanup handed back what the sidecars set at %s: this agent writes nothing "
+                        "more; a new start protects again", datetime.fromtimestamp(handed_back).astimezone().isoformat())
+            raise HandedBack()
+        return found
 
     def cleanup(self) -> None:
         """Hand back everything the sidecars set (ownership.py): quotas, throttles, cordons; forget the moves they
@@ -303,10 +314,16 @@ class Sidecar:
                 watch.start()
         next_full = next_any = time.monotonic()
         while not shutdown.event.is_set():
+            if self.handed_back:  # serves status and metrics until stopped
+                shutdown.event.wait(full_every)
+                continue
             started = time.monotonic()
             now = self._pass_now()
             if self.guard is not None and not now:  # between passes (or a pass held for the crossing) as well
-                self.guard.keep_between_passes(self.read_records, self.clock, self._deadline)
+                try:
+                    self.guard.keep_between_passes(self.read_records, self.clock, self._deadline)
+                except HandedBack:
+                    continue
             # A pass on time waits as the watch's does, and so does a replication pass: it would delay the full one.
             full = now or (started >= next_full and not self._holding)
             if full or (self.replication is not None and started >= next_any and not self._holding):
@@ -315,6 +332,8 @@ class Sidecar:
                         self.run_pass()
                     else:
                         self.run_replication_pass()
+                except HandedBack:
+                    continue
                 except Exception:  # one failed pass must not stop the protection
                     self.counters.pass_failures += 1
                     log.exception("sidecar pass failed; the next pass retries")

@@ -124,4 +124,5 @@ def build_handback(config: configuration.SidecarConfig, dry_run: bool = False):
         for client in reversed(opened):
             client.close()
 
-    return Handback(config, admin, store, pipeline_admin), close
+    settle = 0.0 if dry_run else config.poll_timeout.total_seconds()
+    return Handback(config, admin, store, pipeline_admin, settle), close

@@ -11,6 +11,7 @@ back: the state topic holds what is left to hand back.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
 from ..common import records
@@ -44,8 +45,10 @@ def topics_of(config: SidecarConfig) -> list[tuple[str, str]]:
 class Handback:
     """One clean-up of the whole cluster; `failures` names each part that could not be done."""
 
-    def __init__(self, config: SidecarConfig, admin, store, pipeline_admin: Callable[[], object] | None = None):
+    def __init__(self, config: SidecarConfig, admin, store, pipeline_admin: Callable[[], object] | None = None,
+                 settle: float = 0.0, sleep: Callable[[float], None] = time.sleep):
         self.config, self.admin, self.store = config, admin, store
+        self.settle, self.sleep = settle, sleep  # how long a pass under way may still write (poll.timeout)
         self.pipeline_admin = pipeline_admin or (lambda: admin)  # the pipeline's cluster, when another
         self.failures: list[str] = []
 
@@ -55,9 +58,10 @@ class Handback:
         except AdminError as error:
             self.failures.append(f"reading the sidecars' records: {error}")
             return
-        if not all_records:
+        if not set(all_records) - {(records.CLEANUP,)}:
             log.info("no record of the sidecars in the cluster: nothing to hand back")
         else:
+            self._part("telling the agents still running", self._tell_running_agents)
             self._part("client quotas", lambda: QuotaWriter(self.config.quotas, self.admin, self.store,
                                                             Counters()).cleanup())
             for broker in brokers_named(all_records):
@@ -71,6 +75,14 @@ class Handback:
                 log.warning("the sidecars' topics are kept: the state topic holds what is left to hand back")
             else:
                 self._part("the sidecars' topics", self._delete_topics)
+
+    def _tell_running_agents(self) -> None:
+        """An agent still running reads this at its next pass and writes nothing more (loop.py); a pass already
+        under way ends within poll.timeout, so the hand-back starts after it."""
+        self.store.put(records.key(records.CLEANUP), {"at": time.time()})
+        if self.settle:
+            log.info("waiting %gs (poll.timeout) for the passes of agents still running to end", self.settle)
+            self.sleep(self.settle)
 
     def _part(self, what: str, hand_back: Callable[[], object]) -> None:
         try:

@@ -23,6 +23,7 @@ class QuotaWriter:
         self.config, self.admin, self.store, self.counters = config, admin, store, counters
         self.in_force: dict = {}  # the sidecar's own entities
         self.tenants = quotas.TenantCount(0, 0)
+        self.stopped = False  # `quota-sidecar cleanup` handed everything back: nothing is written again
 
     def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
               seen_at: datetime | None = None, named_only: bool = False) -> None:
@@ -32,6 +33,8 @@ class QuotaWriter:
         `tighten_only`: a poll that could not decide knows nothing new, so it may keep a throttle (retrying a
         write that failed) but lifts none. `named_only`: only the writes whose value the records name already
         (ownership.Write.named), for records that may be stale: the others need records read now."""
+        if self.stopped:
+            return
         looked = None if seen_at is None else seen_at.timestamp()
 
         def planned(all_records: records.Records, settle: bool = False) -> tuple[dict, list[ownership.Write]]:

@@ -49,3 +49,7 @@ class SparkUnavailable(Exception):
 class DecisionFailed(RuntimeError):
     """A decision failed: no answer from the aggregator in time (pipeline.py), or in the Spark of `evaluate`
     (spark_jobs/judges.py); the message is one line saying why. That poll fails, the next retries."""
+
+
+class HandedBack(Exception):
+    """`quota-sidecar cleanup` handed back what the sidecars set while this agent ran: it writes nothing more."""

@@ -11,7 +11,9 @@ A key is a JSON list, the record's kind first, then what it is about:
 - `["cancelled", broker, topic, partition]` -> `{"at", "log_dir", "replicas", "adding", "removing", "why"}`: a move
   onto a dir of that broker its sidecar cancelled (local_guard.py), kept until the sidecar's clean-up;
 - `["override", "global"]` -> `{"rate", "autoremove"}` and `["override", "broker", id]` -> `{"rate"}`: operators'
-  replication throttle overrides.
+  replication throttle overrides;
+- `["cleanup"]` -> `{"at"}`: `quota-sidecar cleanup` handed everything back then (epoch seconds); an agent running
+  since before writes nothing more (loop.py).
 
 Every sidecar reads them all once a pass (`parse`), so a restarted sidecar knows what is its own.
 """
@@ -26,7 +28,8 @@ from .observation import Overrides
 
 # The compacted topic that holds them (state.store=topic, the default).
 TOPIC = "__quota_sidecar_state"
-QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE, CANCELLED = "quota", "config", "entries", "cordon", "override", "cancelled"
+QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE, CANCELLED, CLEANUP = (
+    "quota", "config", "entries", "cordon", "override", "cancelled", "cleanup")
 Records = Mapping[tuple, dict]
 
 
@@ -108,6 +111,12 @@ def overrides(records: Records) -> Overrides:
     return Overrides(global_rate=global_record["rate"] if global_record else None,
                      global_autoremove=bool(global_record and global_record.get("autoremove")),
                      broker_rates=brokers)
+
+
+def handed_back_at(records: Records) -> float | None:
+    """When `quota-sidecar cleanup` last handed everything back (epoch seconds), if it did."""
+    found = records.get((CLEANUP,))
+    return None if found is None else found["at"]
 
 
 def _hashable(value):

@@ -6,13 +6,15 @@ from datetime import timedelta
 
 import pytest
 
+from quota_sidecar.common import records
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.decide.decider import Decider
 from quota_sidecar.decide.throttle_factor import FALLBACK, INITIAL
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.shutdown import GracefulShutdown
 
-from builders import AT, Clock, sidecar_config
+from builders import AT, Clock, MemoryStore, sidecar_config
+from harness.waiting import eventually
 
 
 class FailingStore:
@@ -161,3 +163,25 @@ def test_shutdown_wakes_a_loop_waiting_for_its_next_pass():
     shutdown.set()
     loop.join(timeout=5)
     assert not loop.is_alive() and store.reads == 1
+
+
+def test_an_agent_running_when_cleanup_handed_back_writes_nothing_more_and_a_new_one_goes_on(caplog):
+    """cleanup's record, written after this agent started: its passes stop before the cluster (UnreachedAdmin),
+    its quota writes too; an agent started after the record reads past it."""
+    store = MemoryStore()
+    running = sidecar(store)
+    store.put(records.key(records.CLEANUP), {"at": AT.timestamp() + 1.0})
+    shutdown = GracefulShutdown()
+    loop = threading.Thread(target=running.run, args=(shutdown,))
+    loop.start()
+    try:
+        eventually(lambda: running.handed_back, timeout=10, what="the agent standing down")
+        assert running.quota_writer.stopped and running.counters.pass_failures == 0
+        running.quota_writer.apply(None, {})  # the local verdict's way in writes nothing either
+    finally:
+        shutdown.set()
+        loop.join(timeout=30)
+    assert caplog.text.count("quota-sidecar cleanup handed back what the sidecars set") == 1
+
+    started_after = sidecar(store, clock=Clock(AT + timedelta(seconds=2)))
+    assert (records.CLEANUP,) in started_after.read_records() and not started_after.handed_back
