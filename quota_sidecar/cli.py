@@ -150,8 +150,9 @@ def cleanup(config_paths: tuple[str, ...], overrides: tuple[str, ...], dry_run: 
     """Hand back everything the sidecars set in the cluster, for every broker: the client quotas (the default
     user's, the tenants', the sidecars' own exemption), the replication throttle rates and throttled-replica lists,
     the cordoned log dirs; forget the overrides and the cancelled moves. A value someone changed since the sidecars
-    wrote it is left as it is. One line per change on stdout. Run it once the agents are stopped (helm uninstall
-    does, in its pre-delete hook); a second run finds nothing left to do.
+    wrote it is left as it is. One line per change on stdout; a second run finds nothing left to do. Agents still
+    running write nothing more once it has run (helm uninstall runs it in a pre-delete hook); a new start protects
+    again.
 
     Exit code 1 when a part could not be handed back (one line each on stderr; run it again).
     """
