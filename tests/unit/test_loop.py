@@ -161,3 +161,21 @@ def test_shutdown_wakes_a_loop_waiting_for_its_next_pass():
     shutdown.set()
     loop.join(timeout=5)
     assert not loop.is_alive() and store.reads == 1
+
+
+def test_the_running_watch_is_published_before_the_first_pass_ends(tmp_path):
+    """/readyz reads the snapshot: a first pass that waits for the aggregator must not hold a broker's start."""
+    shutdown = GracefulShutdown()
+    seen = []
+    store = FailingStore(RetryableAdminError("no broker"),
+                         after=lambda reads: (seen.append(car.snapshot().local_watch.running), shutdown.set()))
+    car = sidecar(store, **{"storage.local.log.dirs": str(tmp_path)})
+    assert car.snapshot().local_watch.running is False  # built, not started
+
+    loop = threading.Thread(target=car.run, args=(shutdown,))
+    loop.start()
+    loop.join(timeout=30)
+    car.close()
+
+    assert not loop.is_alive() and seen == [True]  # read while the first pass was under way
+    assert car.snapshot().local_watch.running is True  # published by that pass, before close() stopped it
