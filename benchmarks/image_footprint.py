@@ -47,7 +47,7 @@ def sidecar(image: str, cluster: LocalKafkaCluster, work: Path, port: int, **ext
 def ready(port: int) -> bool:
     import urllib.request
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz?strict=1", timeout=5) as response:  # decided
             return response.status == 200
     except OSError:
         return False

@@ -87,7 +87,7 @@ class Sidecar:
         view = None if runner is None else ReplicationView(
             runner.broker_id, runner.config.capacity(runner.broker_id), runner.last_observation, runner.last)
         watch = None if self.watch is None else LocalWatchView(
-            tuple(self.watch.dirs), dict(self.watch.unreadable), tuple(self.watch.danger))
+            tuple(self.watch.dirs), dict(self.watch.unreadable), tuple(self.watch.danger), self.watch.running)
         snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
                             {entity: dict(keys) for entity, keys in self.quota_writer.in_force.items()}, view,
                             watch, self.cordoner.view if self.cordoner else None, self.quota_writer.tenants,
@@ -312,6 +312,7 @@ class Sidecar:
         for watch in (self.watch, self.cover):
             if watch is not None:
                 watch.start()
+        self.publish()  # the watch runs: ready (/readyz) before the first pass, which may wait for the aggregator
         next_full = next_any = time.monotonic()
         while not shutdown.event.is_set():
             if self.handed_back:  # serves status and metrics until stopped

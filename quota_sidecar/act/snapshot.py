@@ -48,10 +48,12 @@ class ReplicationView:
 
 @dataclass(frozen=True)
 class LocalWatchView:
-    """The local watch in a snapshot: the dirs it samples, those it cannot, those near the limit now."""
+    """The local watch in a snapshot: the dirs it samples, those it cannot, those near the limit now, and whether
+    its thread runs (the local verdict needs it: /readyz)."""
     watched: tuple[str, ...]
     not_watched: Mapping[str, str]  # dir -> why
     near_the_limit: tuple[str, ...]
+    running: bool = False
 
 
 @dataclass(frozen=True)

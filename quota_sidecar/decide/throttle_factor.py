@@ -20,6 +20,12 @@ class FactorState:
     def age(self, now: datetime) -> timedelta | None:
         return None if self.valid_from is None else now - self.valid_from
 
+    @property
+    def decided_at(self) -> datetime | None:
+        """The last successful pass or, when none succeeded, the first poll (None before it): the decisions are
+        stale once it is older than the validity."""
+        return self.last_success_at or self.valid_from
+
 
 def after_success(state: FactorState, factor: float, now: datetime) -> FactorState:
     return replace(state, factor=factor, source=COMPUTED, valid_factor=factor, valid_from=now, last_success_at=now)

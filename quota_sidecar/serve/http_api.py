@@ -51,7 +51,7 @@ def create_app(snapshot: Callable[[], Snapshot], store, api_token: str, registry
 
     @app.get("/readyz")
     def readyz():
-        body, code = readiness(snapshot(), utcnow(), request.args.get("max_age"))
+        body, code = readiness(snapshot(), utcnow(), request.args.get("max_age"), request.args.get("strict"))
         return jsonify(body), code
 
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -75,20 +75,42 @@ def _brokers(snapshot: Snapshot) -> set[int] | None:
     return {volume.broker_id for volume in decision.volumes} if decision and decision.volumes else None
 
 
-def readiness(snapshot: Snapshot, now, max_age: str | None) -> tuple[dict, int]:
-    """200 while the last successful pass is at most `max_age` seconds old (by default the factor's validity:
-    after it the fallback takes over), 503 before the first one and after; the body says the age either way."""
+def readiness(snapshot: Snapshot, now, max_age: str | None, strict: str | None = None) -> tuple[dict, int]:
+    """200 while the endpoint serves and the local watch runs (the local verdict needs nothing else; serving is
+    enough without a watch), 503 when the watch has stopped. A stale pass, a missing decision or an unreachable
+    cluster are status and alerts, not readiness: the sidecar is in the broker's pod, and a NotReady broker pod is
+    an outage. With `strict` (1, true), also 503 before the first successful pass and once it is older than
+    `max_age` seconds (by default the factor's validity: after it the fallback takes over). The body says the
+    age and whether the decisions are stale either way."""
+    strict_on = _flag(strict)
+    if strict_on is None:
+        return {"error": f"strict={strict!r}: expected 1 or 0 (true or false)"}, 400
     if max_age is None:
         limit = snapshot.config.validity.total_seconds()
     else:
         try:
             limit = float(max_age)
         except ValueError:
-            return {"error": f"max_age={max_age!r}: expected seconds, a number"}, 400
+            limit = math.nan
+        if not 0 <= limit < math.inf:
+            return {"error": f"max_age={max_age!r}: expected seconds, a number >= 0"}, 400
     last = snapshot.factor.last_success_at
     age = None if last is None else (now - last).total_seconds()
-    ready = age is not None and age <= limit
-    return {"ready": ready, "last_success_age_seconds": age, "max_age_seconds": limit}, 200 if ready else 503
+    fresh = age is not None and age <= limit
+    decided = snapshot.factor.decided_at
+    watch = snapshot.local_watch
+    watching = "off" if watch is None else "running" if watch.running else "stopped"
+    ready = watching != "stopped" and (fresh or not strict_on)
+    return {"ready": ready, "strict": strict_on, "local_watch": watching, "last_success_age_seconds": age,
+            "max_age_seconds": limit,
+            "decisions_stale": decided is not None and (now - decided).total_seconds() > limit}, 200 if ready else 503
+
+
+def _flag(value: str | None) -> bool | None:
+    """A query flag: absent or 0/false/no is off, 1/true/yes on; None for anything else."""
+    if value is None:
+        return False
+    return {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False, "": False}.get(value.lower())
 
 
 def add_override_routes(app: Flask, store, token: str, known_brokers: Callable[[], set[int] | None],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from .. import __version__
 from ..act.cordoning import CordonView
@@ -11,6 +11,7 @@ from ..common.observation import FOLLOWER, LEADER, Overrides
 from ..common.text import duration, size, table
 from ..decide import quotas
 from ..decide.decider import iso
+from ..decide.throttle_factor import FactorState
 
 VIOLATED, OK = "VIOLATED", "ok"
 
@@ -35,6 +36,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
             "fallback_factor": config.fallback_factor,
             "validity_seconds": config.validity.total_seconds(),
             "fallback_applied": snapshot.counters.fallback_applied,
+            "stale_since": _stale_since(factor, config.validity, now),
         },
         "limit": config.storage_limit.describe() if config.storage_limit else "storage check disabled",
         "volumes": [_volume(volume, config.storage_limit, judged.get((volume.broker_id, volume.log_dir)), decision.at)
@@ -62,6 +64,12 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
     status["refused"] = [{"permission": r.permission, "line": r.line, "times": r.times,
                           "last_at": iso(datetime.fromtimestamp(r.last_at, timezone.utc))} for r in snapshot.refused]
     return status
+
+
+def _stale_since(factor: FactorState, validity: timedelta, now: datetime) -> str | None:
+    """When the decisions went stale (no successful pass within the validity), None while they are not."""
+    decided = factor.decided_at
+    return iso(decided + validity) if decided is not None and now - decided > validity else None
 
 
 def _cordoned(view: CordonView) -> dict:
@@ -157,6 +165,11 @@ def render(status: dict) -> str:
         f"limit: {status['limit']}  fallback {throttle['fallback_factor']} after "
         f"{_human_seconds(throttle['validity_seconds'])}  (fallback applied {throttle['fallback_applied']}x)",
     ]
+    if throttle.get("stale_since"):  # since the validity ran out: the fallback rules, and the local verdict if any
+        held = "; the local watch's verdict still holds the limit" if status.get("local_watch") else ""
+        lines.append(f"decisions STALE since {throttle['stale_since']}: no successful pass within "
+                     f"{_human_seconds(throttle['validity_seconds'])}, fallback factor {throttle['fallback_factor']}"
+                     f"{held}")
     if throttle["last_error"]:
         lines.append(f"last poll failed: {throttle['last_error']}")
     lines += [f"refused by Kafka's authorizer ({r['times']}x, last at {r['last_at']}): {r['line']}"

@@ -70,10 +70,30 @@ def test_the_example_runs_one_locked_down_sidecar_per_broker_pod(helm):
     data = next(m for m in sidecar["volumeMounts"] if m["name"] == "data")
     assert data["readOnly"] is True and data["mountPath"] == "/var/lib/kafka"
     assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz?max_age=120"
+    assert sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz?strict=1&max_age=120"  # asked for
     assert sidecar["image"] == "quota-sidecar:0.1.0"  # the agent: no JVM
     assert sidecar["resources"]["limits"]["memory"] == "192Mi"
     assert {d["kind"] for d in documents} >= {"PodMonitor", "ServiceMonitor", "PrometheusRule", "Deployment"}
+
+
+@pytest.mark.parametrize("name", ["example", "example-native-sidecar"])
+def test_by_default_readiness_and_start_need_only_the_endpoint_and_its_local_watch(helm, name):
+    """A broker pod is Ready only when its sidecar is: stale decisions must not take brokers out of service, nor
+    hold a native sidecar's broker until the aggregator has decided once."""
+    sidecar, = containers_named(render(helm, COMBINATIONS[name]), "quota-sidecar")
+
+    assert sidecar["startupProbe"]["httpGet"]["path"] == "/readyz"
+    assert sidecar["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_a_readiness_max_age_without_strict_readiness_is_refused_in_one_line(helm):
+    rendered = subprocess.run([*helm, "template", "qs", str(CHART), "--kube-version", KUBE_VERSION, "--set",
+                               "example.enabled=true", "--set", "probes.readinessMaxAge=120"],
+                              capture_output=True, text=True)
+
+    assert rendered.returncode != 0
+    assert "probes.readinessMaxAge is the strict readiness's: set probes.readinessStrict=true" in rendered.stderr
 
 
 def test_one_aggregator_decides_for_the_release_from_its_own_locked_down_workload(helm):
@@ -268,14 +288,17 @@ class RenderedContainer:
             return 0
 
     def wait_ready(self, base: str) -> None:
-        """The kubelet's view: the readiness probe answers 200, then the liveness probe, at the probes' port."""
+        """The kubelet's view: the readiness probe answers 200, then the liveness probe, at the probes' port; then
+        the strict readiness: the first decision has come."""
         readiness = self.container["readinessProbe"]["httpGet"]["path"]
         try:
             eventually(lambda: self.get(base + readiness) == 200, timeout=240, what=f"{readiness} answering 200",
                        every=1)
+            assert self.get(base + self.container["livenessProbe"]["httpGet"]["path"]) == 200
+            eventually(lambda: self.get(base + "/readyz?strict=1") == 200, timeout=240, what="the first decision",
+                       every=1)
         except AssertionError as error:
             raise AssertionError(f"{error}\n{self.log()[-3000:]}") from None
-        assert self.get(base + self.container["livenessProbe"]["httpGet"]["path"]) == 200
 
     def set_override(self, base: str, token: str, context: ssl.SSLContext | None = None) -> int:
         override = urllib.request.Request(base + "/throttle/1", method="PUT", data=b'{"rate": 5000000}',

@@ -14,12 +14,14 @@ Several pods would need a network between them, which the project's engine does 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from harness import containers
 from harness.chart import container_env, expand, helm_or_skip, render, volume_files
+from harness.small_filesystem import mount_small_filesystem, unmount
 from harness.waiting import eventually
 
 pytestmark = pytest.mark.docker
@@ -30,6 +32,30 @@ PROBE = ("import sys, urllib.request, urllib.error\n"
          "try: print(urllib.request.urlopen(sys.argv[1], timeout=5).status)\n"
          "except urllib.error.HTTPError as error: print(error.code)\n"
          "except OSError: print(0)\n")
+
+# A producer of its own client id (the default user's quota), from inside the pod: the bytes the broker
+# acknowledged in argv[2] seconds, sending 100 kB records one at a time.
+FLOOD = ("import sys, time\n"
+         "from kafka import KafkaProducer\n"
+         "from kafka.errors import KafkaError\n"
+         "producer = KafkaProducer(bootstrap_servers=sys.argv[1], client_id='flood', acks=1, linger_ms=0,\n"
+         "                         max_in_flight_requests_per_connection=1, request_timeout_ms=4000,\n"
+         "                         delivery_timeout_ms=5000, max_block_ms=20000)\n"
+         "payload, acked, end = b'x' * 100_000, 0, time.monotonic() + float(sys.argv[2])\n"
+         "while time.monotonic() < end:\n"
+         "    try:\n"
+         "        producer.send('flood', payload).get(timeout=max(0.5, end - time.monotonic()))\n"
+         "        acked += len(payload)\n"
+         "    except KafkaError:\n"
+         "        pass\n"
+         "print(acked)\n"
+         "try:\n"
+         "    producer.close(timeout=1)\n"
+         "except Exception:\n"
+         "    pass\n")
+VALIDITY = 20  # throttle.factor.validity.duration, in seconds: the aggregator stays away for longer
+MiB = 1 << 20
+VOLUME, LIMIT = 256 * MiB, 160 * MiB  # the broker's data volume and the free space it keeps: ~90 MiB to the limit
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +69,7 @@ def helm(tmp_path_factory) -> list[str]:
 class Pod:
     """The example StatefulSet's pod 0, its containers started as the kubelet starts them."""
 
-    def __init__(self, documents: list[dict], work: Path):
+    def __init__(self, documents: list[dict], work: Path, data_size: int | None = None):
         self.documents = documents
         self.statefulset = next(d for d in documents if d["kind"] == "StatefulSet")
         self.spec = self.statefulset["spec"]["template"]["spec"]
@@ -55,6 +81,9 @@ class Pod:
         self.work = work
         self.data = work / "data"  # the volume claim; writable by the broker's uid, as the pod's fsGroup makes it
         self.data.mkdir()
+        self.mounted: list[Path] = []
+        if data_size is not None:  # a volume of its own, that a flood can fill
+            mount_small_filesystem(self.data, data_size, self.mounted)
         self.data.chmod(0o777)
         self.running: dict[str, containers.Container] = {}
 
@@ -123,9 +152,35 @@ class Pod:
         except AssertionError as error:
             raise AssertionError(f"{error}\n{container.logs()[-3000:]}") from None
 
+    def probe(self, container: containers.Container, probe: dict) -> int:
+        """The status an httpGet probe gets now, from inside the pod (0: nothing answers)."""
+        url = f"{SIDECAR}{probe['httpGet']['path']}"
+        return int(container.exec("python3", "-c", PROBE, url, check=False).strip() or 0)
+
+    def sidecar(self) -> tuple[containers.Container, dict]:
+        """The sidecar's container and its spec as rendered (a container or a native sidecar)."""
+        spec = next(c for c in self.spec["containers"] + self.spec.get("initContainers", [])
+                    if c["name"] == "quota-sidecar")
+        return self.running["quota-sidecar"], spec
+
+    def status(self) -> dict:
+        """`quota-sidecar status --json` inside the sidecar's container, from its endpoint."""
+        return json.loads(self.running["quota-sidecar"].exec("quota-sidecar", "status", "--json", "--url", SIDECAR))
+
+    def decided(self, timeout: float = 300) -> dict:
+        """The status once the aggregator has decided for the sidecar: ready does not wait for it."""
+        try:
+            return eventually(lambda: (seen := self.status())["sidecar"]["decided_by"]["aggregator"]
+                              and seen["throttle"]["source"] == "computed" and seen, timeout=timeout,
+                              what="the aggregator's first decision", every=3)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\naggregator:\n{self.running['aggregator'].logs()[-3000:]}") from None
+
     def remove(self) -> None:
         for container in reversed(list(self.running.values())):
             container.remove()
+        left = unmount(self.mounted)
+        assert not left, f"left mounted: {left}"
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["sidecar-container", "native-sidecar"])
@@ -136,15 +191,10 @@ def test_the_examples_broker_starts_from_its_script_and_its_sidecar_throttles_it
               tmp_path)
     try:
         pod.start()
-        kafka, sidecar = pod.running["kafka"], pod.running["quota-sidecar"]
-        sidecar_spec = next(c for c in pod.spec["containers"] + pod.spec["initContainers"]
-                            if c["name"] == "quota-sidecar")
-        try:
-            pod.wait_for_probe(sidecar, sidecar_spec["readinessProbe"], timeout=300)
-        except AssertionError as error:  # an agent is ready once decided for: the aggregator's side too
-            raise AssertionError(f"{error}\naggregator:\n{pod.running['aggregator'].logs()[-3000:]}") from None
+        kafka, (sidecar, sidecar_spec) = pod.running["kafka"], pod.sidecar()
+        pod.wait_for_probe(sidecar, sidecar_spec["readinessProbe"], timeout=300)
+        status = pod.decided()
         properties = kafka.exec("cat", "/tmp/server.properties").splitlines()
-        status = json.loads(sidecar.exec("quota-sidecar", "status", "--json", "--url", SIDECAR))
 
         assert kafka.running(), kafka.logs()[-3000:]
         assert "node.id=0" in properties and f"controller.quorum.voters=0@{pod.address}:9093" in properties
@@ -153,6 +203,47 @@ def test_the_examples_broker_starts_from_its_script_and_its_sidecar_throttles_it
         assert status["sidecar"]["broker_id"] == 0  # the pod's ordinal
         assert status["local_watch"]["watched"] == ["/var/lib/kafka/data"]  # the broker's volume, read-only
         assert status["throttle"]["factor"] == 0.0  # the limit is violated: the pod's broker is throttled
-        assert status["sidecar"]["decided_by"]["aggregator"], pod.running["aggregator"].logs()[-3000:]
     finally:
         pod.remove()
+
+
+def test_with_the_aggregator_stopped_past_the_validity_the_broker_stays_ready_and_its_verdict_holds(helm, tmp_path):
+    """The aggregator stopped for longer than the validity: every pass fails for want of a decision and the
+    fallback factor (1.0: no throttle) takes over. The sidecar in the broker's pod stays ready (a NotReady broker
+    pod is an outage) and its status says the decisions are stale; a flood onto the broker's volume is still held
+    by the local verdict (1 B/s), and the volume does not fill."""
+    pod = Pod(render(helm, ["example.enabled=true", "example.replicas=1", "example.nativeSidecar=true",
+                            "config.storage\\.check\\.interval=PT2S",
+                            f"config.throttle\\.factor\\.validity\\.duration=PT{VALIDITY}S",
+                            f"config.storage\\.per\\.volume\\.limit\\.min\\.available\\.bytes={LIMIT}"]),
+              tmp_path, data_size=VOLUME)
+    try:
+        pod.start()
+        sidecar, sidecar_spec = pod.sidecar()
+        assert pod.decided()["throttle"]["factor"] == 1.0  # room below the limit
+        containers.docker("stop", pod.running["aggregator"].name)  # stopped by hand: not started again
+        stale = eventually(lambda: (seen := pod.status())["throttle"]["source"] == "fallback" and seen,
+                           timeout=4 * VALIDITY + 60, what="the fallback after the validity", every=2)
+        readiness = pod.probe(sidecar, sidecar_spec["readinessProbe"])
+        table = sidecar.exec("quota-sidecar", "status", "--url", SIDECAR)
+
+        assert readiness == 200, f"{sidecar_spec['readinessProbe']['httpGet']['path']} answered {readiness}"
+        assert stale["throttle"]["stale_since"] is not None and stale["throttle"]["age_seconds"] > VALIDITY
+        assert "decisions STALE since " in table
+
+        acked = int(sidecar.exec("python3", "-c", FLOOD, f"{pod.address}:9092", "30").strip().splitlines()[-1])
+        held = pod.status()
+        free = os.statvfs(pod.data)
+
+        assert default_producer_rate(held) == 1, held["quotas_in_force"]  # the verdict's: the fallback lifts
+        assert acked < VOLUME - LIMIT + 64 * MiB, f"{acked} bytes acknowledged in 30 s"
+        assert free.f_bavail * free.f_frsize > LIMIT - 64 * MiB  # unthrottled, 30 s fill the volume
+        assert pod.probe(sidecar, sidecar_spec["readinessProbe"]) == 200
+        assert pod.probe(sidecar, sidecar_spec["livenessProbe"]) == 200
+    finally:
+        pod.remove()
+
+
+def default_producer_rate(status: dict):
+    rows = [row for row in status["quotas_in_force"] if row["entity"] == "<default user>"]
+    return rows[0]["producer_byte_rate"] if rows else None

@@ -89,9 +89,9 @@ def wait_ready(container: containers.Container, port: int) -> dict:
     def ready():
         if not container.running():
             raise RuntimeError(f"the sidecar's container stopped:\n{container.logs()[-3000:]}")
-        return get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        return get(f"http://127.0.0.1:{port}/readyz?strict=1")[0] == 200  # decided for once
     try:
-        eventually(ready, timeout=300, what="/readyz answering 200", every=2)
+        eventually(ready, timeout=300, what="/readyz?strict=1 answering 200", every=2)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{container.logs()[-3000:]}") from None
     return get(f"http://127.0.0.1:{port}/status")[1]

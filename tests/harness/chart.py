@@ -38,7 +38,7 @@ COMBINATIONS = {
     "example-everything": ["example.enabled=true", "secrets.api\\.token=s3cret",
                            "monitoring.podMonitor=true", "monitoring.serviceMonitor=true",
                            "monitoring.prometheusRule=true", "monitoring.dashboard=true",
-                           "probes.readinessMaxAge=120"],
+                           "probes.readinessStrict=true", "probes.readinessMaxAge=120"],
     "monitoring": ["monitoring.podMonitor=true", "monitoring.serviceMonitor=true", "monitoring.prometheusRule=true",
                    "monitoring.dashboard=true", "monitoring.labels.release=kube-prometheus-stack",
                    "monitoring.interval=15s"],

@@ -8,6 +8,7 @@ from datetime import timedelta
 import builders
 import pytest
 
+from quota_sidecar.act.snapshot import LocalWatchView
 from quota_sidecar.decide.throttle_factor import FactorState
 from quota_sidecar.serve.http_api import BadTokenBackoff, Refusals, create_app, readiness
 from quota_sidecar.serve.metrics import registry_for
@@ -151,23 +152,72 @@ def test_autoremove_is_only_for_the_global_override(client):
     assert response.status_code == 400
 
 
-@pytest.mark.parametrize("seconds_since, max_age, code", [
-    (30, None, 200),          # within the factor's validity (the default)
-    (30, "10", 503),          # older than asked
-    (30, "30", 200),
-    (10_000, None, 503),      # the fallback has taken over
+WATCHING = LocalWatchView(("/data/b",), {}, (), running=True)
+
+
+@pytest.mark.parametrize("seconds_since, max_age, code, stale", [
+    (30, None, 200, False),          # within the factor's validity (the default)
+    (30, "10", 503, True),           # older than asked
+    (30, "30", 200, False),
+    (10_000, None, 503, True),       # the fallback has taken over
 ])
-def test_readiness_follows_the_age_of_the_last_successful_pass(a_snapshot, seconds_since, max_age, code):
-    body, status = readiness(a_snapshot(), builders.AT + timedelta(seconds=seconds_since), max_age)
+def test_strict_readiness_follows_the_age_of_the_last_successful_pass(a_snapshot, seconds_since, max_age, code, stale):
+    body, status = readiness(a_snapshot(local_watch=WATCHING), builders.AT + timedelta(seconds=seconds_since), max_age,
+                             "1")
 
-    assert status == code and body["ready"] == (code == 200)
-    assert body["last_success_age_seconds"] == seconds_since
+    assert status == code and body["ready"] == (code == 200) and body["strict"] is True
+    assert body["last_success_age_seconds"] == seconds_since and body["decisions_stale"] is stale
 
 
-def test_not_ready_before_the_first_successful_pass(a_snapshot):
-    body, status = readiness(a_snapshot(factor=FactorState()), builders.AT, None)
+def test_strict_readiness_waits_for_the_first_successful_pass(a_snapshot):
+    body, status = readiness(a_snapshot(factor=FactorState()), builders.AT, None, "true")
 
-    assert status == 503 and body["last_success_age_seconds"] is None
+    assert status == 503 and body["last_success_age_seconds"] is None and body["decisions_stale"] is False
+
+
+@pytest.mark.parametrize("factor, seconds_since", [
+    (FactorState(), 0),                               # before the first pass: a fresh install, the aggregator not up
+    (FactorState(1.0, "initial", valid_from=builders.AT), 10_000),  # every pass failed since the first
+    (None, 10_000),                                   # the last success long ago: the fallback rules
+])
+@pytest.mark.parametrize("watch", [WATCHING, None], ids=["watching", "no-watch"])
+def test_ready_while_serving_and_watching_whatever_the_passes(a_snapshot, factor, seconds_since, watch):
+    """A broker pod is Ready only when its sidecar is: stale decisions must not take the broker out of service."""
+    snapshot = a_snapshot(local_watch=watch, **({"factor": factor} if factor else {}))
+    body, status = readiness(snapshot, builders.AT + timedelta(seconds=seconds_since), None, None)
+
+    assert status == 200 and body["ready"] is True and body["strict"] is False
+    assert body["decisions_stale"] is (seconds_since > 300)
+    assert body["local_watch"] == ("running" if watch else "off")
+
+
+@pytest.mark.parametrize("strict", [None, "1"])
+def test_not_ready_once_the_local_watch_has_stopped(a_snapshot, strict):
+    stopped = LocalWatchView(("/data/b",), {}, (), running=False)
+
+    body, status = readiness(a_snapshot(local_watch=stopped), builders.AT, None, strict)
+
+    assert status == 503 and body["ready"] is False and body["local_watch"] == "stopped"
+
+
+def test_the_readiness_endpoint_is_not_strict_unless_asked(client):
+    http = client()
+    plain = http.get("/readyz")  # the snapshot's last success is days before now: stale
+
+    assert plain.status_code == 200 and plain.get_json()["decisions_stale"] is True
+    assert http.get("/readyz?strict=1").status_code == 503
+    assert http.get("/readyz?strict=0").status_code == 200
+
+
+@pytest.mark.parametrize("query, error", [
+    ("strict=maybe", "strict='maybe': expected 1 or 0"),
+    ("strict=1&max_age=-5", "max_age='-5': expected seconds, a number >= 0"),
+    ("max_age=inf", "max_age='inf': expected seconds"),
+])
+def test_the_readiness_endpoint_refuses_a_bad_query_in_one_line(client, query, error):
+    response = client().get(f"/readyz?{query}")
+
+    assert response.status_code == 400 and error in response.get_json()["error"]
 
 
 def test_readiness_endpoint_refuses_a_max_age_that_is_not_a_number(client):

@@ -185,3 +185,21 @@ def test_an_agent_running_when_cleanup_handed_back_writes_nothing_more_and_a_new
 
     started_after = sidecar(store, clock=Clock(AT + timedelta(seconds=2)))
     assert (records.CLEANUP,) in started_after.read_records() and not started_after.handed_back
+
+
+def test_the_running_watch_is_published_before_the_first_pass_ends(tmp_path):
+    """/readyz reads the snapshot: a first pass that waits for the aggregator must not hold a broker's start."""
+    shutdown = GracefulShutdown()
+    seen = []
+    store = FailingStore(RetryableAdminError("no broker"),
+                         after=lambda reads: (seen.append(car.snapshot().local_watch.running), shutdown.set()))
+    car = sidecar(store, **{"storage.local.log.dirs": str(tmp_path)})
+    assert car.snapshot().local_watch.running is False  # built, not started
+
+    loop = threading.Thread(target=car.run, args=(shutdown,))
+    loop.start()
+    loop.join(timeout=30)
+    car.close()
+
+    assert not loop.is_alive() and seen == [True]  # read while the first pass was under way
+    assert car.snapshot().local_watch.running is True  # published by that pass, before close() stopped it

@@ -7,8 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+import builders
 from builders import judged_row
 from quota_sidecar.act.cordoning import CordonView
+from quota_sidecar.decide.throttle_factor import INITIAL, FactorState
 from quota_sidecar.decide.throttles import BrokerRates
 from quota_sidecar.serve import status
 
@@ -32,6 +34,22 @@ def test_the_table_shows_factor_volumes_and_quotas(a_snapshot, later):
     assert "64.0 MiB" in violated and "20.0 MiB" in violated and "-4,194,304 B" in violated and "VIOLATED" in violated
     assert any(line.split()[:2] == ["<default", "user>"] and line.split()[2] == "1" for line in text.splitlines())
     assert "unlimited" in next(line for line in text.splitlines() if "quota-sidecar (sidecar)" in line)
+
+
+@pytest.mark.parametrize("factor, seconds, stale_since", [
+    (None, 30, None),                                            # within the validity
+    (None, 301, "2026-11-23T08:05:00Z"),                          # the validity after the last success
+    (FactorState(1.0, INITIAL, valid_from=builders.AT), 400, "2026-11-23T08:05:00Z"),  # none since the first poll
+    (FactorState(), 10_000, None),                               # no poll yet
+])
+def test_status_says_since_when_the_decisions_are_stale(a_snapshot, factor, seconds, stale_since):
+    snapshot = a_snapshot(**({"factor": factor} if factor else {}))
+    built = status.build(snapshot, builders.AT + timedelta(seconds=seconds), mode="running")
+    text = status.render(built)
+
+    assert built["throttle"]["stale_since"] == stale_since
+    assert (f"decisions STALE since {stale_since}: no successful pass within 300s, fallback factor 1.0" in text) \
+        is (stale_since is not None)
 
 
 def test_status_says_how_the_sidecars_own_clients_are_told_apart(a_snapshot, later):

@@ -123,6 +123,19 @@ client.quota.callback.static.{{ $key }}={{ $value }}
 {{- end }}
 {{- end -}}
 
+{{/* /readyz, or with probes.readinessStrict /readyz?strict=1 and its max_age (values.yaml says why not). */}}
+{{- define "quota-sidecar.readinessPath" -}}
+{{- with .Values.probes -}}
+{{- if .readinessStrict -}}
+/readyz?strict=1{{ with .readinessMaxAge }}&max_age={{ . }}{{ end }}
+{{- else if .readinessMaxAge -}}
+{{- fail "probes.readinessMaxAge is the strict readiness's: set probes.readinessStrict=true with it, or leave it empty" -}}
+{{- else -}}
+/readyz
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/*
 The sidecar container, for a broker pod's `containers` (Bitnami: broker.sidecars) or, with
 `restartPolicy: Always` added, its `initContainers` (a native sidecar). Its volumes: "quota-sidecar.volumes".
@@ -167,9 +180,10 @@ ports:
     containerPort: {{ .Values.httpTls.plainPort }}
     protocol: TCP
   {{- end }}
-# The HTTP endpoint answers once the agent has read its configuration and the broker's log dirs exist.
+# Ready once the endpoint serves and the local watch runs: a native sidecar lets the broker start then, without
+# waiting for the aggregator's first decision.
 startupProbe:
-  httpGet: {path: /healthz, port: {{ include "quota-sidecar.metricsPortName" . }}}
+  httpGet: {path: /readyz, port: {{ include "quota-sidecar.metricsPortName" . }}}
   periodSeconds: 5
   failureThreshold: 60
 {{- if .Values.probes.liveness }}
@@ -182,7 +196,7 @@ livenessProbe:
 {{- if .Values.probes.readiness }}
 readinessProbe:
   httpGet:
-    path: {{ if .Values.probes.readinessMaxAge }}/readyz?max_age={{ .Values.probes.readinessMaxAge }}{{ else }}/readyz{{ end }}
+    path: {{ include "quota-sidecar.readinessPath" . }}
     port: {{ include "quota-sidecar.metricsPortName" . }}
   periodSeconds: 15
   timeoutSeconds: 5
