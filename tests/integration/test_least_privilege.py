@@ -131,7 +131,6 @@ def test_with_exactly_the_printed_acls_the_agent_and_aggregator_throttle_cordon_
         lab.close()
 
 
-@pytest.mark.security
 def test_granted_what_acls_prints_without_the_brokers_properties_the_agents_in_their_pods_beat_and_cover(
         make_kafka_cluster, tmp_path):
     """As the chart runs them: the ACLs printed for the sidecar's own properties, which name no broker id and no log
