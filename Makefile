@@ -140,10 +140,11 @@ image: setup
 # The images against real Kafka: the agent decided for by the aggregator, both locked down
 # (tests/docker/test_images.py), pytest-docker's compose end to end (broker, agent, aggregator): flood -> throttle
 # -> lift (tests/docker/test_compose.py), and the chart's example pod: the broker's start script and the agent
-# beside it, as rendered by helm (tests/docker/test_example_pod.py). As root it installs Debian's docker.io and
-# docker-compose when missing, brings up the project's own engine (no bridge, no iptables rules, ip_forward
-# untouched), builds the images if missing and stops the engine after, then checks that the host's FORWARD chain
-# and bridges are as they were. Without an engine it fails in one line (skips would prove nothing).
+# beside it, as rendered by helm, and the uninstall's hook Job while the agent runs
+# (tests/docker/test_example_pod.py). As root it installs Debian's docker.io and docker-compose when missing, brings
+# up the project's own engine (no bridge, no iptables rules, ip_forward untouched), builds the images if missing and
+# stops the engine after, then checks that the host's FORWARD chain and bridges are as they were. Without an engine
+# it fails in one line (skips would prove nothing).
 test-docker: setup $(HELM)
 	PYTHON=$(abspath $(BIN)/python) deploy/test-docker.sh
 

@@ -4,7 +4,8 @@ order: a pause container holding the pod's network namespace, the init container
 containers: the broker runs the example's start script (its ConfigMap) in the quota-sidecar-kafka image, the
 sidecar runs beside it. Each with the command, args, env, mounts and locked-down security context the chart
 renders. The aggregator's Deployment runs beside them, in the same network namespace, the example's Service name
-resolving to the broker there. kwok runs no containers (make test-chart); this runs them (make test-docker).
+resolving to the broker there; so does the uninstall's pre-delete hook Job, while the agent still runs. kwok runs
+no containers (make test-chart); this runs them (make test-docker).
 
 One replica: the pod's network namespace has only loopback, where its DNS names (the voter's and the advertised
 listener's) resolve to 127.0.0.1 through /etc/hosts, as the cluster's DNS resolves them to the pod's address.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,14 @@ FLOOD = ("import sys, time\n"
          "    producer.close(timeout=1)\n"
          "except Exception:\n"
          "    pass\n")
+# The client quotas in force on the pod's broker, every entity with a user in it, read with a client of their own
+# from inside the pod: {entity: {key: value}}, the entity as Python writes it (None: the default user).
+QUOTAS = ("import json, sys\n"
+          "from quota_sidecar.observe.admin import ClusterAdmin\n"
+          "with ClusterAdmin({'bootstrap_servers': [sys.argv[1]]}) as admin:\n"
+          "    found = admin.describe_user_quotas()\n"
+          "print(json.dumps({repr(entity): keys for entity, keys in found.items() if keys}))\n")
+HANDED_BACK = "this agent writes nothing more"  # the agent's WARNING once `quota-sidecar cleanup` ran
 VALIDITY = 20  # throttle.factor.validity.duration, in seconds: the aggregator stays away for longer
 MiB = 1 << 20
 VOLUME, LIMIT = 256 * MiB, 160 * MiB  # the broker's data volume and the free space it keeps: ~90 MiB to the limit
@@ -242,6 +252,57 @@ def test_with_the_aggregator_stopped_past_the_validity_the_broker_stays_ready_an
         assert pod.probe(sidecar, sidecar_spec["livenessProbe"]) == 200
     finally:
         pod.remove()
+
+
+def test_the_uninstall_hook_job_hands_back_the_throttle_and_the_agent_still_running_writes_it_no_more(helm, tmp_path):
+    """`helm uninstall`'s pre-delete hook, as rendered (the Job's `cleanup` container, the agents' ConfigMap), run
+    in the pod's network namespace while the agent still runs, as the hook runs before the pods stop: it exits 0,
+    the quotas the agent wrote to throttle its broker are gone, and the agent, still running and still told by the
+    aggregator to throttle, logs that it writes nothing more and does not write them again in the passes after."""
+    documents = render(helm, ["example.enabled=true", "example.replicas=1", "example.nativeSidecar=true",
+                              "config.storage\\.check\\.interval=PT2S",
+                              f"config.storage\\.per\\.volume\\.limit\\.min\\.available\\.bytes={EVERY_BYTE}"])
+    job = next(d for d in documents if d["kind"] == "Job")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete"
+    job_spec = job["spec"]["template"]["spec"]
+    hook = next(c for c in job_spec["containers"] if c["name"] == "cleanup")
+    pod = Pod(documents, tmp_path)
+    try:
+        pod.start()
+        sidecar, sidecar_spec = pod.sidecar()
+        pod.wait_for_probe(sidecar, sidecar_spec["readinessProbe"], timeout=300)
+        assert pod.decided()["throttle"]["factor"] == 0.0  # the limit is violated: the pod's broker is throttled
+        bootstrap = f"{pod.address}:9092"
+        throttled = quotas_in_force(sidecar, bootstrap)
+        assert throttled.get("None", {}).get("producer_byte_rate") is not None, throttled  # the default user's
+
+        cleanup = pod.run(hook, network=f"container:{pod.running['pause'].name}", spec=job_spec)
+        exit_code = containers.docker("wait", cleanup.name, timeout=300).strip()
+        output = cleanup.logs()
+
+        assert exit_code == "0", f"the hook Job exited {exit_code}:\n{output[-3000:]}"
+        assert "producer_byte_rate: " in output and " -> none" in output, output[-3000:]
+        assert quotas_in_force(sidecar, bootstrap) == {}
+        # The Job waited poll.timeout after telling the agents, so a pass under way has ended; the next reads it.
+        try:
+            eventually(lambda: HANDED_BACK in sidecar.logs(), timeout=30, what=f"the agent's {HANDED_BACK!r}")
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{sidecar.logs()[-3000:]}") from None
+
+        time.sleep(10 * 2)  # ten passes' worth, the aggregator still deciding a throttle for this broker
+        after = sidecar.logs().split(HANDED_BACK, 1)[1]
+        written = [line for line in after.splitlines() if " quota_sidecar.act." in line]
+
+        assert sidecar.running() and pod.running["kafka"].running()
+        assert quotas_in_force(sidecar, bootstrap) == {}
+        assert not written, "\n".join(written)
+        assert pod.probe(sidecar, sidecar_spec["livenessProbe"]) == 200  # it serves on until the pod stops
+    finally:
+        pod.remove()
+
+
+def quotas_in_force(container: containers.Container, bootstrap: str) -> dict:
+    return json.loads(container.exec("python3", "-c", QUOTAS, bootstrap).strip().splitlines()[-1])
 
 
 def default_producer_rate(status: dict):
