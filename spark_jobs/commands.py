@@ -326,8 +326,8 @@ def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_pa
     if "://" not in path and not os.path.exists(path):  # said before a JVM starts
         fail(f"--history {path}: no such file or directory")
     try:
-        spark = session.get_session(config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC"},
-                                    batch=True)
+        spark = session.for_large_data(session.get_session(
+            config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC"}, batch=True))
         built = capacity.build(spark, path, durations["--since"], config.storage_limit, datetime.now(timezone.utc),
                                durations["--at-risk"])
     except (HistoryError, session.SparkStartError) as error:
