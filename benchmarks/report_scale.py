@@ -60,8 +60,9 @@ def child(master: str, sizes: list[int], volumes: int, histories: Path) -> None:
     from quota_sidecar.common.vocabulary import StorageLimit
     from spark_jobs import report, session
 
-    spark = session.get_session(None if master == "embedded" else master, "quota-sidecar-benchmark",
-                                {"spark.sql.session.timeZone": "UTC"}, batch=True)
+    spark = session.for_large_data(session.get_session(None if master == "embedded" else master,
+                                                       "quota-sidecar-benchmark", {"spark.sql.session.timeZone": "UTC"},
+                                                       batch=True))
     figures = {}
     try:
         for index, size in enumerate(sizes):

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from quota_sidecar.common.vocabulary import StorageLimit
-from spark_jobs import report
+from spark_jobs import report, session
 
 _log = logging.getLogger(__name__)
 FORECAST_EVERY = timedelta(hours=1)
@@ -39,22 +39,30 @@ class CapacityForecast:
         self.made_at: float | None = None  # epoch seconds of the last forecast made
         self.failures = 0
         self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self, spark) -> CapacityForecast:
-        """Forecasts now, then every FORECAST_EVERY (after RETRY_AFTER when there was none), until `stop`."""
+        """Forecasts now, then every FORECAST_EVERY (after RETRY_AFTER when there was none), until `stop`, in one
+        session for much data made here: a new one at each forecast would be kept by the driver for good."""
+        large = session.for_large_data(spark)
+
         def forecasting() -> None:
             wait = 0.0
             while not self._stop.wait(wait):
-                wait = (FORECAST_EVERY if self.refresh(spark) else RETRY_AFTER).total_seconds()
+                wait = (FORECAST_EVERY if self.refresh(large) else RETRY_AFTER).total_seconds()
 
-        threading.Thread(target=forecasting, name="capacity-forecast", daemon=True).start()
+        self._thread = threading.Thread(target=forecasting, name="capacity-forecast", daemon=True)
+        self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = 0.0) -> None:
+        """No forecast after this; waits up to `timeout` for one under way to end (None: as long as it takes)."""
         self._stop.set()
+        if self._thread is not None and timeout != 0.0:
+            self._thread.join(timeout)
 
     def refresh(self, spark) -> bool:
-        """One forecast; whether it was made. A history not written yet (the first append comes history.interval
+        """One forecast in `spark` (a session for much data: session.for_large_data); whether it was made. A history not written yet (the first append comes history.interval
         after the start) is said at INFO; a failed job is one WARNING, counted, and the last forecast stays."""
         if "://" not in self.location and not os.path.exists(self.location):
             _log.info("capacity forecast: no history at %s yet", self.location)

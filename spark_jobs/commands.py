@@ -135,7 +135,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     from quota_sidecar.decide.refusal_lines import RefusalLines
     from quota_sidecar.observe.admin import ClusterAdmin
     from quota_sidecar.shutdown import GracefulShutdown
-    from spark_jobs import aggregation, capacity_metrics, session
+    from spark_jobs import aggregation, capacity_metrics, checkpoint as checkpoints, session
 
     config = load_config(config_paths, overrides, aggregator=True)
     pipeline = config.pipeline
@@ -147,7 +147,6 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
         return refused or session.reason(error)
 
     jars = pipeline.kafka_jars or _connector_jars()
-    checkpoint = pipeline.checkpoint or os.path.join(tempfile.gettempdir(), "quota-sidecar-aggregator")
     log = logging.getLogger("quota_sidecar")
     forecast = None
     if pipeline.metrics_port is not None:  # listening first: a port in use is said before a JVM starts
@@ -162,6 +161,8 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     try:
         with ClusterAdmin(pipeline.client) as admin:
             ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
+            owner = checkpoints.Owner(admin.cluster_id(), pipeline.observations_topic, pipeline.decisions_topic)
+        checkpoint = _claimed_checkpoint(pipeline.checkpoint, owner, config.spark_url, tempfile.gettempdir(), log)
         starting = end_offsets(pipeline.client, pipeline.observations_topic)
         spark = session.aggregator_session(config.spark_url, "quota-sidecar-aggregator", {
             "spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
@@ -220,6 +221,27 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
             if running is not None and running.isActive:
                 running.stop()
         session.stop_sessions()
+
+
+def _claimed_checkpoint(configured: str, owner, spark_url: str, temp_dir: str, log: logging.Logger) -> str:
+    """The checkpoint's location (configured, else derived from the pipeline), checked to be this pipeline's before
+    Spark reads it: another pipeline's stops the aggregator with one line."""
+    from spark_jobs import checkpoint as checkpoints, session
+
+    location = configured or checkpoints.default_location(temp_dir, owner)
+    named = f"{configuration.PREFIX}aggregator.checkpoint.location={location}"
+    local = checkpoints.local_path(location)
+    if local is None or session.is_connect(spark_url):
+        log.info("%s: on %s filesystem, so which pipeline wrote it is not checked: give each pipeline a location of "
+                 "its own", named, "another" if local is None else "the Spark Connect server's")
+        return location
+    try:
+        said = checkpoints.claim(local, owner, named)
+    except checkpoints.CheckpointError as error:
+        fail(str(error))
+    if said:
+        log.info("%s", said)
+    return location
 
 
 def _refused_topic(error: BaseException, refusals, observations_topics: str, decisions_topic: str) -> str | None:
@@ -304,8 +326,8 @@ def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_pa
     if "://" not in path and not os.path.exists(path):  # said before a JVM starts
         fail(f"--history {path}: no such file or directory")
     try:
-        spark = session.get_session(config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC"},
-                                    batch=True)
+        spark = session.for_large_data(session.get_session(
+            config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC"}, batch=True))
         built = capacity.build(spark, path, durations["--since"], config.storage_limit, datetime.now(timezone.utc),
                                durations["--at-risk"])
     except (HistoryError, session.SparkStartError) as error:

@@ -30,12 +30,12 @@ Dates are epoch seconds (UTC); the report writes them ISO 8601. ``transform`` gi
 """
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
 from quota_sidecar.common.vocabulary import StorageLimit
+from spark_jobs.session import sql_over
 
 DAY = 86400.0
 
@@ -159,34 +159,30 @@ def transform(history: DataFrame, params: ForecastParams, span: tuple[float, flo
     """History rows (``history.COLUMNS``) → one row per volume (COLUMNS): its fit, growth, band and dates. `span`:
     the first and last moment of the history (epoch seconds) when known without reading it (history.day_span);
     else they are read from the rows, a job of its own."""
-    view = f"quota_sidecar_history_{uuid.uuid4().hex}"  # a view of its own: another transform may run beside it
-    history.createOrReplaceTempView(view)
     if span is None:
         t0, width = "(SELECT min(t) FROM points)", f"(SELECT greatest(max(t) - min(t), 1D) / {params.bins} FROM points)"
     else:
         t0, width = f"{float(span[0])!r}D", f"{max(span[1] - span[0], 1.0) / params.bins!r}D"
     sql = _SQL.format(
-        view=view, volume=_VOLUME, day=repr(DAY), sigmas=repr(float(params.sigmas)),
+        view="{history}", volume=_VOLUME, day=repr(DAY), sigmas=repr(float(params.sigmas)),
         min_drop_ratio=repr(float(params.min_drop_ratio)), min_cycles=int(params.min_cycles),
         min_growth=repr(float(params.min_growth_ratio_per_day)), limit_bytes=_limit_bytes(params),
         bins=int(params.bins), t0=t0, width=width, peak_fit=_FIT.format(y="peak_used", x="peak_t", p="peak"),
         limit_by_high=_LIMIT_BY.format(growth="growth_high_bytes_per_day", day=repr(DAY)),
         limit_by_low=_LIMIT_BY.format(growth="growth_low_bytes_per_day", day=repr(DAY)))
-    return history.sparkSession.sql(sql).selectExpr(*COLUMNS)
+    return sql_over(sql, history=history).selectExpr(*COLUMNS)
 
 
 def by_cluster(volumes: DataFrame) -> DataFrame:
     """Forecast rows (COLUMNS) → one row per cluster: its volumes, their sizes and growth now, the first volume
     to reach the limit and the headroom in days from the cluster's newest observation (null: none is filling)."""
-    view = f"quota_sidecar_forecast_{uuid.uuid4().hex}"
-    volumes.createOrReplaceTempView(view)
-    return volumes.sparkSession.sql(f"""
+    return sql_over(f"""
         SELECT cluster, count(*) AS volumes, count_if(filling) AS filling, sum(total_bytes) AS total_bytes,
                sum(available_bytes) AS available_bytes, sum(growth_bytes_per_day) AS growth_bytes_per_day,
                max(last_seconds) AS as_of_seconds, min(limit_at_seconds) AS limit_at_seconds,
                min_by(broker, limit_at_seconds) AS first_broker, min_by(log_dir, limit_at_seconds) AS first_log_dir,
                (min(limit_at_seconds) - max(last_seconds)) / {DAY!r} AS headroom_days
-        FROM {view} GROUP BY cluster ORDER BY cluster""")
+        FROM {{volumes}} GROUP BY cluster ORDER BY cluster""", volumes=volumes)
 
 
 def _limit_bytes(params: ForecastParams) -> str:

@@ -9,7 +9,6 @@ observation, so a report of the same history says the same whenever it is made.
 """
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import SparkSession
@@ -25,9 +24,9 @@ _TIMES = ("limit_at", "limit_earliest", "limit_latest", "full_at")
 
 def build(spark: SparkSession, path: str, since: timedelta | None, limit: StorageLimit | None, now: datetime,
           at_risk: timedelta = AT_RISK) -> dict:
-    """The report of the history at ``path`` (its rows of the last ``since`` before ``now``; all with None).
+    """The report of the history at ``path`` (its rows of the last ``since`` before ``now``; all with None), in
+    ``spark``: a session set for much data (session.for_large_data), which its caller makes once and reuses.
     Raises history.HistoryError for a history that cannot be read."""
-    spark = session.for_large_data(spark)
     # Read twice, not cached: the forecast groups the rows, and the charts read only the volumes at risk.
     start = None if since is None else now - since
     rows = history.read(spark, path, start)
@@ -113,18 +112,15 @@ def _series(spark: SparkSession, rows, risky: list[dict]) -> dict:
     wanted = spark.createDataFrame(
         [(v["cluster"], v["broker"], v["log_dir"], v["first_seconds"], max(v["last_seconds"] - v["first_seconds"], 1.0))
          for v in risky], "cluster string, broker int, log_dir string, t0 double, span double")
-    view, volumes = f"quota_sidecar_points_{uuid.uuid4().hex}", f"quota_sidecar_risky_{uuid.uuid4().hex}"
-    rows.createOrReplaceTempView(view)
-    wanted.createOrReplaceTempView(volumes)
-    points = spark.sql(f"""
+    points = session.sql_over(f"""
         WITH bucketed AS (
           SELECT h.cluster, h.broker, h.log_dir, unix_micros(h.observed_at) / 1000000D AS t, h.available_bytes,
                  CAST(floor((unix_micros(h.observed_at) / 1000000D - w.t0) / w.span * {CHART_POINTS}) AS INT) AS bucket
-          FROM {view} h JOIN {volumes} w ON h.cluster = w.cluster AND h.broker = w.broker AND h.log_dir = w.log_dir
+          FROM {{rows}} h JOIN {{wanted}} w ON h.cluster = w.cluster AND h.broker = w.broker AND h.log_dir = w.log_dir
         )
         SELECT cluster, broker, log_dir, min_by(t, available_bytes) AS low_t, min(available_bytes) AS low,
                max_by(t, available_bytes) AS high_t, max(available_bytes) AS high
-        FROM bucketed GROUP BY cluster, broker, log_dir, bucket""").collect()
+        FROM bucketed GROUP BY cluster, broker, log_dir, bucket""", rows=rows, wanted=wanted).collect()
     series: dict = {}
     for row in points:
         key = _volume_key(row)

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import threading
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 EMBEDDED = "embedded local[1]"  # how messages name the session of no URL
 LOG4J2_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
@@ -117,7 +117,8 @@ def aggregator_session(spark_url: str | None, app_name: str, settings: dict[str,
 
 def for_large_data(spark: SparkSession) -> SparkSession:
     """A session of its own over the same Spark, set for a batch job over much data; the aggregator's queries keep
-    theirs. Spark Connect's client cannot make one: there the session as it is (its jobs slower, not wrong)."""
+    theirs. Made once and kept by its user (each holds its own state in the driver for as long as the process runs).
+    Spark Connect's client cannot make one: there the session as it is (its jobs slower, not wrong)."""
     try:
         large = spark.newSession()
     except Exception:  # Spark Connect
@@ -125,6 +126,18 @@ def for_large_data(spark: SparkSession) -> SparkSession:
     for key, value in _LARGE_DATA_CONF.items():
         large.conf.set(key, value)
     return large
+
+
+def sql_over(text: str, **frames: DataFrame) -> DataFrame:
+    """`text` run with ``{name}`` standing for each DataFrame of `frames` (all of one session), by pyspark's own
+    means: classic pyspark names each with a temporary view for the call and drops it after; Spark Connect sends it
+    within the plan. So a query made again and again (the aggregator's hourly forecast) leaves no view behind. Every
+    other brace in `text` is SQL's."""
+    spark = next(iter(frames.values())).sparkSession
+    escaped = text.replace("{", "{{").replace("}", "}}")
+    for name in frames:
+        escaped = escaped.replace("{{" + name + "}}", "{" + name + "}")
+    return spark.sql(escaped, **frames)
 
 
 def spread_over_cores(spark: SparkSession) -> None:

@@ -169,7 +169,10 @@ KEYS: tuple[Key, ...] = (
     Key("pipeline.heartbeats.topic", topic_name, HEARTBEATS_TOPIC, "the agents' heartbeats (one partition, kept "
         "10 minutes)"),
     Key("aggregator.checkpoint.location", location, "", "the aggregator's Spark checkpoint (offsets read): a restart "
-        "resumes after the last micro-batch it decided; put it on a volume", "<temp dir>/quota-sidecar-aggregator"),
+        "resumes after the last micro-batch it decided; put it on a volume. It belongs to one pipeline (cluster id, "
+        "observations and decisions topics), named in its quota-sidecar-pipeline.json: an aggregator of another "
+        "pipeline refuses it at start (not checked for a URL or on a Spark Connect server)",
+        "<temp dir>/quota-sidecar-aggregator-<hash of the pipeline's cluster id and topics>"),
     Key("history.location", location, "", "where the aggregator appends every volume observation (Parquet, partitioned "
         "by cluster and day) for quota-sidecar report's forecast", "empty (no history kept)"),
     Key("history.retention", positive_duration, timedelta(days=90), "the aggregator deletes the history's days older "

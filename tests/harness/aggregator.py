@@ -15,13 +15,16 @@ START_TIMEOUT = 240.0  # s: Spark's JVM, the query's start
 
 
 class Aggregator:
-    def __init__(self, pipeline_servers: str, work_dir: Path, name: str = "aggregator", **keys: object):
+    def __init__(self, pipeline_servers: str, work_dir: Path, name: str = "aggregator",
+                 environment: dict[str, str] | None = None, **keys: object):
+        """`keys`: configuration keys over the lab's (`**{"aggregator.checkpoint.location": ""}`: the default);
+        `environment`: over this process's for the aggregator's (TMPDIR...)."""
         self.pipeline_servers = pipeline_servers
         work_dir.mkdir(parents=True, exist_ok=True)
         self.process = SidecarProcess(name, work_dir, {
             PREFIX + "pipeline.bootstrap.servers": pipeline_servers,
             PREFIX + "aggregator.checkpoint.location": work_dir / f"{name}-checkpoint",
-            **{PREFIX + key: value for key, value in keys.items()}}, command="aggregate")
+            **{PREFIX + key: value for key, value in keys.items()}}, command="aggregate", environment=environment)
 
     @property
     def agent_properties(self) -> dict[str, str]:

@@ -47,9 +47,10 @@ class SidecarProcess:
 
     def __init__(self, name: str, work_dir: Path, properties: Mapping[str, object], host: str = "127.0.0.1",
                  port: int | None = None, command_prefix: Iterable[str] = (), command: str = "run",
-                 configs: Iterable[Path] = ()):
+                 configs: Iterable[Path] = (), environment: Mapping[str, str] | None = None):
         self.name, self.host, self.command = name, host, command
         self.configs = [str(path) for path in configs]
+        self.environment = dict(environment or {})  # over this process's own (TMPDIR: where its temp files go)
         self.port = port or free_loopback_ports(1)[0]
         self.config_path = Path(work_dir) / f"{name}.properties"
         self.log_path = Path(work_dir) / f"{name}.log"
@@ -71,7 +72,7 @@ class SidecarProcess:
             log.flush()
             # A session of its own: Ctrl-C reaches only the caller, which stops the sidecars in order.
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+                                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **self.environment},
                                             start_new_session=True)
         return self
 

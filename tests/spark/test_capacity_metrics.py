@@ -1,12 +1,16 @@
 """The aggregator's endpoint (aggregator.metrics.port): the forecast of the committed small history
 (tests/spark/test_report.py says what it holds) as Prometheus gauges, scraped over HTTP as Prometheus does."""
+import logging
 import subprocess
 import sys
 import urllib.request
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+from pyspark.sql import SparkSession
+
+from harness.waiting import eventually
 
 from quota_sidecar.common.vocabulary import StorageLimit
 from spark_jobs import capacity_metrics
@@ -41,6 +45,35 @@ def test_each_volumes_days_to_the_limit_are_scraped_from_the_forecast_of_the_his
     assert scraped[("quota_sidecar_volume_growth_bytes_per_day", ("cluster-a", "1", "/data"))] == 25 * MB
     assert scraped[("quota_sidecar_capacity_forecast_timestamp_seconds", ())] == SCRAPED_AT
     assert scraped[("quota_sidecar_capacity_forecast_failures_total", ())] == 0
+
+
+def test_refreshes_reuse_one_session_and_leave_no_temporary_view_behind(spark, small_history, monkeypatch, caplog):
+    """The aggregator refreshes its forecast for months: a session or a view made at each refresh would pile up.
+    Spied on, not faked: SparkSession.newSession still makes the session it is asked for."""
+    made = []
+    new_session = SparkSession.newSession
+    monkeypatch.setattr(SparkSession, "newSession", lambda self: made.append(new_session(self)) or made[-1])
+    monkeypatch.setattr(capacity_metrics, "FORECAST_EVERY", timedelta(seconds=0.1))
+    caplog.set_level(logging.INFO, logger=capacity_metrics.__name__)
+    views_before = temporary_views(spark)  # the shared session's, of other tests
+
+    def refreshed() -> int:
+        return len([r for r in caplog.records if r.getMessage().startswith("capacity forecast of 3 volumes")])
+
+    forecast = capacity_metrics.CapacityForecast(small_history, StorageLimit(min_available_bytes=100 * MB),
+                                                 clock=lambda: SCRAPED_AT).start(spark)
+    try:
+        eventually(lambda: refreshed() >= 3, 300, "three forecasts")
+    finally:
+        forecast.stop(timeout=300)
+
+    assert len(made) == 1, f"{len(made)} sessions made for {refreshed()} forecasts"
+    assert [temporary_views(session) for session in made] == [set()]
+    assert temporary_views(spark) == views_before
+
+
+def temporary_views(session: SparkSession) -> set[str]:
+    return {table.name for table in session.catalog.listTables() if table.isTemporary}
 
 
 def test_a_history_not_written_yet_is_no_failure_and_one_that_cannot_be_read_is_counted(spark, tmp_path, caplog):

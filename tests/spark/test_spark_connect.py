@@ -3,13 +3,15 @@ import pathlib
 import shutil
 import socket
 import time
+from datetime import datetime, timezone
 
 import psutil
 import pytest
 
-from spark_jobs import replication_rates, volume_violations
+from quota_sidecar.common.vocabulary import StorageLimit
+from spark_jobs import replication_rates, report, volume_violations
 from harness.connect_server import ConnectServer, ConnectServerError
-from spark_jobs.session import SparkStartError, discard, get_session
+from spark_jobs.session import SparkStartError, discard, for_large_data, get_session
 
 pytestmark = pytest.mark.spark_connect
 
@@ -86,6 +88,22 @@ def test_replication_decision_is_the_same_over_connect(sessions):
     assert [m["eta_seconds"] for m in over_connect["moves"]] == [50.0, 100.0]
     assert over_connect["destinations"] == [
         {"broker": 1, "replicas": 2, "sum_replica_lag_bytes": 2000, "eta_seconds": 100.0, "stuck": 0}]
+
+
+def test_the_capacity_report_is_the_same_over_connect_and_leaves_no_view_on_the_server(sessions, small_history):
+    """Its queries name their DataFrames by pyspark's means (session.sql_over): over Connect they go within the plan,
+    which the server analyses when a result is asked for."""
+    embedded, connect = sessions
+    limit, now = StorageLimit(min_available_bytes=100 * MB), datetime(2026, 11, 27, tzinfo=timezone.utc)
+
+    over_connect = report.build(for_large_data(connect), small_history, None, limit, now)
+
+    embedded_report = report.build(for_large_data(embedded), small_history, None, limit, now)
+    assert report.as_json(over_connect) == report.as_json(embedded_report)
+    assert [v["days_to_limit"] for v in over_connect["volumes"]] == [13.5, 62.0, None]  # test_report.py's by hand
+    assert [len(chart["points"]) for chart in over_connect["charts"]] == \
+        [len(chart["points"]) for chart in embedded_report["charts"]] != []
+    assert [table.name for table in connect.catalog.listTables() if table.isTemporary] == []
 
 
 def test_connect_session_is_cached_per_url(server, sessions):
