@@ -65,7 +65,7 @@ def sample(spark, jvm: psutil.Process, refreshes: int, started: float) -> dict:
             "executions": spark._jsparkSession.sharedState().statusStore().executionsCount()}
 
 
-def run(refreshes: int = 400, every: float = 0.1) -> Result:
+def run(refreshes: int = 400, every: float = 0.1, retained: int | None = None) -> Result:
     from quota_sidecar.common.vocabulary import StorageLimit
     from spark_jobs import capacity_metrics, session
 
@@ -78,7 +78,13 @@ def run(refreshes: int = 400, every: float = 0.1) -> Result:
     logging.getLogger(capacity_metrics.__name__).addHandler(counted)
     logging.getLogger(capacity_metrics.__name__).setLevel(logging.INFO)
     with LoadWatch() as load:
-        spark = session.aggregator_session(None, "quota-sidecar-benchmark", {"spark.sql.session.timeZone": "UTC"})
+        # --retained: what Spark's status store keeps of the jobs, stages, tasks and SQL executions run, lowered to
+        # tell its growth (bounded by these, 1,000 each by default; 100,000 tasks a stage) from the forecast's
+        kept = {} if retained is None else {key: str(retained) for key in (
+            "spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.ui.retainedTasks",
+            "spark.sql.ui.retainedExecutions")}
+        spark = session.aggregator_session(None, "quota-sidecar-benchmark", {"spark.sql.session.timeZone": "UTC",
+                                                                             **kept})
         try:
             [jvm] = [child for child in psutil.Process().children(recursive=True) if child.name() == "java"]
             forecast = capacity_metrics.CapacityForecast(str(work / "history"), StorageLimit(
@@ -116,7 +122,9 @@ def run(refreshes: int = 400, every: float = 0.1) -> Result:
         f"The capacity forecast (`CapacityForecast`, as `quota-sidecar aggregate` starts it) refreshed {refreshes} "
         f"times, every {every:g} s instead of every hour, over a generated history of {len(rows):,} rows "
         f"({len(volumes)} volumes, 30 days every 10 minutes, 7-day retention cycles), in the aggregator's session "
-        "(embedded, `local[1]`, its heap taken at start).", rows_table, growth, provenance(this_command(), load)])
+        "(embedded, `local[1]`, its heap taken at start)" + ("" if retained is None else f"; Spark's status store "
+        f"keeping {retained} jobs, stages, tasks a stage and SQL executions") + ".", rows_table, growth,
+        provenance(this_command(), load)])
     return Result(TITLE, markdown)
 
 
@@ -124,8 +132,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refreshes", type=int, default=400)
     parser.add_argument("--every", type=float, default=0.1, help="seconds between forecasts (FORECAST_EVERY)")
+    parser.add_argument("--retained", type=int, help="jobs, stages, tasks a stage and SQL executions Spark's status "
+                        "store keeps (default: Spark's)")
     args = parser.parse_args()
-    print_result(run(args.refreshes, args.every))
+    print_result(run(args.refreshes, args.every, args.retained))
 
 
 if __name__ == "__main__":
