@@ -27,7 +27,7 @@ from .common.failure_report import FailureReport, report_pass
 from .common.observation import Observation, Volume
 from .common.refusals import REFUSALS
 from .configuration.config import SidecarConfig
-from .decide import quotas
+from .decide import descent, quotas
 from .decide.decider import Decider, Decision
 from .observe.cover_watch import CoverWatch
 from .observe.local_watch import LocalWatch, as_volumes, own_volumes
@@ -145,8 +145,8 @@ class Sidecar:
                 # another) is left as it is.
                 undecided = (decision.error is not None and not decision.entered_fallback) or \
                     (self.verdict is not None and self.verdict.held_anywhere())
-                self.quota_writer.apply(decision.client_quotas, all_records, tighten_only=undecided,
-                                        seen_at=decision.looked_at)
+                self.quota_writer.apply(decision.written_quotas or decision.client_quotas, all_records,
+                                        tighten_only=undecided, seen_at=decision.looked_at)
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
                 if self.cordoner is not None and decision.error is None:  # a failed poll changes no cordon
@@ -222,7 +222,7 @@ class Sidecar:
         """Storage first, then replication while the deadline lasts (the moves' lists are kept up to date
         even when a broker's volumes cannot be read). When both fail, the poll's WARNING is the one line.
         With znode volumes the pass first makes sure its broker's znode holds its newest volumes."""
-        brokers, volumes, published, tenants, error = (), (), {}, None, None
+        brokers, volumes, published, tenants, producer_rates, error = (), (), {}, None, None, None
         try:
             brokers = tuple(self.admin.live_broker_ids())
             if self.config.storage_check_enabled:
@@ -234,8 +234,9 @@ class Sidecar:
                     brokers, volumes = with_published(brokers, volumes, published)
             # Last: a ZooKeeper-mode broker answers DescribeClientQuotas from ZooKeeper, so without it this waits
             # out the deadline; the poll's error then names what failed first.
-            tenants = quotas.tenant_rates(self.admin.describe_user_quotas(), records.owned(all_records, records.QUOTA),
-                                          self.config.quotas)
+            in_force, owned = self.admin.describe_user_quotas(), records.owned(all_records, records.QUOTA)
+            tenants = quotas.tenant_rates(in_force, owned, self.config.quotas)
+            producer_rates = descent.in_force(in_force, owned)
         except AdminError as failure:
             error = str(failure)
         replication = None
@@ -246,8 +247,10 @@ class Sidecar:
                 if error is None:
                     self.replication_report.failure(str(failure))
         if error is not None:
-            return Observation(at=now, error=error, replication=replication, tenant_rates=tenants)
+            return Observation(at=now, error=error, replication=replication, tenant_rates=tenants,
+                               producer_rates=producer_rates)
         return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication, tenant_rates=tenants,
+                           producer_rates=producer_rates,
                            published_volumes=tuple(v for vs in published.values() for v in vs))
 
     def read_records(self) -> dict[tuple, dict]:
@@ -340,11 +343,20 @@ class Sidecar:
                     log.exception("sidecar pass failed; the next pass retries")
                     self.publish()
                 if full and not now:  # at a fixed rate from each pass's start: a slow pass does not push the next back
-                    next_full = started + full_every
+                    next_full = started + self._full_every(full_every)
                     allocator.give_back_free_memory()
                 next_any = started + every
             wait = min(next_any, next_full) - time.monotonic()
             self.wake.wait(max(0.0, min(wait, self.watch.interval) if self._holding else wait))
+
+    def _full_every(self, full_every: float) -> float:
+        """The time to the next full pass: a step of the descent while one is under way (decide/descent.py)."""
+        last = self.decider.last
+        if last is None or last.written_quotas is None:
+            return full_every
+        if last.descending or descent.under_way(last.written_quotas, last.client_quotas):
+            return min(full_every, self.config.quotas.descent_step.total_seconds())
+        return full_every
 
     # -------------------------------------------------------------- the local watch
 

@@ -116,6 +116,9 @@ LIMITS_SCHEMA = StructType(
         StructField("soft_min_available_bytes", LongType(), nullable=True),
         StructField("soft_min_available_ratio", DoubleType(), nullable=True),
         StructField("lead_time_seconds", DoubleType(), nullable=True),
+        StructField("descent_min_available_bytes", LongType(), nullable=True),
+        StructField("descent_min_available_ratio", DoubleType(), nullable=True),
+        StructField("descent_horizon_seconds", DoubleType(), nullable=True),
     ]
 )
 

@@ -38,6 +38,7 @@ _IN_BYTES = "min_available_bytes IS NOT NULL"
 _VALUE = f"CASE WHEN {_IN_BYTES} THEN CAST(available_bytes AS DOUBLE) ELSE available_ratio END"
 _HARD = f"CASE WHEN {_IN_BYTES} THEN CAST(min_available_bytes AS DOUBLE) ELSE min_available_ratio END"
 _SOFT = f"CASE WHEN {_IN_BYTES} THEN CAST(soft_min_available_bytes AS DOUBLE) ELSE soft_min_available_ratio END"
+_DESCENT = f"CASE WHEN {_IN_BYTES} THEN CAST(descent_min_available_bytes AS DOUBLE) ELSE descent_min_available_ratio END"
 _LIMIT_BYTES = f"CASE WHEN {_IN_BYTES} THEN CAST(min_available_bytes AS DOUBLE) ELSE min_available_ratio * total_bytes END"
 # 0 at the limit; null when the volume is not filling (a refilling or steady volume never gets there).
 _SECONDS_TO_LIMIT = """CASE WHEN at_limit THEN 0.0D
@@ -45,10 +46,15 @@ _SECONDS_TO_LIMIT = """CASE WHEN at_limit THEN 0.0D
 # 1.0 at or above the soft limit (or without one), falling linearly to 0.0 at the hard limit.
 _FACTOR_OF_VOLUME = """CASE WHEN violated THEN 0.0D WHEN soft_value IS NULL OR value >= soft_value THEN 1.0D
     ELSE (value - hard_value) / (soft_value - hard_value) END"""
+# Producer quotas go down in steps (quota_sidecar/decide/descent.py) while a volume not yet violated fills within
+# the descent's start or horizon; a volume that stopped filling (room returned) lifts them.
+_DESCENDING = """NOT violated AND fill_bytes_per_sec > 0.0D
+    AND coalesce(value <= descent_value OR seconds_to_limit <= descent_horizon_seconds, false)"""
 _COLUMNS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
-            "seconds_to_limit", "violated", "predicted", "throttle_factor")
+            "seconds_to_limit", "violated", "predicted", "throttle_factor", "descending")
 LIMIT_COLUMNS = ("min_available_bytes", "min_available_ratio", "soft_min_available_bytes",
-                 "soft_min_available_ratio", "lead_time_seconds")
+                 "soft_min_available_ratio", "lead_time_seconds", "descent_min_available_bytes",
+                 "descent_min_available_ratio", "descent_horizon_seconds")
 
 # The minimum over no rows is null: no volume, nothing to protect, no throttle.
 FACTOR = "coalesce(min(throttle_factor), 1.0D)"
@@ -85,13 +91,14 @@ def judge(volumes_df: DataFrame) -> DataFrame:
             "observation", "broker_id", "log_dir", "total_bytes", "available_bytes",
             f"{_AVAILABLE_RATIO} AS available_ratio",
             "fill_bytes_per_sec",
-            f"{_VALUE} AS value", f"{_HARD} AS hard_value", f"{_SOFT} AS soft_value",
+            f"{_VALUE} AS value", f"{_HARD} AS hard_value", f"{_SOFT} AS soft_value", f"{_DESCENT} AS descent_value",
             "value <= hard_value AS at_limit",
             f"{_LIMIT_BYTES} AS limit_bytes",
             f"{_SECONDS_TO_LIMIT} AS seconds_to_limit",
             "at_limit OR coalesce(seconds_to_limit <= coalesce(lead_time_seconds, 0.0D), false) AS violated",
             "violated AND NOT at_limit AS predicted",
             f"{_FACTOR_OF_VOLUME} AS throttle_factor",
+            f"{_DESCENDING} AS descending",
         )
         .selectExpr("observation", *_COLUMNS)
     )
@@ -106,7 +113,8 @@ def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[floa
 
 
 _TYPES = {"min_available_bytes": "BIGINT", "min_available_ratio": "DOUBLE", "soft_min_available_bytes": "BIGINT",
-          "soft_min_available_ratio": "DOUBLE", "lead_time_seconds": "DOUBLE"}
+          "soft_min_available_ratio": "DOUBLE", "lead_time_seconds": "DOUBLE", "descent_min_available_bytes": "BIGINT",
+          "descent_min_available_ratio": "DOUBLE", "descent_horizon_seconds": "DOUBLE"}
 
 
 def checked_limits(params: dict) -> dict:

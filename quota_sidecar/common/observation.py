@@ -180,6 +180,9 @@ class Observation:
     # The producer rate each tenant entity had before the sidecars throttled it (quotas.tenant_rates); None
     # when the poll did not read them
     tenant_rates: Mapping[Entity, float | None] | None = None
+    # Every entity's producer quota in force and when the sidecars wrote it (decide/descent.Written); None when
+    # the poll did not read them
+    producer_rates: Mapping[Entity, object] | None = None
     # The local verdict holds at the pass's start (a dir of this broker at, or its agent's reaction time from,
     # the limit in the watch's samples): the factor is 0 whatever the volumes polled say.
     held_locally: bool = False

@@ -28,12 +28,20 @@ class StorageLimit:
     soft_min_available_bytes: int | None = None
     soft_min_available_ratio: float | None = None
     lead_time: timedelta = timedelta(0)  # 0: no predicted violations
+    # Where the producer quotas start down in steps (decide/descent.py), of the hard limit's kind and above it,
+    # or within how long of the hard limit at the fill rate; unset: no descent, the hard limit alone.
+    descent_min_available_bytes: int | None = None
+    descent_min_available_ratio: float | None = None
+    descent_horizon: timedelta | None = None
 
     def as_params(self) -> dict:
         return {"min_available_bytes": self.min_available_bytes, "min_available_ratio": self.min_available_ratio,
                 "soft_min_available_bytes": self.soft_min_available_bytes,
                 "soft_min_available_ratio": self.soft_min_available_ratio,
-                "lead_time_seconds": self.lead_time.total_seconds()}
+                "lead_time_seconds": self.lead_time.total_seconds(),
+                "descent_min_available_bytes": self.descent_min_available_bytes,
+                "descent_min_available_ratio": self.descent_min_available_ratio,
+                "descent_horizon_seconds": None if self.descent_horizon is None else self.descent_horizon.total_seconds()}
 
     def describe(self) -> str:
         if self.min_available_bytes is not None:
@@ -45,4 +53,10 @@ class StorageLimit:
             text += f", soft zone below {soft}"
         if self.lead_time:
             text += f", or reached within {isodate.duration_isoformat(self.lead_time)} at the fill rate"
+        descent = self.descent_min_available_bytes if self.descent_min_available_bytes is not None \
+            else self.descent_min_available_ratio
+        if descent is not None:
+            text += f", producer quotas down in steps below {descent}"
+        if self.descent_horizon is not None:
+            text += f" or within {isodate.duration_isoformat(self.descent_horizon)} of the limit"
         return text

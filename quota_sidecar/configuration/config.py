@@ -20,7 +20,7 @@ from ..common.vocabulary import StorageLimit
 from .admin_client import client_kwargs
 from .history import CapacityConfig, HistoryConfig
 from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS, KEYS, KEYS_BY_NAME, LOG_DIR_KEYS,
-                   PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN, SOFT_KEYS)
+                   PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN, SOFT_KEYS, DESCENT_KEYS)
 from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, is_secret, non_negative_int,
                          parse_value, path_list, positive_int, read_properties)
 
@@ -49,6 +49,9 @@ class QuotaConfig:
     sidecar_client_id: str = SIDECAR_CLIENT_ID  # kafka.admin.client.id: the sidecar's own clients
     sidecar_principal: str | None = None  # the user they authenticate as; None: the client id alone names them
     sidecar_produce: float = 1_000_000    # their producer quota while the client id alone names them
+    floor: float = 26_214                 # the lowest producer quota before the hard limit (decide/descent.py)
+    descent_ratio: float = 3.0            # each step down at most this many times lower
+    descent_step: timedelta = timedelta(seconds=36)  # the time between two steps down
 
     @property
     def sidecar_entity(self) -> tuple[str | None, str]:
@@ -214,7 +217,7 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
                           "the host:port list of the cluster the sidecar watches")
     check_interval = values["storage.check.interval"]
     required = check_interval > timedelta(0) and not aggregator
-    storage_limit = _soft_limit(values, _storage_limit(values, required=required))
+    storage_limit = _descent(values, _soft_limit(values, _storage_limit(values, required=required)), check_interval)
     broker_id = values["broker.id"]
     if broker_id is None:
         broker_id = _broker_id_from_file(properties)
@@ -230,7 +233,8 @@ def from_properties(properties: Mapping[str, str], aggregator: bool = False) -> 
                            values["excluded.principal.name.list"],
                            admin.get("client.id", "").strip() or SIDECAR_CLIENT_ID,
                            values["sidecar.principal"] or admin_client.get("sasl_plain_username"),
-                           values["sidecar.produce"]),
+                           values["sidecar.produce"], values["produce.floor"], values["produce.descent.ratio"],
+                           values["produce.descent.step"]),
         check_interval=check_interval,
         fill_window=values["storage.fill.window"],
         local_watch=LocalWatchConfig(values["storage.local.log.dirs"] or _log_dirs_from_file(properties),
@@ -381,6 +385,34 @@ def _soft_limit(values: Mapping[str, object], limit: StorageLimit | None) -> Sto
         raise ConfigError(f"{soft_key}={soft} needs {PREFIX}produce: the soft zone scales the producer quota, "
                           "and without one there is nothing to scale")
     return replace(limit, **{("soft_min_available_bytes", "soft_min_available_ratio")[kind]: soft})
+
+
+def _descent(values: Mapping[str, object], limit: StorageLimit | None, check_interval: timedelta) -> StorageLimit | None:
+    """The hard limit with where the descent starts: a level of the hard limit's kind above it (twice the hard
+    limit unless set; for a ratio at most halfway to 1), and a horizon (2 x (check interval + step) unless set)."""
+    given = [(kind, PREFIX + key, values[key]) for kind, key in enumerate(DESCENT_KEYS) if values[key] is not None]
+    if len(given) == 2:
+        raise ConfigError(f"{given[0][1]}={given[0][2]} and {given[1][1]}={given[1][2]}: set at most one start of the descent")
+    if limit is None:
+        if given:
+            raise ConfigError(f"{given[0][1]}={given[0][2]}: the descent needs a hard limit of its kind")
+        return None
+    hard_kind = 0 if limit.min_available_bytes is not None else 1
+    hard = (limit.min_available_bytes, limit.min_available_ratio)[hard_kind]
+    if given:
+        (kind, key, start), = given
+        if kind != hard_kind:
+            raise ConfigError(f"{key}={start}: the hard limit is {PREFIX}{HARD_KEYS[hard_kind]}: "
+                              f"use {PREFIX}{DESCENT_KEYS[hard_kind]}")
+        if start < hard:
+            raise ConfigError(f"{key}={start}: must not be below the hard limit {PREFIX}{HARD_KEYS[kind]}={hard}")
+    else:
+        start = 2 * hard if hard_kind == 0 else min(2 * hard, (1 + hard) / 2)
+    horizon = values["storage.per.volume.descent.horizon"]
+    if horizon is None:
+        horizon = 2 * (check_interval + values["produce.descent.step"])
+    return replace(limit, descent_horizon=horizon or None,
+                   **{("descent_min_available_bytes", "descent_min_available_ratio")[hard_kind]: start})
 
 
 def _log_dirs_from_file(properties: Mapping[str, str]) -> tuple[str, ...]:

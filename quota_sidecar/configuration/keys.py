@@ -22,6 +22,7 @@ from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
 HARD_KEYS = ("storage.per.volume.limit.min.available.bytes", "storage.per.volume.limit.min.available.ratio")
 SOFT_KEYS = ("storage.per.volume.soft.limit.min.available.bytes", "storage.per.volume.soft.limit.min.available.ratio")
+DESCENT_KEYS = ("storage.per.volume.descent.min.available.bytes", "storage.per.volume.descent.min.available.ratio")
 # A poll's deadline when poll.timeout is not set: this, or the admin request timeout and a margin when shorter.
 DEFAULT_POLL_TIMEOUT = timedelta(seconds=10)
 POLL_TIMEOUT_MARGIN = timedelta(seconds=5)
@@ -66,6 +67,18 @@ def location(raw: str) -> str:
 location.allowed = "empty, an absolute path, or a URL such as s3a://bucket/path"
 
 
+def step_ratio(raw: str) -> float:
+    """How much lower each step of the descent may be: above 1, at most 3.5 (Kafka's throttle time is
+    (ratio - 1) x its quota window: 30 s at 3.5 with a 12 s window)."""
+    value = float(raw)
+    if not 1.0 < value <= 3.5:
+        raise ValueError
+    return value
+
+
+step_ratio.allowed = "a number above 1 and at most 3.5"
+
+
 # ---------------------------------------------------------------- the keys
 
 @dataclass(frozen=True)
@@ -105,6 +118,14 @@ KEYS: tuple[Key, ...] = (
     Key("storage.per.volume.limit.lead.time", duration, timedelta(0),
         "opt-in: a volume also violates (a predicted violation) when at its fill rate it reaches the limit "
         "within this time", "PT0S (off)"),
+    Key(DESCENT_KEYS[0], non_negative_int, None,
+        "where the producer quotas start down in steps to `produce.floor` while a volume fills (above the hard "
+        "limit, of its kind): what is written on the way down must fit between the two",
+        "twice the hard limit when the hard limit is in bytes"),
+    Key(DESCENT_KEYS[1], ratio, None, "the same on available/total", "twice the hard limit when it is a ratio"),
+    Key("storage.per.volume.descent.horizon", duration, None,
+        "the descent also starts when at its fill rate a volume reaches the hard limit within this time",
+        "2 x (storage.check.interval + produce.descent.step); PT0S: off"),
     Key("storage.fill.window", positive_duration, timedelta(minutes=1),
         "a volume's fill rate: the least-squares slope of its available bytes over the observations this recent "
         "(the current one included; longer than zero)"),
@@ -146,6 +167,15 @@ KEYS: tuple[Key, ...] = (
         "topic, or the znode <chroot>/quota-sidecar/state (versioned writes)"),
     Key("produce", positive_number, None, "producer quota in bytes/s per principal, scaled by the factor",
         "unset (unlimited)"),
+    Key("produce.floor", positive_number, 26_214, "the lowest producer quota in bytes/s per principal before the "
+        "hard limit: a request of max.request.size (1 MiB) then waits at most 30 s; raise it N times for N "
+        "producers of one principal writing at once", "26214 (1 MiB / 40 s)"),
+    Key("produce.descent.ratio", step_ratio, 3.0, "each step of the descent lowers a producer quota at most this "
+        "many times, from the lower of the quota in force and the fastest broker's fill rate: Kafka's throttle "
+        "time stays under (ratio - 1) x its quota window"),
+    Key("produce.descent.step", positive_duration, timedelta(seconds=36), "the time between two steps down: at "
+        "least the throttle a step causes and one quota window (ratio x the window, 12 s at most with Kafka's "
+        "defaults); passes come this often while the descent lasts"),
     Key("fetch", positive_number, None, "consumer quota in bytes/s per principal, never scaled", "unset (no quota)"),
     Key("request", positive_number, None, "request-time quota in percent per principal, never scaled",
         "unset (no quota)"),

@@ -15,7 +15,7 @@ from ..common.errors import SparkUnavailable
 from ..common.observation import Observation, ReplicationObservation, Volume
 from ..configuration.config import SidecarConfig
 from ..observe.volumes import History, by_broker, recorded, remember, with_history
-from . import quotas
+from . import descent, quotas
 from .throttle_factor import LAST_VALID, FactorState, after_failure, after_incomplete, after_success
 from .throttles import ReplicationDecider, ReplicationDecision
 
@@ -32,7 +32,7 @@ class Decision:
     throttle_factor: float
     source: str
     valid_from: datetime | None
-    client_quotas: quotas.ClientQuotas
+    client_quotas: quotas.ClientQuotas  # proposal 047's, for the factor
     volumes: tuple[Volume, ...] = ()       # every volume considered, offline ones included
     violations: tuple[dict, ...] = ()
     judged: tuple[dict, ...] = ()          # every usable volume as judged: fill rate, time to the limit, verdict
@@ -41,6 +41,8 @@ class Decision:
     replication: ReplicationDecision | None = None  # when replication throttles are on
     replication_error: str | None = None  # why the replication throttles could not be decided
     published_volumes: tuple[Volume, ...] = ()  # the sidecars' znode volumes (zookeeper.connect), for status
+    written_quotas: quotas.ClientQuotas | None = None  # what is written on the way to client_quotas (descent.py)
+    descending: bool = False  # a volume fills within the descent's start or horizon
 
     @property
     def looked_at(self) -> datetime:
@@ -68,6 +70,8 @@ class Decision:
             "violations": list(self.violations),
             "volumes": list(self.judged),
             "client_quotas": self.client_quotas.to_json(),
+            "written_quotas": (self.written_quotas or self.client_quotas).to_json(),
+            "descending": self.descending,
             "active_brokers": self.active_brokers,
             "active_log_dirs": self.active_log_dirs,
         }
@@ -94,6 +98,9 @@ class Decider:
         self.known_violations: tuple[dict, ...] = ()  # from the last successful poll
         self.missing: set[int] = set()  # brokers seen before, absent for longer than the validity
         self.tenant_rates: dict = {}  # from the last poll that read them, for the local verdict and failed polls
+        self.descending = False  # a volume fills within the descent's start or horizon (at the last success)
+        self.fill: float | None = None  # the fastest broker's fill rate then, bytes/s
+        self.in_force: dict = {}  # the producer quotas in force (descent.Written), as last read or written
         self.last: Decision | None = None
 
     def decide(self, observation: Observation) -> Decision:
@@ -116,6 +123,8 @@ class Decider:
             else:
                 violations = tuple(_violation(row) for row in judged if row["violated"])
                 self.known_violations = violations
+                self.descending = any(row.get("descending") for row in judged)
+                self.fill = descent.fastest_fill(judged)
                 if self.missing:
                     self.factor = after_incomplete(self.factor, observation.at, self.config.fallback_factor)
                     error = (f"broker(s) {sorted(self.missing)} absent for longer than the validity duration: "
@@ -141,12 +150,16 @@ class Decider:
             except Exception as failure:  # no decision: the throttles wait for the next pass
                 log.debug("replication decision failed: %s", failure, exc_info=True)
                 replication_error = f"decision failed: {failure}"
+        goal = quotas.wanted(self.config.quotas, self.factor.factor, self.tenant_rates)
+        written = self._written(goal, observation)
         decision = Decision(
             at=observation.at,
             throttle_factor=self.factor.factor,
             source=self.factor.source,
             valid_from=self.factor.valid_from,
-            client_quotas=quotas.wanted(self.config.quotas, self.factor.factor, self.tenant_rates),
+            client_quotas=goal,
+            written_quotas=written,
+            descending=self.descending,
             volumes=volumes,
             violations=violations,
             judged=judged,
@@ -158,6 +171,20 @@ class Decider:
         )
         self.last = decision
         return decision
+
+    def _written(self, goal: quotas.ClientQuotas, observation: Observation) -> quotas.ClientQuotas:
+        """The goal as the descent writes it, stepped from the producer quotas in force: as the poll read them, or
+        (a failed poll, `evaluate`) as this decider last wrote them."""
+        if observation.producer_rates is not None:
+            self.in_force = dict(observation.producer_rates)
+        own = {None: self.config.quotas.produce, **self.tenant_rates}
+        written = descent.descend(goal, self.factor.factor, self.descending, self.fill, self.in_force, own,
+                                  observation.at.timestamp(), self.config.quotas)
+        for entity, rate in [(None, written.default_user.get(quotas.PRODUCE)), *written.tenants.items()]:
+            rate = own.get(entity) if rate is None and entity is not None else rate
+            if self.in_force.get(entity, descent.Written(own.get(entity))).rate != rate:
+                self.in_force[entity] = descent.Written(rate, observation.at.timestamp())
+        return written
 
     def _ask_rates_ahead(self, observation: Observation) -> None:
         """The replication question with the last poll's violations: the same rows as after this poll's

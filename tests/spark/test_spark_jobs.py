@@ -372,3 +372,23 @@ def test_sql_over_names_its_dataframes_for_the_call_only_and_keeps_sqls_own_brac
 
     assert [tuple(row) for row in rows] == [(1, "{n}", "{{"), (2, "{n}", "{{")]
     assert views() == before
+
+
+DESCENT = {"min_available_bytes": 1000, "descent_min_available_bytes": 2000, "descent_horizon_seconds": 60.0}
+
+# (measurements of one volume, limit, descending): producer quotas go down in steps (decide/descent.py)
+DESCENT_RULES = {
+    "filling below the descent's start": (history((-10, 2_500), (0, 1_500)), DESCENT, True),
+    "filling, reaching the limit within the horizon": (history((-10, 60_000), (0, 50_000)), DESCENT, True),
+    "filling, beyond the horizon and above the start": (history((-10, 100_000), (0, 99_000)), DESCENT, False),
+    "below the start but not filling (room came back)": (history((-10, 1_200), (0, 1_500)), DESCENT, False),
+    "at the limit: violated, the hard limit's quota": (history((-10, 2_000), (0, 900)), DESCENT, False),
+    "no descent configured": (history((-10, 2_500), (0, 1_500)), HARD_1000, False),
+}
+
+
+@pytest.mark.parametrize("name", list(DESCENT_RULES))
+def test_a_volume_descends_while_it_fills_near_the_limit(spark, name):
+    rows, limit, descending = DESCENT_RULES[name]
+    [row] = volume_violations.transform(frame_from_rows(spark, rows, VOLUME_SCHEMA), limit).collect()
+    assert row["descending"] is descending

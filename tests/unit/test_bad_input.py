@@ -36,6 +36,9 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("storage.per.volume.soft.limit.min.available.bytes", "50", {"produce": "1000"}),  # not above the hard limit
     ("storage.per.volume.soft.limit.min.available.ratio", "0.5", {"produce": "1000"}),  # of the other kind
     ("storage.per.volume.limit.lead.time", "1 minute", {}),
+    ("storage.per.volume.descent.min.available.bytes", "50", {}),  # below the hard limit
+    ("storage.per.volume.descent.min.available.ratio", "0.5", {}),  # of the other kind
+    ("storage.per.volume.descent.horizon", "soon", {}),
     ("storage.fill.window", "PT0S", {}),
     ("storage.cordon.log.dirs", "maybe", {}),
     ("storage.cancel.moves.at.limit", "sometimes", {}),
@@ -49,6 +52,9 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("throttle.factor.fallback", "2", {}),
     ("throttle.factor.validity.duration", "P1M", {}),
     ("produce", "0", {}),
+    ("produce.floor", "0", {}),
+    ("produce.descent.ratio", "4", {}),
+    ("produce.descent.step", "PT0S", {}),
     ("fetch", "fast", {}),
     ("request", "inf", {}),
     ("excluded.principal.name.list", "Group:admins", {}),

@@ -1,5 +1,6 @@
 """Configuration: every accepted form and every rejected case of the README's key table."""
 
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,7 +26,8 @@ def test_defaults_follow_proposal_047():
     assert config.validity == timedelta(minutes=5)
     assert config.fallback_factor == 1.0
     assert config.quotas == cfg.QuotaConfig()
-    assert config.storage_limit == StorageLimit(min_available_bytes=100)
+    assert config.storage_limit == StorageLimit(min_available_bytes=100, descent_min_available_bytes=200,
+                                                descent_horizon=timedelta(seconds=192))
     assert config.spark_url == "" and config.http_host == "127.0.0.1"
     assert not config.replication.enabled
 
@@ -53,7 +55,24 @@ def test_every_key_parsed_to_its_type():
 
 def test_ratio_limit_alone_is_accepted():
     properties = {P + "kafka.admin.bootstrap.servers": "h:1", P + "storage.per.volume.limit.min.available.ratio": "0.05"}
-    assert cfg.from_properties(properties).storage_limit == StorageLimit(min_available_ratio=0.05)
+    assert cfg.from_properties(properties).storage_limit == StorageLimit(
+        min_available_ratio=0.05, descent_min_available_ratio=0.1, descent_horizon=timedelta(seconds=192))
+
+
+@pytest.mark.parametrize("extra, start, horizon", [
+    ({}, 200, timedelta(seconds=192)),  # twice the hard limit; 2 x (a minute's check + a 36 s step)
+    ({"storage.per.volume.descent.min.available.bytes": "1000", "storage.per.volume.descent.horizon": "PT0S"},
+     1000, None),
+    ({"storage.check.interval": "PT2S", "produce.descent.step": "PT10S"}, 200, timedelta(seconds=24)),
+])
+def test_the_descent_starts_twice_the_hard_limit_away_unless_told(extra, start, horizon):
+    limit = load(**extra).storage_limit
+    assert (limit.descent_min_available_bytes, limit.descent_horizon) == (start, horizon)
+
+
+def test_a_ratio_descent_starts_at_most_halfway_to_a_full_volume():
+    properties = {P + "kafka.admin.bootstrap.servers": "h:1", P + "storage.per.volume.limit.min.available.ratio": "0.6"}
+    assert cfg.from_properties(properties).storage_limit.descent_min_available_ratio == 0.8
 
 
 def test_disabled_storage_check_needs_no_limit():
@@ -155,7 +174,8 @@ def test_soft_limit_of_the_hard_limits_kind_above_it(kind, hard, soft, limit):
     config = cfg.from_properties({P + "kafka.admin.bootstrap.servers": "h:1", P + "produce": "1000",
                                   P + "storage.per.volume.limit.min.available." + kind: hard,
                                   P + "storage.per.volume.soft.limit.min.available." + kind: soft})
-    assert config.storage_limit == limit
+    assert replace(config.storage_limit, descent_min_available_bytes=None, descent_min_available_ratio=None,
+                   descent_horizon=None) == limit
 
 
 SOFT = P + "storage.per.volume.soft.limit.min.available."

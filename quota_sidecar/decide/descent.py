@@ -1,0 +1,103 @@
+"""What is written on the way down: producer quotas lowered in steps that every client comes back from.
+
+Kafka throttles a client that went over its bandwidth quota for (observed - quota) / quota x window, bounded by
+nothing, and neither the broker's mute nor the Java client's wait is shortened when the quota is lifted
+(docs/research/throttle-recovery.md). So a quota is never lowered more than `ratio` times below the rate its
+clients can have now (the quota in force, or the fastest broker's fill rate when that is lower), nor sooner than
+`step` after the sidecars last wrote it: each throttle stays under (ratio - 1) x the window. And while the disk
+leaves time for it, no quota goes below the floor, where one request of max.request.size waits at most 30 s.
+
+At the hard limit (a factor of 0) the disk comes first: 1 B/s at once, as proposal 047 says, and clients whose
+throttle then runs for days come back only when restarted (the last resort, said in a WARNING).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from ..common.observation import Entity
+from ..configuration.config import QuotaConfig
+from .quotas import PRODUCE, ClientQuotas
+
+LAST_RESORT = 1.0  # the hard limit's producer quota, bytes/s
+
+
+@dataclass(frozen=True)
+class Written:
+    """A producer quota in force, and when the sidecars last wrote it (epoch seconds; None: not theirs)."""
+    rate: float | None  # None: no quota
+    at: float | None = None
+
+
+def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | None,
+            in_force: Mapping[Entity, Written], own: Mapping[Entity, float | None], now: float,
+            config: QuotaConfig) -> ClientQuotas:
+    """The quotas to write on the way to `goal` (proposal 047's): each producer rate of the default user and of
+    the tenants stepped from what is in force. `descending`: a volume fills within the descent's start or
+    horizon (the volume rule's verdict), so every producer quota heads for the floor. `fill`: the fastest
+    broker's fill rate in bytes/s, an upper bound of any client's rate on any broker. `own`: each entity's
+    producer rate without a throttle (None: unlimited)."""
+    if factor <= 0.0:
+        return goal
+
+    def step(entity: Entity, wanted: float | None) -> float | None:
+        floor = _lower(config.floor, own.get(entity))
+        target = _lower(wanted, floor) if descending else wanted
+        if target is not None:
+            target = max(target, floor)
+        current = in_force.get(entity, Written(own.get(entity)))
+        if _at_least(target, current.rate):
+            return None if target is not None and target == own.get(entity) and entity != _DEFAULT else target
+        if current.at is not None and now - current.at < config.descent_step.total_seconds():
+            return current.rate  # the last step's throttle and a window are not over yet
+        bound = _lower(current.rate, fill if fill and fill > 0 else None)
+        if bound is None:
+            return target
+        return max(target, float(math.ceil(bound / config.descent_ratio)))
+
+    tenants = {tenant: step(tenant, wanted if wanted is not None else own.get(tenant))
+               for tenant, wanted in goal.tenants.items()}
+    default_user = {**goal.default_user, PRODUCE: step(_DEFAULT, goal.default_user.get(PRODUCE))}
+    return replace(goal, default_user=default_user, tenants=tenants)
+
+
+_DEFAULT: Entity = None
+
+
+def in_force(quotas_in_force: Mapping[Entity, Mapping[str, float]], owned: Mapping) -> dict[Entity, Written]:
+    """Every entity's producer quota in force, with when the sidecars last wrote it if they did and it is still
+    their value (`owned`: records.owned of the quotas)."""
+    result = {}
+    for entity, keys in quotas_in_force.items():
+        rate = keys.get(PRODUCE)
+        mine = owned.get((entity, PRODUCE))
+        ours = mine is not None and mine.written_known and mine.written == rate
+        result[entity] = Written(rate, mine.seen_at if ours else None)
+    return result
+
+
+def under_way(written: ClientQuotas, goal: ClientQuotas) -> bool:
+    """Whether a producer quota written is not yet the goal's: the next step comes after `descent_step`."""
+    return written.default_user.get(PRODUCE) != goal.default_user.get(PRODUCE) or written.tenants != goal.tenants
+
+
+def fastest_fill(judged: list[Mapping]) -> float | None:
+    """The fastest broker's fill rate (its filling volumes together), bytes/s; None when none fills."""
+    per_broker: dict[int, float] = {}
+    for row in judged:
+        rate = row.get("fill_bytes_per_sec")
+        if rate is not None and rate > 0:
+            per_broker[row["broker_id"]] = per_broker.get(row["broker_id"], 0.0) + rate
+    return max(per_broker.values(), default=None)
+
+
+def _lower(a: float | None, b: float | None) -> float | None:
+    """The lower of two rates, None being unlimited."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _at_least(a: float | None, b: float | None) -> bool:
+    """a >= b, None being unlimited."""
+    return a is None or (b is not None and a >= b)

@@ -1,0 +1,97 @@
+"""The descent's steps (decide/descent.py): every throttle Kafka computes from them stays short."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from quota_sidecar.configuration.config import QuotaConfig
+from quota_sidecar.decide import descent, quotas
+from quota_sidecar.decide.descent import Written
+
+CONFIG = QuotaConfig(floor=26_214, descent_ratio=3.0, descent_step=timedelta(seconds=36))
+WINDOW = 12.0  # Kafka's quota window at most, seconds (11 samples of 1 s, the current one partly)
+
+
+def written(factor: float, descending: bool, fill: float | None, in_force: dict, now: float = 1000.0,
+            tenants: dict | None = None, config: QuotaConfig = CONFIG) -> quotas.ClientQuotas:
+    tenants = tenants or {}
+    goal = quotas.wanted(config, factor, tenants)
+    return descent.descend(goal, factor, descending, fill, in_force, {None: config.produce, **tenants}, now, config)
+
+
+def producer(result: quotas.ClientQuotas) -> float | None:
+    return result.default_user[quotas.PRODUCE]
+
+
+def throttle_seconds(observed: float, quota: float) -> float:
+    """Kafka's bandwidth throttle time, QuotaUtils.throttleTime."""
+    return max(0.0, (observed - quota) / quota * WINDOW)
+
+
+def test_the_first_step_is_a_third_of_the_fastest_brokers_fill_rate():
+    assert producer(written(1.0, True, 20e6, {})) == pytest.approx(20e6 / 3, abs=1)
+
+
+def test_no_step_comes_sooner_than_the_step_time_after_the_last_write():
+    in_force = {None: Written(6_666_666.0, at=1000.0 - 20)}
+    assert producer(written(1.0, True, 20e6, in_force)) == 6_666_666.0
+    in_force = {None: Written(6_666_666.0, at=1000.0 - 36)}
+    assert producer(written(1.0, True, 20e6, in_force)) == 2_222_222.0
+
+
+def test_a_flood_comes_down_to_the_floor_with_every_throttle_under_30_seconds():
+    rate, quota, now, steps = 50e6, None, 0.0, 0
+    while quota != CONFIG.floor:
+        in_force = {None: Written(quota, at=None if quota is None else now - 36)}
+        new = producer(written(1.0, True, rate, in_force, now=now))
+        assert throttle_seconds(rate if quota is None else quota, new) <= 24.0 + 1e-9
+        quota, rate, now, steps = new, new, now + 36, steps + 1
+    assert steps == 7  # 50 MB/s to 26 kB/s: about four minutes
+
+
+def test_the_floor_bounds_the_soft_zones_goal_too():
+    config = QuotaConfig(produce=1e6, floor=26_214)
+    assert producer(written(0.01, False, None, {None: Written(1e6, at=0.0)}, config=config)) == 333_334.0
+    assert producer(written(0.01, False, None, {None: Written(30_000.0, at=0.0)}, config=config)) == 26_214.0
+
+
+def test_room_back_lifts_at_once():
+    assert producer(written(1.0, False, 100.0, {None: Written(26_214.0, at=999.0)})) is None
+
+
+def test_the_hard_limit_is_one_byte_a_second_at_once():
+    assert producer(written(0.0, False, 50e6, {None: Written(None)})) == descent.LAST_RESORT
+
+
+def test_after_the_hard_limit_the_floor_comes_back_at_once():
+    assert producer(written(1.0, True, 10.0, {None: Written(1.0, at=999.0)})) == 26_214.0
+
+
+def test_a_tenant_steps_from_its_own_rate_and_gets_it_back():
+    alice = "alice"
+    down = written(1.0, True, 50e6, {alice: Written(1e6)}, tenants={alice: 1e6})
+    assert down.tenants[alice] == 333_334.0
+    back = written(1.0, False, 0.0, {alice: Written(333_334.0, at=999.0)}, tenants={alice: 1e6})
+    assert back.tenants[alice] is None  # handed back: its own rate again
+
+
+def test_a_tenant_slower_than_the_floor_is_left_at_its_own_rate():
+    assert written(1.0, True, 50e6, {"bob": Written(10_000.0)}, tenants={"bob": 10_000.0}).tenants["bob"] is None
+
+
+def test_the_fastest_broker_is_its_filling_volumes_together():
+    judged = [{"broker_id": 1, "fill_bytes_per_sec": 3e6}, {"broker_id": 1, "fill_bytes_per_sec": 2e6},
+              {"broker_id": 2, "fill_bytes_per_sec": 4e6}, {"broker_id": 3, "fill_bytes_per_sec": -9e6},
+              {"broker_id": 3, "fill_bytes_per_sec": None}]
+    assert descent.fastest_fill(judged) == 5e6
+    assert descent.fastest_fill([]) is None
+
+
+def test_in_force_knows_when_the_sidecars_wrote_a_value_still_theirs():
+    from quota_sidecar.common.records import Owned
+    owned = {(None, quotas.PRODUCE): Owned(None, 26_214.0, seen_at=50.0),
+             ("alice", quotas.PRODUCE): Owned(1e6, 333_334.0, seen_at=60.0)}
+    found = descent.in_force({None: {quotas.PRODUCE: 26_214.0}, "alice": {quotas.PRODUCE: 5e5}}, owned)
+    assert found == {None: Written(26_214.0, 50.0), "alice": Written(5e5, None)}
