@@ -119,6 +119,7 @@ LIMITS_SCHEMA = StructType(
         StructField("descent_min_available_bytes", LongType(), nullable=True),
         StructField("descent_min_available_ratio", DoubleType(), nullable=True),
         StructField("descent_horizon_seconds", DoubleType(), nullable=True),
+        StructField("descent_rate_bytes_per_sec", DoubleType(), nullable=True),
     ]
 )
 

@@ -47,14 +47,18 @@ _SECONDS_TO_LIMIT = """CASE WHEN at_limit THEN 0.0D
 _FACTOR_OF_VOLUME = """CASE WHEN violated THEN 0.0D WHEN soft_value IS NULL OR value >= soft_value THEN 1.0D
     ELSE (value - hard_value) / (soft_value - hard_value) END"""
 # Producer quotas go down in steps (quota_sidecar/decide/descent.py) while a volume not yet violated fills within
-# the descent's start or horizon; a volume that stopped filling (room returned) lifts them.
-_DESCENDING = """NOT violated AND fill_bytes_per_sec > 0.0D
-    AND coalesce(value <= descent_value OR seconds_to_limit <= descent_horizon_seconds, false)"""
+# the descent's start or horizon; a volume that stopped filling (room returned) lifts them. Once begun, the horizon
+# is judged at the rate the descent began from (descent_rate_bytes_per_sec) when that is faster: the fill the
+# throttle slowed is not the one a lift would bring back.
+_DESCENDING = """CASE WHEN violated OR coalesce(fill_bytes_per_sec, 0.0D) <= 0.0D THEN false
+    ELSE coalesce(value <= descent_value OR (available_bytes - limit_bytes)
+        / greatest(fill_bytes_per_sec, coalesce(descent_rate_bytes_per_sec, 0.0D)) <= descent_horizon_seconds, false)
+    END"""
 _COLUMNS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
             "seconds_to_limit", "violated", "predicted", "throttle_factor", "descending")
 LIMIT_COLUMNS = ("min_available_bytes", "min_available_ratio", "soft_min_available_bytes",
                  "soft_min_available_ratio", "lead_time_seconds", "descent_min_available_bytes",
-                 "descent_min_available_ratio", "descent_horizon_seconds")
+                 "descent_min_available_ratio", "descent_horizon_seconds", "descent_rate_bytes_per_sec")
 
 # The minimum over no rows is null: no volume, nothing to protect, no throttle.
 FACTOR = "coalesce(min(throttle_factor), 1.0D)"
@@ -114,7 +118,8 @@ def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[floa
 
 _TYPES = {"min_available_bytes": "BIGINT", "min_available_ratio": "DOUBLE", "soft_min_available_bytes": "BIGINT",
           "soft_min_available_ratio": "DOUBLE", "lead_time_seconds": "DOUBLE", "descent_min_available_bytes": "BIGINT",
-          "descent_min_available_ratio": "DOUBLE", "descent_horizon_seconds": "DOUBLE"}
+          "descent_min_available_ratio": "DOUBLE", "descent_horizon_seconds": "DOUBLE",
+          "descent_rate_bytes_per_sec": "DOUBLE"}
 
 
 def checked_limits(params: dict) -> dict:

@@ -1,4 +1,5 @@
-"""Every `cases*` folder of the conformance cases through `quota-sidecar evaluate` (`make conformance`).
+"""Every `cases*` folder of the conformance cases, and the project's own (tests/cases-*), through
+`quota-sidecar evaluate` (`make conformance`).
 
 The cases' runner (CONFORMANCE/run.py) starts one `evaluate` per case. Each deciding in a Spark of its own
 spent most of its time starting that Spark; here they share one local Spark Connect server
@@ -18,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, as pytest's rootdir conftest puts it
 
 from harness.connect_server import ConnectServer  # noqa: E402
+from harness.conformance_cases import case_folders  # noqa: E402
 from harness.sidecar_process import EXECUTABLE  # noqa: E402
 
 
@@ -33,7 +35,7 @@ def main(argv: list[str]) -> int:
     failed = 0
     with ConnectServer() as server:
         command = f"{shlex.quote(str(EXECUTABLE))} evaluate --set spark.url={server.url}"
-        for cases in sorted(p for p in folder.glob("cases*") if p.is_dir()):
+        for cases in case_folders(folder):
             failed += subprocess.run([sys.executable, str(folder / "run.py"), str(cases), "--cmd", command]).returncode != 0
     return 1 if failed else 0
 

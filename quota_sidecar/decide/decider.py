@@ -100,6 +100,7 @@ class Decider:
         self.tenant_rates: dict = {}  # from the last poll that read them, for the local verdict and failed polls
         self.descending = False  # a volume fills within the descent's start or horizon (at the last success)
         self.fill: float | None = None  # the fastest broker's fill rate then, bytes/s
+        self.descent_rate: float | None = None  # the fastest fill since the descent began (None: none under way)
         self.in_force: dict = {}  # the producer quotas in force (descent.Written), as last read or written
         self.last: Decision | None = None
 
@@ -123,8 +124,9 @@ class Decider:
             else:
                 violations = tuple(_violation(row) for row in judged if row["violated"])
                 self.known_violations = violations
-                self.descending = any(row.get("descending") for row in judged)
+                self.descending = any(row["descending"] for row in judged)
                 self.fill = descent.fastest_fill(judged)
+                self.descent_rate = max(self.descent_rate or 0.0, self.fill or 0.0) if self.descending else None
                 if self.missing:
                     self.factor = after_incomplete(self.factor, observation.at, self.config.fallback_factor)
                     error = (f"broker(s) {sorted(self.missing)} absent for longer than the validity duration: "
@@ -218,18 +220,20 @@ class Decider:
         self.history = recorded(self.history, [*observation.local_samples, *usable], observation.at,
                                 self.config.fill_window)
         factor, judged = self.judge_volumes(with_history(self.history, usable, observation.at),
-                                            self.config.storage_limit.as_params())
+                                            {**self.config.storage_limit.as_params(),
+                                             "descent_rate_bytes_per_sec": self.descent_rate})
         self.missing = (self.missing | (set(self.remembered) - set(considered))) - set(answered)
         self.remembered = considered
         return volumes, tuple(_judged(row) for row in judged), factor
 
 
 _JUDGED = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
-           "seconds_to_limit", "violated", "predicted", "throttle_factor")
+           "seconds_to_limit", "violated", "predicted", "throttle_factor", "descending")
 
 
 def _judged(row: Mapping) -> dict:
-    return {key: row[key] for key in _JUDGED}
+    """An aggregator older than the descent judges no volume descending."""
+    return {key: row.get(key, False) if key == "descending" else row[key] for key in _JUDGED}
 
 
 def _violation(row: Mapping) -> dict:

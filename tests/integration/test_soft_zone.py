@@ -13,12 +13,11 @@ import signal
 import time
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.disk import free_bytes
+from harness.end_offsets import EndOffsets
 from harness.kafka_tools import producer_performance
-from harness.periodic import Periodic
 from harness.quota_window import BAND, QUOTA_WINDOW_SECONDS, slope
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
@@ -33,28 +32,6 @@ PRODUCE_RATE = 2 * MiB  # bytes/s per principal and broker, before scaling
 RECORD = 16 << 10
 MEASURED = 14  # s of the held rate, after the quota's first window
 FLOOD = {"acks": "all", "linger.ms": 5, "batch.size": 64 << 10, "compression.type": "none"}
-
-
-class EndOffsets(Periodic):
-    """(time.monotonic(), the partition's end offset), every half second on the test's clock."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        super().__init__(0.5)
-        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-        self.partition = TopicPartition(topic, 0)
-        self.samples: list[tuple[float, int]] = []
-
-    def sample(self) -> None:
-        self.samples.append((time.monotonic(), self.consumer.end_offsets([self.partition])[self.partition]))
-
-    def first_growth(self) -> float | None:
-        """When the first records past those at the start were seen."""
-        samples = list(self.samples)
-        return next((at for at, offset in samples if offset > samples[0][1]), None) if samples else None
-
-    def __exit__(self, *exc_info) -> None:
-        super().__exit__(*exc_info)
-        self.consumer.close()
 
 
 def test_midway_between_the_limits_a_producer_gets_about_half_its_quota(make_kafka_cluster, pipeline, unique_name,

@@ -384,6 +384,11 @@ DESCENT_RULES = {
     "below the start but not filling (room came back)": (history((-10, 1_200), (0, 1_500)), DESCENT, False),
     "at the limit: violated, the hard limit's quota": (history((-10, 2_000), (0, 900)), DESCENT, False),
     "no descent configured": (history((-10, 2_500), (0, 1_500)), HARD_1000, False),
+    "one measurement: no fill rate, no descent": (history((0, 1_500)), DESCENT, False),
+    "slowed by the descent, judged at the rate it began from": (
+        history((-10, 101_000), (0, 100_000)), {**DESCENT, "descent_rate_bytes_per_sec": 5_000.0}, True),
+    "room back beyond the horizon at that rate: lifted": (
+        history((-10, 401_000), (0, 400_000)), {**DESCENT, "descent_rate_bytes_per_sec": 5_000.0}, False),
 }
 
 
