@@ -14,6 +14,7 @@ from quota_sidecar.act.quota_writes import QuotaWriter
 from quota_sidecar.act.snapshot import Counters
 from quota_sidecar.common.errors import DecisionFailed
 from quota_sidecar.common.observation import Volume
+from quota_sidecar.common import records
 from quota_sidecar.common.records import Owned
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.decider import Decider
@@ -56,7 +57,7 @@ def writer():
 def at(writer, factor, seconds=0):
     """One pass's writes at `factor`, decided from a look `seconds` after AT."""
     wanted = quotas.wanted(writer.config, factor, {ALICE: 5e6})
-    writer.apply(wanted, writer._read_records(), seen_at=AT + timedelta(seconds=seconds))
+    writer.apply(wanted, records.parse(writer.store.read_all()), seen_at=AT + timedelta(seconds=seconds))
 
 
 def said(caplog, level):
@@ -123,7 +124,7 @@ def test_status_direct_reads_it_without_a_word_in_the_log(writer, caplog):
     at(writer, 0.0, 5)
     looking = QuotaWriter(writer.config, writer.admin, writer.store, Counters())
 
-    looking.look(quotas.wanted(writer.config, 0.0, {ALICE: 5e6}), writer._read_records())
+    looking.look(quotas.wanted(writer.config, 0.0, {ALICE: 5e6}), records.parse(writer.store.read_all()))
 
     assert looking.last_resort == last_resort.LastResort((None, ALICE), AT + timedelta(seconds=5))
     assert said(caplog, logging.WARNING) == [WARNING]  # the writer's, not the look's
