@@ -12,9 +12,9 @@ from builders import AT, Clock, MemoryStore, sidecar_config
 from quota_sidecar.act import last_resort
 from quota_sidecar.act.quota_writes import QuotaWriter
 from quota_sidecar.act.snapshot import Counters
+from quota_sidecar.common import records
 from quota_sidecar.common.errors import DecisionFailed
 from quota_sidecar.common.observation import Volume
-from quota_sidecar.common import records
 from quota_sidecar.common.records import Owned
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.decider import Decider
