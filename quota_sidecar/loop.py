@@ -94,7 +94,8 @@ class Sidecar:
                             tuple(self.guard.moves) if self.guard else (),
                             self.pipeline.last_decision if self.pipeline else None,
                             None if self.cover is None else CoverView(self.cover.heard(), tuple(self.cover.covered)),
-                            REFUSALS.lately(3 * max(self.config.check_interval, self.config.poll_timeout).total_seconds()))
+                            REFUSALS.lately(3 * max(self.config.check_interval, self.config.poll_timeout).total_seconds()),
+                            self.quota_writer.last_resort)
         with self._lock:
             self._published = snapshot
 
@@ -211,8 +212,7 @@ class Sidecar:
         if self.replication is not None:  # what a pass would write, shown rather than written
             self.replication.last = decision.replication
         with deadline.within(timeout, "status --direct"):
-            owned = records.owned(all_records, records.QUOTA)
-            self.quota_writer.in_force = self.quota_writer.read(decision.client_quotas, owned)
+            self.quota_writer.look(decision.client_quotas, all_records)
             if self.cordoner is not None:
                 self.cordoner.read()
         self.publish()
@@ -260,7 +260,8 @@ class Sidecar:
         found = records.parse(self.store.read_all())
         handed_back = records.handed_back_at(found)
         if handed_back is not None and handed_back >= self.started_at:
-            self.handed_back = self.quota_writer.stopped = True
+            self.handed_back = True
+            self.quota_writer.stop()
             log.warning("quota-sidecar cleanup handed back what the sidecars set at %s: this agent writes nothing "
                         "more; a new start protects again", datetime.fromtimestamp(handed_back).astimezone().isoformat())
             raise HandedBack()

@@ -1,7 +1,7 @@
 """The client quotas the sidecars write: recorded first, only what changed, handed back on clean-up.
 
-What is in force for the sidecar's own entities, and how many tenants it throttles, is kept for status and
-metrics (snapshot.py).
+What is in force for the sidecar's own entities, how many tenants it throttles, and the last resort in force
+(last_resort.py) are kept for status and metrics (snapshot.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from datetime import datetime
 from ..common import records
 from ..configuration.config import QuotaConfig
 from ..decide import quotas
-from . import ownership
-from .snapshot import Counters
+from . import last_resort, ownership
+from .snapshot import Counters, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,7 @@ class QuotaWriter:
         self.in_force: dict = {}  # the sidecar's own entities
         self.tenants = quotas.TenantCount(0, 0)
         self.stopped = False  # `quota-sidecar cleanup` handed everything back: nothing is written again
+        self.last_resort: last_resort.LastResort | None = None
 
     def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
               seen_at: datetime | None = None, named_only: bool = False) -> None:
@@ -37,7 +38,7 @@ class QuotaWriter:
             return
         looked = None if seen_at is None else seen_at.timestamp()
 
-        def planned(all_records: records.Records, settle: bool = False) -> tuple[dict, list[ownership.Write]]:
+        def planned(all_records: records.Records, settle: bool = False) -> tuple[dict, list[ownership.Write], dict]:
             owned = records.owned(all_records, records.QUOTA)
             in_force = self.read(wanted, owned)
             if settle:
@@ -45,18 +46,37 @@ class QuotaWriter:
             writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
                               and (not named_only or write.named)
-                              and not _seen_later(owned.get(write.target), looked, write)]
+                              and not _seen_later(owned.get(write.target), looked, write)], owned
 
         # Races between sidecars are settled on the second look's fresh records only: the pass's may not show
         # the write that explains what is in force (another sidecar's verdict while this pass waited).
-        in_force, writes = ownership.with_second_look(planned, all_records, self._read_records,
-                                                      yields=lambda planned: ownership.leaves_alone(planned[1]),
-                                                      second=lambda fresh: planned(fresh, settle=True))
+        in_force, writes, owned = ownership.with_second_look(
+            planned, all_records, self._read_records, yields=lambda planned: ownership.leaves_alone(planned[1]),
+            second=lambda fresh: planned(fresh, settle=True))
         ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written,
                                      seen_at=looked)
         in_force = quotas.after(in_force, writes)
         self.in_force = {entity: keys for entity, keys in in_force.items() if entity not in wanted.tenants}
         self.tenants = quotas.tenant_count(wanted, in_force)
+        known = self.last_resort.entities if self.last_resort is not None else ()
+        self._follow_last_resort(last_resort.written(in_force, owned, writes, looked, known), seen_at)
+
+    def look(self, wanted: quotas.ClientQuotas, all_records: records.Records) -> None:
+        """What is in force, and the last resort, read without writing (`status --direct`)."""
+        owned = records.owned(all_records, records.QUOTA)
+        self.in_force = self.read(wanted, owned)
+        self.last_resort = last_resort.current(None, last_resort.written(self.in_force, owned), utcnow())
+
+    def stop(self) -> None:
+        """`quota-sidecar cleanup` handed back what the sidecars set, the last resort too: nothing is written
+        again."""
+        self.stopped = True
+        self._follow_last_resort({}, None)
+
+    def _follow_last_resort(self, found: dict, seen_at: datetime | None) -> None:
+        previous = self.last_resort
+        self.last_resort = last_resort.follow(previous, found, seen_at or utcnow())
+        self.counters.last_resort_episodes += previous is None and self.last_resort is not None
 
     def read(self, wanted: quotas.ClientQuotas, owned) -> dict:
         """The quotas in force for every entity the sidecars want or once wrote."""

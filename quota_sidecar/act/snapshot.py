@@ -17,6 +17,7 @@ from ..decide.quotas import TenantCount
 from ..decide.throttle_factor import FactorState
 from ..decide.throttles import ReplicationDecision
 from .cordoning import CordonView
+from .last_resort import LastResort
 
 
 def utcnow() -> datetime:
@@ -35,6 +36,7 @@ class Counters:
     last_poll_seconds: float = 0.0
     watch_passes: int = 0       # passes the local watch started before their time
     moves_cancelled: int = 0    # moves onto a dir of this broker the disk guard could not hold (local_guard.py)
+    last_resort_episodes: int = 0  # times the hard limit's 1 B/s producer quota went in force (last_resort.py)
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,4 @@ class Snapshot:
     last_aggregation: Mapping | None = None  # the aggregator's last decision for this agent (pipeline_messages)
     cover: CoverView | None = None  # when this agent beats (cover.after)
     refused: tuple[Refusal, ...] = ()  # the permissions Kafka's authorizer refused lately (refusals.py)
+    last_resort: LastResort | None = None  # the hard limit's 1 B/s producer quota, while in force

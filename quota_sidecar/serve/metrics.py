@@ -49,6 +49,11 @@ class SidecarCollector:
                      snapshot.tenants.with_a_rate_of_their_own)
         yield _gauge("tenant_quotas_throttled", "Of those, the ones whose producer rate in force is the throttle's.",
                      snapshot.tenants.throttled)
+        yield _gauge("last_resort", "1 while a producer quota the sidecars wrote is the hard limit's 1 B/s: Java "
+                     "producers of its principals stay silent until restarted, even after the lift.",
+                     int(snapshot.last_resort is not None))
+        yield _counter("last_resort_episodes", "Times this sidecar saw the hard limit's 1 B/s producer quota go in force.",
+                       counters.last_resort_episodes)
         yield _counter("fallback_applied", "Times the fallback throttle factor took over.", counters.fallback_applied)
         yield _counter("limit_violated", "Volumes found violating the storage limit, summed over polls.",
                        counters.limit_violations)

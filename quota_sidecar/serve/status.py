@@ -44,6 +44,9 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         "quotas_in_force": [_quota_row(entity, keys) for entity, keys in
                             sorted(snapshot.quotas_in_force.items(), key=lambda item: quotas.entity_label(item[0]))],
         "tenants": snapshot.tenants._asdict(),
+        "last_resort": None if snapshot.last_resort is None else {
+            "entities": [quotas.entity_label(entity) for entity in snapshot.last_resort.entities],
+            "who": snapshot.last_resort.who(), "since": iso(snapshot.last_resort.since)},
         "own_clients": _own_clients(config.quotas),
     }
     if snapshot.replication is not None:
@@ -172,6 +175,9 @@ def render(status: dict) -> str:
                      f"{held}")
     if throttle["last_error"]:
         lines.append(f"last poll failed: {throttle['last_error']}")
+    if status.get("last_resort"):
+        lines.append(f"LAST RESORT: producers of {status['last_resort']['who']} at 1 B/s since "
+                     f"{status['last_resort']['since']}; Java producers need a restart after the lift")
     lines += [f"refused by Kafka's authorizer ({r['times']}x, last at {r['last_at']}): {r['line']}"
               for r in status.get("refused", ())]
     lines += _render_watch(status.get("local_watch"))

@@ -23,6 +23,8 @@ from quota_sidecar.decide.pipeline import end_offsets
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.serve import status
+from quota_sidecar.serve.metrics import registry_for
 from quota_sidecar.wiring import build_sidecar
 
 pytestmark = pytest.mark.integration
@@ -69,6 +71,13 @@ def test_a_local_dir_at_the_limit_has_its_quota_in_force_before_the_volumes_are_
     assert in_force_when_read == [True], "the quota of a dir at the limit waited for the cluster's volumes"
     assert f"local dir {small_dir} at the limit in its statvfs sample" in caplog.text
     assert decision.throttle_factor == 0.0 and [v["log_dir"] for v in decision.violations] == [small_dir]
+    # The last resort said once (the verdict's write, then the pass's), in status and in the metrics.
+    said = [record.getMessage() for record in caplog.records if record.name == "quota_sidecar.act.last_resort"]
+    assert len(said) == 1 and said[0].startswith(
+        "the hard limit: producer quota 1 B/s on <default user> (every principal without a quota of its own)"), said
+    shown = status.render(status.build(sidecar.snapshot(), datetime.now(timezone.utc), mode="running"))
+    assert "LAST RESORT: producers of <default user> (every principal without a quota of its own)" in shown
+    assert registry_for(sidecar.snapshot).get_sample_value("quota_sidecar_last_resort") == 1
 
 
 def test_another_sidecars_decision_from_an_earlier_look_does_not_lift_the_verdict(kafka_cluster, pipeline, sidecars,

@@ -5,7 +5,9 @@ from dataclasses import replace
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from builders import judged_row
+from builders import AT, judged_row
+from quota_sidecar.act.last_resort import LastResort
+from quota_sidecar.act.snapshot import Counters
 from quota_sidecar.serve.metrics import registry_for
 
 
@@ -106,3 +108,14 @@ def test_with_an_aggregator_its_last_decisions_time_and_the_pipelines_lag(a_snap
     assert samples[("quota_sidecar_pipeline_lag_seconds", ())] == 0.412
     assert samples[("quota_sidecar_aggregator_decision_timestamp_seconds", ())] == 1795608000.412
     assert ("quota_sidecar_pipeline_lag_seconds", ()) not in scrape(a_snapshot())
+
+
+def test_the_last_resort_is_a_gauge_and_its_episodes_a_counter(a_snapshot):
+    without = scrape(a_snapshot())
+    with_it = scrape(a_snapshot(last_resort=LastResort((None, "alice"), AT),
+                                counters=Counters(last_resort_episodes=2)))
+
+    assert without[("quota_sidecar_last_resort", ())] == 0
+    assert without[("quota_sidecar_last_resort_episodes_total", ())] == 0
+    assert with_it[("quota_sidecar_last_resort", ())] == 1
+    assert with_it[("quota_sidecar_last_resort_episodes_total", ())] == 2

@@ -10,6 +10,7 @@ import pytest
 import builders
 from builders import judged_row
 from quota_sidecar.act.cordoning import CordonView
+from quota_sidecar.act.last_resort import LastResort
 from quota_sidecar.decide.throttle_factor import INITIAL, FactorState
 from quota_sidecar.decide.throttles import BrokerRates
 from quota_sidecar.serve import status
@@ -240,3 +241,17 @@ def test_status_names_the_aggregator_with_its_last_decisions_age_and_the_pipelin
                                               "lag_seconds": pytest.approx(0.41)}
     assert "aggregator kafka-ops-0/41: last decision 2s ago, 0.41s after its observation" in status.render(built)
     assert "aggregator on pipeline:9092: no decision yet" in status.render(waiting)
+
+
+def test_the_last_resort_is_one_line_while_it_is_in_force(a_snapshot, later):
+    in_force = a_snapshot(last_resort=LastResort((None, "alice"), builders.AT))
+
+    built = status.build(in_force, later, mode="running")
+    shown = status.render(built)
+    not_in_force = status.render(status.build(a_snapshot(), later, mode="running"))
+
+    assert built["last_resort"] == {"entities": ["<default user>", "User:alice"], "since": "2026-11-23T08:00:00Z",
+                                    "who": "<default user> (every principal without a quota of its own), User:alice"}
+    assert ("LAST RESORT: producers of <default user> (every principal without a quota of its own), User:alice at "
+            "1 B/s since 2026-11-23T08:00:00Z; Java producers need a restart after the lift") in shown.splitlines()
+    assert "LAST RESORT" not in not_in_force
