@@ -49,6 +49,8 @@ class SidecarCollector:
                      snapshot.tenants.with_a_rate_of_their_own)
         yield _gauge("tenant_quotas_throttled", "Of those, the ones whose producer rate in force is the throttle's.",
                      snapshot.tenants.throttled)
+        yield _gauge("descending", "1 while a volume fills within the descent's start or horizon: producer quotas "
+                     "come down in steps to produce.floor.", int(bool(decision and decision.descending)))
         yield _gauge("last_resort", "1 while a producer quota the sidecars wrote is the hard limit's 1 B/s: Java "
                      "producers of its principals stay silent until restarted, even after the lift.",
                      int(snapshot.last_resort is not None))

@@ -9,7 +9,7 @@ from ..act.cordoning import CordonView
 from ..act.snapshot import ReplicationView, Snapshot
 from ..common.observation import FOLLOWER, LEADER, Overrides
 from ..common.text import duration, size, table
-from ..decide import quotas
+from ..decide import descent, quotas
 from ..decide.decider import iso
 from ..decide.throttle_factor import FactorState
 
@@ -47,6 +47,7 @@ def build(snapshot: Snapshot, now: datetime, mode: str) -> dict:
         "last_resort": None if snapshot.last_resort is None else {
             "entities": [quotas.entity_label(entity) for entity in snapshot.last_resort.entities],
             "who": snapshot.last_resort.who(), "since": iso(snapshot.last_resort.since)},
+        "descent": _descent(decision, config.quotas),
         "own_clients": _own_clients(config.quotas),
     }
     if snapshot.replication is not None:
@@ -133,6 +134,8 @@ def _volume(volume, limit, judged: dict | None, decided_at) -> dict:
         state = VIOLATED + (" (predicted)" if judged["predicted"] else "")
     elif judged.get("throttle_factor", 1.0) < 1.0:
         state = f"soft zone: factor {judged['throttle_factor']:.2f}"
+    elif judged.get("descending"):
+        state = "descending"
     else:
         state = OK
     if volume.observed_at < decided_at:
@@ -142,6 +145,16 @@ def _volume(volume, limit, judged: dict | None, decided_at) -> dict:
             "available_bytes": volume.available_bytes, "available_ratio": volume.available_ratio,
             "margin": margin, "fill_bytes_per_sec": judged.get("fill_bytes_per_sec"),
             "seconds_to_limit": judged.get("seconds_to_limit"), "state": state}
+
+
+def _descent(decision, config) -> dict | None:
+    """While producer quotas come down in steps (decide/descent.py), or are held below proposal 047's value."""
+    if decision is None or decision.written_quotas is None or not (
+            decision.descending or descent.under_way(decision.written_quotas, decision.client_quotas)):
+        return None
+    return {"descending": decision.descending, "floor": config.floor, "ratio": config.descent_ratio,
+            "step_seconds": config.descent_step.total_seconds(),
+            "default_user": decision.written_quotas.default_user.get(quotas.PRODUCE)}
 
 
 def _own_clients(config) -> str:
@@ -178,6 +191,13 @@ def render(status: dict) -> str:
     if status.get("last_resort"):
         lines.append(f"LAST RESORT: producers of {status['last_resort']['who']} at 1 B/s since "
                      f"{status['last_resort']['since']}; Java producers need a restart after the lift")
+    if status.get("descent"):
+        d = status["descent"]
+        lines.append(f"DESCENT: producer quotas coming down in steps (at most {d['ratio']:g}x every "
+                     f"{_human_seconds(d['step_seconds'])}) to {d['floor']:.0f} B/s"
+                     + ("" if d["descending"] else ", held") + f"; the default user's now "
+                     f"{quotas.rate_text(d['default_user'])}: producers keep sending, and send at full rate "
+                     "again within seconds of the lift")
     lines += [f"refused by Kafka's authorizer ({r['times']}x, last at {r['last_at']}): {r['line']}"
               for r in status.get("refused", ())]
     lines += _render_watch(status.get("local_watch"))

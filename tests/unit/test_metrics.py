@@ -119,3 +119,11 @@ def test_the_last_resort_is_a_gauge_and_its_episodes_a_counter(a_snapshot):
     assert without[("quota_sidecar_last_resort_episodes_total", ())] == 0
     assert with_it[("quota_sidecar_last_resort", ())] == 1
     assert with_it[("quota_sidecar_last_resort_episodes_total", ())] == 2
+
+
+def test_a_descent_under_way_is_a_gauge(a_snapshot):
+    snapshot = a_snapshot()
+    descending = replace(snapshot, decision=replace(snapshot.decision, descending=True))
+
+    assert scrape(snapshot)[("quota_sidecar_descending", ())] == 0
+    assert scrape(descending)[("quota_sidecar_descending", ())] == 1

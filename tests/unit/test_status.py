@@ -11,6 +11,7 @@ import builders
 from builders import judged_row
 from quota_sidecar.act.cordoning import CordonView
 from quota_sidecar.act.last_resort import LastResort
+from quota_sidecar.decide import quotas
 from quota_sidecar.decide.throttle_factor import INITIAL, FactorState
 from quota_sidecar.decide.throttles import BrokerRates
 from quota_sidecar.serve import status
@@ -255,3 +256,20 @@ def test_the_last_resort_is_one_line_while_it_is_in_force(a_snapshot, later):
     assert ("LAST RESORT: producers of <default user> (every principal without a quota of its own), User:alice at "
             "1 B/s since 2026-11-23T08:00:00Z; Java producers need a restart after the lift") in shown.splitlines()
     assert "LAST RESORT" not in not_in_force
+
+
+def test_a_descent_under_way_is_said_with_its_floor_and_the_volume_that_fills(a_snapshot, later):
+    snapshot = a_snapshot()
+    volumes = snapshot.decision.volumes
+    judged = ({**judged_row(volumes[0], 2e6, 90.0), "descending": True},)
+    written = replace(snapshot.decision.client_quotas,
+                      default_user={**snapshot.decision.client_quotas.default_user, quotas.PRODUCE: 666_667.0})
+    decision = replace(snapshot.decision, judged=judged, descending=True, written_quotas=written)
+
+    built = status.build(a_snapshot(decision=decision), later, mode="running")
+
+    assert built["volumes"][0]["state"] == "descending"
+    assert built["descent"]["default_user"] == 666_667.0
+    assert "DESCENT: producer quotas coming down in steps (at most 3x every 36s) to 26214 B/s; the default " \
+           "user's now 666667" in status.render(built)
+    assert status.build(a_snapshot(), later, mode="running")["descent"] is None
