@@ -148,6 +148,8 @@ class Sidecar:
                     (self.verdict is not None and self.verdict.held_anywhere())
                 self.quota_writer.apply(decision.written_quotas or decision.client_quotas, all_records,
                                         tighten_only=undecided, seen_at=decision.looked_at)
+                if decision.error is None:
+                    self._record_descent(decision.descent_rate, records.descent_rate(all_records))
                 if self.replication is not None and decision.replication is not None:
                     self._apply_replication(decision.replication, observation.replication, all_records, decision.at)
                 if self.cordoner is not None and decision.error is None:  # a failed poll changes no cordon
@@ -161,6 +163,14 @@ class Sidecar:
         if self.cover is not None and decision.error is None:
             self.cover.brokers = observation.brokers
         return decision
+
+    def _record_descent(self, rate: float | None, recorded: float | None) -> None:
+        """The rate the descent began from, for every agent (records.DESCENT): written when it begins or grows by
+        a tenth, deleted when it ends."""
+        if rate is None and recorded is not None:
+            self.store.delete(records.key(records.DESCENT))
+        elif rate is not None and (recorded is None or rate > 1.1 * recorded):
+            self.store.write_many({records.key(records.DESCENT): {"rate": rate}})
 
     def _write_the_local_verdict(self, all_records: records.Records, now: datetime) -> bool:
         """The local verdict's quotas first (local_verdict.py; renewed by every pass while a dir stays at the limit,
@@ -222,7 +232,7 @@ class Sidecar:
         """Storage first, then replication while the deadline lasts (the moves' lists are kept up to date
         even when a broker's volumes cannot be read). When both fail, the poll's WARNING is the one line.
         With znode volumes the pass first makes sure its broker's znode holds its newest volumes."""
-        brokers, volumes, published, tenants, producer_rates, error = (), (), {}, None, None, None
+        brokers, volumes, published, tenants, producer_rates, descent_rate, error = (), (), {}, None, None, None, None
         try:
             brokers = tuple(self.admin.live_broker_ids())
             if self.config.storage_check_enabled:
@@ -237,6 +247,7 @@ class Sidecar:
             in_force, owned = self.admin.describe_user_quotas(), records.owned(all_records, records.QUOTA)
             tenants = quotas.tenant_rates(in_force, owned, self.config.quotas)
             producer_rates = descent.in_force(in_force, owned)
+            descent_rate = records.descent_rate(all_records)
         except AdminError as failure:
             error = str(failure)
         replication = None
@@ -248,9 +259,9 @@ class Sidecar:
                     self.replication_report.failure(str(failure))
         if error is not None:
             return Observation(at=now, error=error, replication=replication, tenant_rates=tenants,
-                               producer_rates=producer_rates)
+                               producer_rates=producer_rates, descent_rate=descent_rate)
         return Observation(at=now, brokers=brokers, volumes=volumes, replication=replication, tenant_rates=tenants,
-                           producer_rates=producer_rates,
+                           producer_rates=producer_rates, descent_rate=descent_rate,
                            published_volumes=tuple(v for vs in published.values() for v in vs))
 
     def read_records(self) -> dict[tuple, dict]:
@@ -271,6 +282,8 @@ class Sidecar:
         """Hand back everything the sidecars set (ownership.py): quotas, throttles, cordons; forget the moves they
         cancelled."""
         all_records = self.quota_writer.cleanup()
+        if records.descent_rate(all_records) is not None:
+            self.store.delete(records.key(records.DESCENT))
         if self.replication is not None:
             self.replication.cleanup(all_records)
         if self.cordoner is not None:

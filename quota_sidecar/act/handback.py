@@ -92,9 +92,10 @@ class Handback:
 
     def _forget(self, all_records: records.Records) -> None:
         """The records that set nothing in the cluster by themselves: the moves the disk guard cancelled (their
-        WARNINGs said so), the operators' replication overrides (their rates were handed back above)."""
+        WARNINGs said so), the operators' replication overrides (their rates were handed back above), the descent's
+        rate."""
         forgotten = {record: value for record, value in all_records.items()
-                     if record[0] in (records.CANCELLED, records.OVERRIDE)}
+                     if record[0] in (records.CANCELLED, records.OVERRIDE, records.DESCENT)}
         for record, value in forgotten.items():
             log.info("record %s forgotten (was %s)", "/".join(map(str, record)), value)
         if forgotten:

@@ -183,6 +183,7 @@ class Observation:
     # Every entity's producer quota in force and when the sidecars wrote it (decide/descent.Written); None when
     # the poll did not read them
     producer_rates: Mapping[Entity, object] | None = None
+    descent_rate: float | None = None  # the records' rate the descent under way began from, with producer_rates
     # The local verdict holds at the pass's start (a dir of this broker at, or its agent's reaction time from,
     # the limit in the watch's samples): the factor is 0 whatever the volumes polled say.
     held_locally: bool = False

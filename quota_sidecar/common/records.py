@@ -13,7 +13,9 @@ A key is a JSON list, the record's kind first, then what it is about:
 - `["override", "global"]` -> `{"rate", "autoremove"}` and `["override", "broker", id]` -> `{"rate"}`: operators'
   replication throttle overrides;
 - `["cleanup"]` -> `{"at"}`: `quota-sidecar cleanup` handed everything back then (epoch seconds); an agent running
-  since before writes nothing more (loop.py).
+  since before writes nothing more (loop.py);
+- `["descent"]` -> `{"rate"}`: while producer quotas come down in steps, the fastest fill since the descent began
+  (bytes/s), which every agent judges the horizon at (decide/descent.py), a restarted one too.
 
 Every sidecar reads them all once a pass (`parse`), so a restarted sidecar knows what is its own.
 """
@@ -28,8 +30,8 @@ from .observation import Overrides
 
 # The compacted topic that holds them (state.store=topic, the default).
 TOPIC = "__quota_sidecar_state"
-QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE, CANCELLED, CLEANUP = (
-    "quota", "config", "entries", "cordon", "override", "cancelled", "cleanup")
+QUOTA, CONFIG, ENTRIES, CORDON, OVERRIDE, CANCELLED, CLEANUP, DESCENT = (
+    "quota", "config", "entries", "cordon", "override", "cancelled", "cleanup", "descent")
 Records = Mapping[tuple, dict]
 
 
@@ -117,6 +119,12 @@ def handed_back_at(records: Records) -> float | None:
     """When `quota-sidecar cleanup` last handed everything back (epoch seconds), if it did."""
     found = records.get((CLEANUP,))
     return None if found is None else found["at"]
+
+
+def descent_rate(records: Records) -> float | None:
+    """The rate the descent under way began from (bytes/s), None when none is."""
+    found = records.get((DESCENT,))
+    return None if found is None else found["rate"]
 
 
 def _hashable(value):

@@ -43,6 +43,7 @@ class Decision:
     published_volumes: tuple[Volume, ...] = ()  # the sidecars' znode volumes (zookeeper.connect), for status
     written_quotas: quotas.ClientQuotas | None = None  # what is written on the way to client_quotas (descent.py)
     descending: bool = False  # a volume fills within the descent's start or horizon
+    descent_rate: float | None = None  # the fastest fill since the descent began (None: none under way)
 
     @property
     def looked_at(self) -> datetime:
@@ -108,6 +109,8 @@ class Decider:
         previous = self.factor
         if observation.tenant_rates is not None:
             self.tenant_rates = dict(observation.tenant_rates)
+        if observation.producer_rates is not None:  # the records read: the agents' shared rate is the one
+            self.descent_rate = observation.descent_rate
         error = observation.error
         violations: tuple[dict, ...] = ()
         judged: tuple[dict, ...] = ()
@@ -162,6 +165,7 @@ class Decider:
             client_quotas=goal,
             written_quotas=written,
             descending=self.descending,
+            descent_rate=self.descent_rate,
             volumes=volumes,
             violations=violations,
             judged=judged,

@@ -67,10 +67,10 @@ _DEFAULT: Entity = None
 
 
 def in_force(quotas_in_force: Mapping[Entity, Mapping[str, float]], owned: Mapping) -> dict[Entity, Written]:
-    """Every entity's producer quota in force, with when the sidecars last wrote it if they did and it is still
-    their value (`owned`: records.owned of the quotas)."""
+    """Every entity's producer quota in force (the default user's too: None when it has none), with when the sidecars
+    last wrote it if they did and it is still their value (`owned`: records.owned of the quotas)."""
     result = {}
-    for entity, keys in quotas_in_force.items():
+    for entity, keys in {_DEFAULT: {}, **quotas_in_force}.items():
         rate = keys.get(PRODUCE)
         mine = owned.get((entity, PRODUCE))
         ours = mine is not None and mine.written_known and mine.written == rate

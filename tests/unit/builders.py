@@ -99,3 +99,21 @@ class MemoryStore:
 
     def written_lately(self, key):
         return []
+
+
+class QuotasInMemory:
+    """The client quotas of a cluster, kept in a dict: what DescribeClientQuotas and AlterClientQuotas see."""
+
+    def __init__(self, quotas=None):
+        self.quotas = quotas or {}
+
+    def describe_user_quotas(self, entities=None):
+        return {entity: dict(self.quotas.get(entity, {})) for entity in (self.quotas if entities is None else entities)}
+
+    def alter_user_quotas(self, changes):
+        for entity, keys in changes.items():
+            for key, value in keys.items():
+                if value is None:
+                    self.quotas.get(entity, {}).pop(key, None)
+                else:
+                    self.quotas.setdefault(entity, {})[key] = value

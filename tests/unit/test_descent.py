@@ -6,9 +6,14 @@ from datetime import timedelta
 
 import pytest
 
+from builders import AT, Clock, MemoryStore, QuotasInMemory, sidecar_config
+from quota_sidecar.common import records
+from quota_sidecar.common.observation import Volume
 from quota_sidecar.configuration.config import QuotaConfig
 from quota_sidecar.decide import descent, quotas
+from quota_sidecar.decide.decider import Decider
 from quota_sidecar.decide.descent import Written
+from quota_sidecar.loop import Sidecar
 
 CONFIG = QuotaConfig(floor=26_214, descent_ratio=3.0, descent_step=timedelta(seconds=36))
 WINDOW = 12.0  # Kafka's quota window at most, seconds (11 samples of 1 s, the current one partly)
@@ -95,3 +100,58 @@ def test_in_force_knows_when_the_sidecars_wrote_a_value_still_theirs():
              ("alice", quotas.PRODUCE): Owned(1e6, 333_334.0, seen_at=60.0)}
     found = descent.in_force({None: {quotas.PRODUCE: 26_214.0}, "alice": {quotas.PRODUCE: 5e5}}, owned)
     assert found == {None: Written(26_214.0, 50.0), "alice": Written(5e5, None)}
+    assert descent.in_force({}, {}) == {None: Written(None)}  # no quota: unlimited
+
+
+class FillingAdmin(QuotasInMemory):
+    """Broker 1's one volume, and the quotas in memory."""
+
+    def live_broker_ids(self):
+        return [1]
+
+    def describe_volumes(self, brokers, now):
+        return [Volume(1, "/data", 10 << 30, 5 << 30, now)]
+
+    def close(self):
+        pass
+
+
+def descending_judge(verdicts: list[bool], limits_seen: list[dict]):
+    """The volume rule's answers: filling at 3 MB/s, descending or not, in turn; the limits it was asked with."""
+    def judge(rows, limits):
+        limits_seen.append(limits)
+        descending = verdicts.pop(0)
+        newest = {(row["broker_id"], row["log_dir"]): row for row in rows}  # a row per volume, as Spark's
+        return 1.0, [{**row, "available_ratio": 0.5, "fill_bytes_per_sec": 3e6 if descending else -1e6,
+                      "seconds_to_limit": 60.0 if descending else None, "violated": False, "predicted": False,
+                      "throttle_factor": 1.0, "descending": descending} for row in newest.values()]
+    return judge
+
+
+def test_the_loop_steps_down_a_step_apart_records_the_rate_and_lifts():
+    config = sidecar_config(**{"broker.id": 1, "produce": None})  # producers unlimited but for the descent
+    admin, store, limits = FillingAdmin(), MemoryStore(), []
+    car = Sidecar(config, admin, store, Decider(config, descending_judge([True] * 5 + [False], limits)),
+                  clock=Clock())
+    written = []
+    for seconds in (0, 10, 20, 30, 40, 50):
+        car.clock.now = AT + timedelta(seconds=seconds)
+        car.run_pass()
+        written.append((admin.quotas.get(None, {}).get(quotas.PRODUCE),
+                        records.descent_rate(records.parse(store.read_all()))))
+
+    assert written == [(1e6, 3e6), (1e6, 3e6), (1e6, 3e6), (1e6, 3e6), (333_334.0, 3e6), (None, None)]
+    assert [seen["descent_rate_bytes_per_sec"] for seen in limits] == [None, 3e6, 3e6, 3e6, 3e6, 3e6]
+
+
+def test_an_agent_started_during_a_descent_judges_at_the_recorded_rate_and_waits_out_the_step():
+    config = sidecar_config(**{"broker.id": 1, "produce": None})  # producers unlimited but for the descent
+    admin, store, limits = FillingAdmin(), MemoryStore(), []
+    first = Sidecar(config, admin, store, Decider(config, descending_judge([True], [])), clock=Clock())
+    first.run_pass()
+    second = Sidecar(config, admin, store, Decider(config, descending_judge([True], limits)),
+                     clock=Clock(AT + timedelta(seconds=10)))
+    second.run_pass()
+
+    assert limits[0]["descent_rate_bytes_per_sec"] == 3e6
+    assert admin.quotas[None][quotas.PRODUCE] == 1e6  # the first agent's step, 10 s old: held

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from builders import AT, Clock, MemoryStore, sidecar_config
+from builders import AT, Clock, MemoryStore, QuotasInMemory, sidecar_config
 from quota_sidecar.act import last_resort
 from quota_sidecar.act.quota_writes import QuotaWriter
 from quota_sidecar.act.snapshot import Counters
@@ -28,24 +28,6 @@ WARNING = (f"the hard limit: producer quota 1 B/s on {WHO}; Java producers of th
            "once room is back")
 LIFTED = (f"the hard limit's producer quota of 1 B/s is no longer in force (on {WHO} since 2026-11-23T08:00:00Z): "
           "restart the Java producers of these principals that have not sent since")
-
-
-class QuotasInMemory:
-    """The client quotas of a cluster, kept in a dict: what DescribeClientQuotas and AlterClientQuotas see."""
-
-    def __init__(self, quotas=None):
-        self.quotas = quotas or {}
-
-    def describe_user_quotas(self, entities=None):
-        return {entity: dict(self.quotas.get(entity, {})) for entity in (self.quotas if entities is None else entities)}
-
-    def alter_user_quotas(self, changes):
-        for entity, keys in changes.items():
-            for key, value in keys.items():
-                if value is None:
-                    self.quotas.get(entity, {}).pop(key, None)
-                else:
-                    self.quotas.setdefault(entity, {})[key] = value
 
 
 @pytest.fixture
