@@ -22,6 +22,7 @@ from ..configuration.config import QuotaConfig
 from .quotas import PRODUCE, ClientQuotas
 
 LAST_RESORT = 1.0  # the hard limit's producer quota, bytes/s
+_DEFAULT: Entity = None  # the default user
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,6 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
                for tenant, wanted in goal.tenants.items()}
     default_user = {**goal.default_user, PRODUCE: step(_DEFAULT, goal.default_user.get(PRODUCE))}
     return replace(goal, default_user=default_user, tenants=tenants)
-
-
-_DEFAULT: Entity = None
 
 
 def in_force(quotas_in_force: Mapping[Entity, Mapping[str, float]], owned: Mapping) -> dict[Entity, Written]:

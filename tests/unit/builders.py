@@ -117,3 +117,20 @@ class QuotasInMemory:
                     self.quotas.get(entity, {}).pop(key, None)
                 else:
                     self.quotas.setdefault(entity, {})[key] = value
+
+
+class OneVolumeAdmin(QuotasInMemory):
+    """Broker 1 with one volume, /data, of `total` bytes, `available` of them free; the quotas in memory."""
+
+    def __init__(self, total: int, available: int, quotas=None):
+        super().__init__(quotas)
+        self.total, self.available = total, available
+
+    def live_broker_ids(self):
+        return [1]
+
+    def describe_volumes(self, brokers, now):
+        return [Volume(1, "/data", self.total, self.available, now)]
+
+    def close(self):
+        pass

@@ -6,9 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from builders import AT, Clock, MemoryStore, QuotasInMemory, sidecar_config
+from builders import AT, Clock, MemoryStore, OneVolumeAdmin, sidecar_config
 from quota_sidecar.common import records
-from quota_sidecar.common.observation import Volume
 from quota_sidecar.configuration.config import QuotaConfig
 from quota_sidecar.decide import descent, quotas
 from quota_sidecar.decide.decider import Decider
@@ -103,19 +102,6 @@ def test_in_force_knows_when_the_sidecars_wrote_a_value_still_theirs():
     assert descent.in_force({}, {}) == {None: Written(None)}  # no quota: unlimited
 
 
-class FillingAdmin(QuotasInMemory):
-    """Broker 1's one volume, and the quotas in memory."""
-
-    def live_broker_ids(self):
-        return [1]
-
-    def describe_volumes(self, brokers, now):
-        return [Volume(1, "/data", 10 << 30, 5 << 30, now)]
-
-    def close(self):
-        pass
-
-
 def descending_judge(verdicts: list[bool], limits_seen: list[dict]):
     """The volume rule's answers: filling at 3 MB/s, descending or not, in turn; the limits it was asked with."""
     def judge(rows, limits):
@@ -130,7 +116,7 @@ def descending_judge(verdicts: list[bool], limits_seen: list[dict]):
 
 def test_the_loop_steps_down_a_step_apart_records_the_rate_and_lifts():
     config = sidecar_config(**{"broker.id": 1, "produce": None})  # producers unlimited but for the descent
-    admin, store, limits = FillingAdmin(), MemoryStore(), []
+    admin, store, limits = OneVolumeAdmin(10 << 30, 5 << 30), MemoryStore(), []
     car = Sidecar(config, admin, store, Decider(config, descending_judge([True] * 5 + [False], limits)),
                   clock=Clock())
     written = []
@@ -146,7 +132,7 @@ def test_the_loop_steps_down_a_step_apart_records_the_rate_and_lifts():
 
 def test_an_agent_started_during_a_descent_judges_at_the_recorded_rate_and_waits_out_the_step():
     config = sidecar_config(**{"broker.id": 1, "produce": None})  # producers unlimited but for the descent
-    admin, store, limits = FillingAdmin(), MemoryStore(), []
+    admin, store, limits = OneVolumeAdmin(10 << 30, 5 << 30), MemoryStore(), []
     first = Sidecar(config, admin, store, Decider(config, descending_judge([True], [])), clock=Clock())
     first.run_pass()
     second = Sidecar(config, admin, store, Decider(config, descending_judge([True], limits)),

@@ -15,7 +15,7 @@ from quota_sidecar.decide.decider import Decider
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.observe.cover_watch import CoverWatch
 
-from builders import AT, Clock, MemoryStore, MiB, sidecar_config
+from builders import AT, Clock, MemoryStore, MiB, OneVolumeAdmin, sidecar_config
 
 CAUSE = "cannot reach any bootstrap server 127.0.0.1:1 (connection refused)"
 
@@ -138,27 +138,17 @@ def test_the_fallback_applies_on_the_validity_timeline_from_the_first_poll(sidec
         assert decision.source == ("initial" if seconds <= 300 else "fallback")
 
 
-class LocalDirAdmin(OneBrokerAdmin):
+class LocalDirAdmin(OneVolumeAdmin):
     """Broker 1's one volume is `log_dir` of this machine (as the broker would report it); the quotas written are
     kept."""
 
     def __init__(self, log_dir):
-        self.log_dir, self.quotas = log_dir, {}
+        super().__init__(0, 0)
+        self.log_dir = log_dir
 
     def describe_volumes(self, brokers, now):
         usage = shutil.disk_usage(self.log_dir)
         return [Volume(1, self.log_dir, usage.total, usage.free, now)]
-
-    def describe_user_quotas(self, entities=None):
-        return {entity: dict(self.quotas.get(entity, {})) for entity in entities or ()}
-
-    def alter_user_quotas(self, changes):
-        for entity, keys in changes.items():
-            for key, value in keys.items():
-                if value is None:
-                    self.quotas.get(entity, {}).pop(key, None)
-                else:
-                    self.quotas.setdefault(entity, {})[key] = value
 
 
 def agent(admin, store, tmp_path=None):

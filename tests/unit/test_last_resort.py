@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from builders import AT, Clock, MemoryStore, QuotasInMemory, sidecar_config
+from builders import AT, Clock, MemoryStore, OneVolumeAdmin, QuotasInMemory, sidecar_config
 from quota_sidecar.act import last_resort
 from quota_sidecar.act.quota_writes import QuotaWriter
 from quota_sidecar.act.snapshot import Counters
@@ -127,19 +127,6 @@ def test_only_a_producer_quota_of_1_b_s_the_sidecars_wrote_is_the_last_resort(in
     assert last_resort.written(in_force, owned, known=known) == found
 
 
-class ViolatedAdmin(QuotasInMemory):
-    """Broker 1's one volume, and the quotas in memory."""
-
-    def live_broker_ids(self):
-        return [1]
-
-    def describe_volumes(self, brokers, now):
-        return [Volume(1, "/data", 100 << 20, 1 << 20, now)]
-
-    def close(self):
-        pass
-
-
 def test_the_loop_says_it_once_over_passes_and_publishes_it_for_status_and_metrics(caplog):
     """Every pass at the hard limit rewrites nothing: one WARNING; the snapshot carries it until the lift."""
     verdicts = [0.0, 0.0, 0.0, 1.0]
@@ -150,7 +137,7 @@ def test_the_loop_says_it_once_over_passes_and_publishes_it_for_status_and_metri
                          "violated": factor == 0.0, "predicted": False, "throttle_factor": factor} for row in rows]
 
     config = sidecar_config(**{"broker.id": 1})
-    car = Sidecar(config, ViolatedAdmin(), MemoryStore(), Decider(config, judge), clock=Clock())
+    car = Sidecar(config, OneVolumeAdmin(100 << 20, 1 << 20), MemoryStore(), Decider(config, judge), clock=Clock())
     published = []
     for seconds in range(0, 40, 10):
         car.clock.now = AT + timedelta(seconds=seconds)
@@ -177,7 +164,7 @@ def test_the_local_verdict_says_it_once_too(tmp_path, caplog):
     config = sidecar_config(**{"broker.id": 1, "storage.local.log.dirs": str(tmp_path),
                                "storage.per.volume.limit.min.available.bytes": None,
                                "storage.per.volume.limit.min.available.ratio": "1.0"})
-    admin = ViolatedAdmin()
+    admin = OneVolumeAdmin(100 << 20, 1 << 20)
     usage = shutil.disk_usage(tmp_path)  # as the broker reports its log dir on this machine
     admin.describe_volumes = lambda brokers, now: [Volume(1, str(tmp_path), usage.total, usage.free, now)]
     car = Sidecar(config, admin, MemoryStore(), Decider(config, aggregator), clock=Clock())
