@@ -158,8 +158,11 @@ class Sidecar:
                 self.counters.pass_failures += 1
                 write_error = str(error)
         report_pass(decision, write_error, self.poll_report, self.replication_report)
-        if self.verdict is not None and self.config.broker_id is not None and decision.error is None:
-            self.verdict.confirm(v for v in decision.volumes if v.broker_id == self.config.broker_id)
+        # What the broker says of its own dirs confirms the watch's, whatever the aggregator answered: the local
+        # verdict must not wait for a decision.
+        own = [v for v in observation.volumes if v.broker_id == self.config.broker_id]
+        if self.verdict is not None and own:
+            self.verdict.confirm(own)
         if self.cover is not None and decision.error is None:
             self.cover.brokers = observation.brokers
         return decision

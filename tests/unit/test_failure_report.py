@@ -192,6 +192,21 @@ def test_without_decisions_a_local_dir_at_the_limit_keeps_its_verdict_past_the_v
     assert admin.quotas[None]["producer_byte_rate"] == 1.0
 
 
+def test_an_aggregator_that_never_answered_does_not_keep_the_local_verdict_from_the_limit(tmp_path):
+    """The broker's DescribeLogDirs confirms the watched dir as its own at the first poll, though its decision
+    failed: the verdict holds the dir at the limit from the second pass."""
+    admin = LocalDirAdmin(str(tmp_path))
+    car = agent(admin, up_store(), tmp_path)
+    car.decider.judge_volumes = lambda rows, limit: (_ for _ in ()).throw(
+        DecisionFailed("the poll ran out of its 10s deadline while waiting for the aggregator's decision"))
+    for seconds in (0, 10):
+        car.clock.now = AT + timedelta(seconds=seconds)
+        car.watch.sample()
+        car.run_pass()
+
+    assert admin.quotas[None]["producer_byte_rate"] == 1.0
+
+
 def test_a_sidecar_that_cannot_decide_does_not_lift_the_quota_another_ones_local_verdict_wrote(tmp_path):
     """Two sidecars, the aggregator gone: the one beside the full dir writes 1 B/s; the other's failed polls keep
     its last valid factor, 1.0, but lift no quota on it: only a decision, or its fallback's start, does."""
