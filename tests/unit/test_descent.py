@@ -141,3 +141,15 @@ def test_an_agent_started_during_a_descent_judges_at_the_recorded_rate_and_waits
 
     assert limits[0]["descent_rate_bytes_per_sec"] == 3e6
     assert admin.quotas[None][quotas.PRODUCE] == 1e6  # the first agent's step, 10 s old: held
+
+
+def test_passes_come_every_step_while_the_descent_lasts():
+    config = sidecar_config(**{"broker.id": 1, "produce": None, "storage.check.interval": "PT1M"})
+    car = Sidecar(config, OneVolumeAdmin(10 << 30, 5 << 30), MemoryStore(),
+                  Decider(config, descending_judge([True, False], [])), clock=Clock())
+    car.run_pass()
+    during = car._full_every(60.0)
+    car.clock.now = AT + timedelta(seconds=60)
+    car.run_pass()
+
+    assert (during, car._full_every(60.0)) == (36.0, 60.0)
