@@ -89,9 +89,11 @@ def wait_ready(container: containers.Container, port: int) -> dict:
     def ready():
         if not container.running():
             raise RuntimeError(f"the sidecar's container stopped:\n{container.logs()[-3000:]}")
-        return get(f"http://127.0.0.1:{port}/readyz?strict=1")[0] == 200  # decided for once
+        # decided for once by the aggregator (the local verdict may throttle first)
+        return get(f"http://127.0.0.1:{port}/readyz?strict=1")[0] == 200 and \
+            get(f"http://127.0.0.1:{port}/status")[1]["sidecar"]["decided_by"]["aggregator"]
     try:
-        eventually(ready, timeout=300, what="/readyz?strict=1 answering 200", every=2)
+        eventually(ready, timeout=300, what="/readyz?strict=1 answering 200 and the aggregator's decision", every=2)
     except AssertionError as error:
         raise AssertionError(f"{error}\n{container.logs()[-3000:]}") from None
     return get(f"http://127.0.0.1:{port}/status")[1]
