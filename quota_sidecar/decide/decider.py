@@ -188,8 +188,10 @@ class Decider:
                                   observation.at.timestamp(), self.config.quotas)
         for entity, rate in [(None, written.default_user.get(quotas.PRODUCE)), *written.tenants.items()]:
             rate = own.get(entity) if rate is None and entity is not None else rate
-            if self.in_force.get(entity, descent.Written(own.get(entity))).rate != rate:
-                self.in_force[entity] = descent.Written(rate, observation.at.timestamp())
+            before = self.in_force.get(entity, descent.Written(own.get(entity))).rate
+            if before != rate:
+                self.in_force[entity] = descent.Written(
+                    rate, observation.at.timestamp() if descent.lower(rate, before) else None)
         return written
 
     def _ask_rates_ahead(self, observation: Observation) -> None:

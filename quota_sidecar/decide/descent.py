@@ -27,7 +27,8 @@ _DEFAULT: Entity = None  # the default user
 
 @dataclass(frozen=True)
 class Written:
-    """A producer quota in force, and when the sidecars last wrote it (epoch seconds; None: not theirs)."""
+    """A producer quota in force, and when the sidecars lowered it to that (epoch seconds; None: they did not, or
+    raised it: the next step need not wait)."""
     rate: float | None  # None: no quota
     at: float | None = None
 
@@ -66,13 +67,14 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
 
 def in_force(quotas_in_force: Mapping[Entity, Mapping[str, float]], owned: Mapping) -> dict[Entity, Written]:
     """Every entity's producer quota in force (the default user's too: None when it has none), with when the sidecars
-    last wrote it if they did and it is still their value (`owned`: records.owned of the quotas)."""
+    lowered it to that, if it is still their value (`owned`: records.owned of the quotas)."""
     result = {}
     for entity, keys in {_DEFAULT: {}, **quotas_in_force}.items():
         rate = keys.get(PRODUCE)
         mine = owned.get((entity, PRODUCE))
-        ours = mine is not None and mine.written_known and mine.written == rate
-        result[entity] = Written(rate, mine.seen_at if ours else None)
+        lowered = mine is not None and mine.written_known and mine.written == rate and mine.before_known \
+            and lower(rate, mine.before)
+        result[entity] = Written(rate, mine.seen_at if lowered else None)
     return result
 
 
@@ -89,6 +91,11 @@ def fastest_fill(judged: list[Mapping]) -> float | None:
         if rate is not None and rate > 0:
             per_broker[row["broker_id"]] = per_broker.get(row["broker_id"], 0.0) + rate
     return max(per_broker.values(), default=None)
+
+
+def lower(a: float | None, b: float | None) -> bool:
+    """a < b, None being unlimited."""
+    return a is not None and (b is None or a < b)
 
 
 def _lower(a: float | None, b: float | None) -> float | None:

@@ -38,7 +38,7 @@ def test_the_first_step_is_a_third_of_the_fastest_brokers_fill_rate():
     assert producer(written(1.0, True, 20e6, {})) == pytest.approx(20e6 / 3, abs=1)
 
 
-def test_no_step_comes_sooner_than_the_step_time_after_the_last_write():
+def test_no_step_comes_sooner_than_the_step_time_after_the_last_one():
     in_force = {None: Written(6_666_666.0, at=1000.0 - 20)}
     assert producer(written(1.0, True, 20e6, in_force)) == 6_666_666.0
     in_force = {None: Written(6_666_666.0, at=1000.0 - 36)}
@@ -93,12 +93,15 @@ def test_the_fastest_broker_is_its_filling_volumes_together():
     assert descent.fastest_fill([]) is None
 
 
-def test_in_force_knows_when_the_sidecars_wrote_a_value_still_theirs():
+def test_in_force_knows_when_the_sidecars_lowered_a_value_still_theirs():
     from quota_sidecar.common.records import Owned
-    owned = {(None, quotas.PRODUCE): Owned(None, 26_214.0, seen_at=50.0),
-             ("alice", quotas.PRODUCE): Owned(1e6, 333_334.0, seen_at=60.0)}
-    found = descent.in_force({None: {quotas.PRODUCE: 26_214.0}, "alice": {quotas.PRODUCE: 5e5}}, owned)
-    assert found == {None: Written(26_214.0, 50.0), "alice": Written(5e5, None)}
+    owned = {(None, quotas.PRODUCE): Owned(None, 26_214.0, seen_at=50.0, before=78_280.0, before_known=True),
+             ("alice", quotas.PRODUCE): Owned(1e6, 333_334.0, seen_at=60.0, before=1e6, before_known=True),
+             ("bob", quotas.PRODUCE): Owned(1e6, 26_214.0, seen_at=70.0, before=1.0, before_known=True)}
+    found = descent.in_force({None: {quotas.PRODUCE: 26_214.0}, "alice": {quotas.PRODUCE: 5e5},
+                              "bob": {quotas.PRODUCE: 26_214.0}}, owned)
+    # alice's changed by someone else since; bob's raised from the hard limit's: the next step need not wait
+    assert found == {None: Written(26_214.0, 50.0), "alice": Written(5e5, None), "bob": Written(26_214.0, None)}
     assert descent.in_force({}, {}) == {None: Written(None)}  # no quota: unlimited
 
 
