@@ -229,7 +229,9 @@ _JUDGED = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_
 
 
 def _judged(row: Mapping) -> dict:
-    return {key: row[key] for key in _JUDGED}
+    """The row's verdict, with whether the descent is on (false from a judge that does not say: an aggregator
+    older than the descent)."""
+    return {**{key: row[key] for key in _JUDGED}, "descending": bool(row.get("descending"))}
 
 
 def _violation(row: Mapping) -> dict:
