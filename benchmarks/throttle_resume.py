@@ -22,10 +22,11 @@ process as they are reported (within ~0.15 s). Per run:
 - longest silence of a producer between the descent's start and the lift (the longest gap between two
   acknowledgements);
 - lowest free space; whether the hard limit was reached (free <= LIMIT, or a 1 B/s quota written);
-- lift: the sidecar's first line raising the quota after the deletion, from the deletion;
+- lift: the sidecar's first line raising the quota after the deletion, from the deletion; whether the sidecar
+  wrote 1 B/s again after it (what a producer catching up after the lift can do);
 - first ack: from the lift to a producer's first acknowledgement after it; 90 %: from the lift to the start of its
   first 2 s in which it had acknowledged >= 90 % of its rate in the 10 s before the descent. "> N s": not within
-  the `--after` seconds watched.
+  the `--after` seconds watched; the most a producer had acknowledged in 1 s within 30 s of the lift.
 
     .venv/bin/python benchmarks/throttle_resume.py [--clients java,librdkafka,kafka-python] [--producers 1]
         [--rate 2000000] [--after 60] [--reserve-too-small]
@@ -228,7 +229,7 @@ def one_run(client: str, producers: int, rate: float, after: float, too_small: b
                         while time.monotonic() < watch_until:
                             time.sleep(1)
                             if all(back_to_rate(p.acks, lift, rate / producers / RECORD) is not None and
-                                   time.monotonic() > lift + 15 for p in running):
+                                   time.monotonic() > lift + 30 for p in running):
                                 break
                     ended = time.monotonic()
                 finally:
@@ -284,6 +285,8 @@ def summarize(client, running, lines, decisions, samples, started, deleted, lift
             first = first_ack_after(producer.acks, lift)
             back = back_to_rate(producer.acks, lift, before or per_producer)
             seen["first_ack"] = None if first is None else first - lift
+            seen["peak"] = max((acked_between(producer.acks, at, at + 1.0) * RECORD for at, _ in producer.acks
+                                if lift <= at <= lift + 30), default=0)
             seen["back"] = None if back is None else back - lift
         result["producers_seen"].append(seen)
     return result
@@ -322,6 +325,7 @@ def render(results: list[dict], rate: float, after: float, too_small: bool) -> s
             cell(Stats.of(p["silence"] for p in seen if p["silence"] is not None), "s", digits=1),
             f"{r['lowest'] / MiB:.1f} MiB", "**yes**" if r["hard_limit"] else "no", seconds(r["lift"]),
             waited(seen, "first_ack", r), waited(seen, "back", r),
+            "–" if r["lift"] is None else cell(Stats.of(p["peak"] for p in seen), "MB/s", 1e6, digits=1),
             "no" if r["last_resort_after_lift"] is None else f"**{r['last_resort_after_lift']:.1f} s after it**",
             str(sum(p["failed"] for p in seen))])
         steps.append(f"{r['client']} × {r['producers']}: " + ", ".join(
@@ -337,7 +341,8 @@ def render(results: list[dict], rate: float, after: float, too_small: bool) -> s
         table(["client × producers", "descent from start", "lifts during it", "to the "
                + ("1 B/s" if too_small else "floor"), "written to it", "longest silence",
                "lowest free", "hard limit before the lift", "lift after the deletion", "first ack after the lift",
-               "≥ 90 % of the rate", "1 B/s again after the lift", "failed sends"], rows),
+               "≥ 90 % of the rate", "fastest 1 s in the 30 s after the lift", "1 B/s again after the lift",
+               "failed sends"], rows),
         "The default user's producer_byte_rate as the sidecar wrote it (seconds from the producers' start):\n\n"
         + "\n".join(f"- {line}" for line in steps),
     ])
