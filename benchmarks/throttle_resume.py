@@ -11,8 +11,9 @@ SASL/PLAIN (User:producer-0, producer-1, ...; none has a quota of its own, so ea
 topic. Once the sidecar's quota reached the floor (or, with `--reserve-too-small`, 1 B/s), HOLD seconds later,
 `room` is deleted (its files go 1 s later): the volume stops filling and the sidecar lifts. Then `--after` seconds.
 
-Clients: Kafka's ProducerPerformance (`java`, reporting every 100 ms; its throttler keeps the average rate since
-its start, so it catches up after a stall), librdkafka through confluent-kafka and kafka-python 3.x (both in
+Clients: Kafka's ProducerPerformance (`java`, reporting every 100 ms, max.block.ms 10 minutes: it exits at the
+first send that waited that long for room in its buffer; its throttler keeps the average rate since its start, so
+it catches up after a stall), librdkafka through confluent-kafka and kafka-python 3.x (both in
 benchmarks/steady_producer.py, paced without catching up). Each client's acknowledgements are stamped by this
 process as they are reported (within ~0.15 s). Per run:
 
@@ -99,6 +100,9 @@ def start_producer(client: str, cluster: LocalKafkaCluster, principal: str, rate
         process = producer_performance(cluster.sasl_bootstrap_servers, "resume", 10**9, RECORD, rate / RECORD, log,
                                        reporting_interval_ms=100, acks="all", **{
                                            "linger.ms": 5, "batch.size": 128 << 10, "compression.type": "none",
+                                           # ProducerPerformance exits at a send that waited this long for room
+                                           # in its buffer: 10 minutes, so that it stays to be measured.
+                                           "max.block.ms": 600_000,
                                            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
                                            "sasl.jaas.config": login})
         producer = Producer(client, principal, process)
