@@ -1,7 +1,7 @@
 """What a producer experiences through the descent of the producer quotas and after the lift, with the sidecar deciding.
 
 Per run: a 1-broker cluster whose only log dir is a FILESYSTEM-byte tmpfs; a topic `room` filled first
-(harness.kafka_tools.fill) so that a producer at `--rate` reaches the descent within about half a minute;
+(through librdkafka) so that a producer at `--rate` reaches the descent within about half a minute;
 `quota-sidecar run` beside the broker (hard limit LIMIT, `produce` 1 GiB/s so that the hard limit's factor 0 means
 1 B/s, check interval PT2S, the descent's settings at their defaults: start at twice the hard limit, horizon
 2 x (check interval + step), ratio 3, step PT36S, floor 26214 B/s), one `quota-sidecar aggregate` deciding for every
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import subprocess
@@ -50,7 +51,7 @@ from pathlib import Path
 from common import MiB, LoadWatch, Result, Stats, aggregator_running, cell, create_topics, delete_topics, \
     print_result, provenance, sidecar_properties, sidecar_running, table, this_command
 from harness.disk import DiskSampler, free_bytes
-from harness.kafka_tools import fill, producer_performance
+from harness.kafka_tools import producer_performance
 from harness.local_cluster import DEFAULT_USERS, LocalKafkaCluster
 
 TITLE = "Producers through the descent and after the lift"
@@ -199,7 +200,7 @@ def one_run(client: str, producers: int, rate: float, after: float, too_small: b
         start_level = LIMIT if too_small else 2 * LIMIT
         trigger = max(start_level, LIMIT + rate * horizon)
         room = int(free_bytes(small_dir) - trigger - rate * LEAD) // MiB
-        fill(cluster.bootstrap_servers, "room", 1, room)
+        fill_room(cluster.bootstrap_servers, room)
         keys = {"storage.check.interval": f"PT{CHECK_INTERVAL:g}S", "storage.per.volume.limit.min.available.bytes":
                 LIMIT, "produce": 1 << 30, "storage.local.log.dirs": small_dir,
                 **({"storage.per.volume.descent.min.available.bytes": LIMIT,
@@ -244,6 +245,25 @@ def one_run(client: str, producers: int, rate: float, after: float, too_small: b
                          ("producer_byte_rate" in line.text or "descen" in line.text)]
     return summarize(client, running, lines, decisions, list(disk.samples), started, deleted, lift, ended, rate,
                      producers, reached, room)
+
+
+def fill_room(bootstrap: str, mebibytes: int) -> None:
+    """The topic `room`, written `mebibytes` records of ~1 MiB through librdkafka: harness.kafka_tools.fill's
+    kafka-python computes CRC-32C in pure Python, minutes for a few hundred MiB on a loaded machine."""
+    from confluent_kafka import Producer
+
+    create_topics(bootstrap, {"room": {"assignments": {0: [1]}}})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    value = os.urandom((1 << 20) - 1024)
+    for _ in range(mebibytes):
+        while True:
+            try:
+                producer.produce("room", value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    if producer.flush(300):
+        raise RuntimeError("the room topic was not written within 5 minutes")
 
 
 def quota_lines(sidecar, after: float) -> list[tuple[float, float, float]]:
