@@ -217,15 +217,18 @@ def one_run(client: str, producers: int, rate: float, after: float, too_small: b
                     target = LAST_RESORT if too_small else FLOOR
                     deadline = started + 420
                     reached = None
-                    while reached is None and time.monotonic() < deadline:
+                    while reached is None and time.monotonic() < deadline and disk.lowest() > 0:
                         time.sleep(0.5)
                         reached = next(((at, new) for at, old, new in quota_lines(sidecar, started)
                                         if new <= target), None)
                         sidecar.check_running()
+                    lift = None
+                    if disk.lowest() == 0:  # the log dir failed and its broker with it: nothing to delete or lift
+                        deleted = ended = time.monotonic()
+                        raise FilesystemFull()
                     time.sleep(HOLD)
                     delete_topics(cluster.bootstrap_servers, ["room"])
                     deleted = time.monotonic()
-                    lift = None
                     while lift is None and time.monotonic() < deleted + 120:
                         time.sleep(0.5)
                         lift = next((at for at, old, new in quota_lines(sidecar, deleted) if new > old), None)
@@ -237,6 +240,8 @@ def one_run(client: str, producers: int, rate: float, after: float, too_small: b
                                    time.monotonic() > lift + 30 for p in running):
                                 break
                     ended = time.monotonic()
+                except FilesystemFull:
+                    pass
                 finally:
                     for producer in running:
                         producer.stop()
@@ -247,15 +252,20 @@ def one_run(client: str, producers: int, rate: float, after: float, too_small: b
                      producers, reached, room)
 
 
+class FilesystemFull(Exception):
+    """The log dir's filesystem filled before the quota came down."""
+
+
 def fill_room(bootstrap: str, mebibytes: int) -> None:
-    """The topic `room`, written `mebibytes` records of ~1 MiB through librdkafka: harness.kafka_tools.fill's
-    kafka-python computes CRC-32C in pure Python, minutes for a few hundred MiB on a loaded machine."""
+    """The topic `room`, written `mebibytes` MiB in records of 512 KiB (under librdkafka's message.max.bytes)
+    through librdkafka: harness.kafka_tools.fill's kafka-python computes CRC-32C in pure Python, minutes for a few
+    hundred MiB on a loaded machine."""
     from confluent_kafka import Producer
 
     create_topics(bootstrap, {"room": {"assignments": {0: [1]}}})
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    value = os.urandom((1 << 20) - 1024)
-    for _ in range(mebibytes):
+    value = os.urandom(512 << 10)
+    for _ in range(2 * mebibytes):
         while True:
             try:
                 producer.produce("room", value)
