@@ -10,6 +10,7 @@ SASL/PLAIN (User:producer-0, producer-1, ...; none has a quota of its own, so ea
 `--rate` bytes/s together in records of RECORD bytes (acks=all, linger 5 ms, 128 KiB batches) into a one-partition
 topic. Once the sidecar's quota reached the floor (or, with `--reserve-too-small`, 1 B/s), HOLD seconds later,
 `room` is deleted (its files go 1 s later): the volume stops filling and the sidecar lifts. Then `--after` seconds.
+A run whose filesystem fills (its broker goes down with its only log dir) ends there.
 
 Clients: Kafka's ProducerPerformance (`java`, reporting every 100 ms, max.block.ms 10 minutes: it exits at the
 first send that waited that long for room in its buffer; its throttler keeps the average rate since its start, so
@@ -30,7 +31,7 @@ process as they are reported (within ~0.15 s). Per run:
   the `--after` seconds watched; the most a producer had acknowledged in 1 s within 30 s of the lift.
 
     .venv/bin/python benchmarks/throttle_resume.py [--clients java,librdkafka,kafka-python] [--producers 1]
-        [--rate 2000000] [--after 60] [--reserve-too-small]
+        [--rate 2000000] [--after 60] [--reserve-too-small] [--keep-logs DIR]
 """
 
 from __future__ import annotations
