@@ -8,8 +8,8 @@ Per run: a 1-broker cluster whose only log dir is a FILESYSTEM-byte tmpfs; a top
 run (common.aggregator_running). Then `--producers` producers of one client, each a principal of its own over
 SASL/PLAIN (User:producer-0, producer-1, ...; none has a quota of its own, so each gets the default user's), at
 `--rate` bytes/s together in records of RECORD bytes (acks=all, linger 5 ms, 128 KiB batches) into a one-partition
-topic. Once the sidecar's quota reached the floor (or, with `--reserve-too-small`, 1 B/s), HOLD seconds later,
-`room` is deleted (its files go 1 s later): the volume stops filling and the sidecar lifts. Then `--after` seconds.
+topic, once a poll of the sidecar succeeded (the aggregator answered). Once the sidecar's quota reached the floor
+(or, with `--reserve-too-small`, 1 B/s), HOLD seconds later, `room` is deleted (its files go 1 s later): the volume stops filling and the sidecar lifts. Then `--after` seconds.
 A run whose filesystem fills (its broker goes down with its only log dir) ends there.
 
 Clients: Kafka's ProducerPerformance (`java`, reporting every 100 ms, max.block.ms 10 minutes: it exits at the
@@ -54,6 +54,7 @@ from common import MiB, LoadWatch, Result, Stats, aggregator_running, cell, crea
 from harness.disk import DiskSampler, free_bytes
 from harness.kafka_tools import producer_performance
 from harness.local_cluster import DEFAULT_USERS, LocalKafkaCluster
+from harness.waiting import eventually
 
 TITLE = "Producers through the descent and after the lift"
 LIMIT, FILESYSTEM = 64 * MiB, 512 * MiB
@@ -210,6 +211,9 @@ def one_run(client: str, producers: int, rate: float, after: float, too_small: b
         name = f"sidecar-{client}-{producers}{'-too-small' if too_small else ''}"
         with sidecar_running(properties, work_dir, name=name) as sidecar:
             sidecar.wait_for_polls(2, timeout=300)
+            # The descent needs the aggregator's decisions, and the local verdict a poll that succeeded: a freshly
+            # started aggregator on a loaded machine can miss the passes' deadlines for minutes.
+            eventually(lambda: sidecar.status()["throttle"]["last_success"], 600, f"{name}: a poll that succeeded")
             with DiskSampler(small_dir, every=0.1) as disk:
                 started = time.monotonic()
                 running = [start_producer(client, cluster, f"producer-{i}", rate / producers, work_dir)
