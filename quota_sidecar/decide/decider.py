@@ -180,12 +180,15 @@ class Decider:
 
     def _written(self, goal: quotas.ClientQuotas, observation: Observation) -> quotas.ClientQuotas:
         """The goal as the descent writes it, stepped from the producer quotas in force: as the poll read them, or
-        (a failed poll, `evaluate`) as this decider last wrote them."""
+        (`evaluate`) as this decider last wrote them. A step is dated by the later of its record's look and when
+        this decider first saw it (a record's look is the last success's while polls fail). A poll that could not
+        decide takes no step: the last verdict may be stale (room back)."""
+        now = observation.at.timestamp()
         if observation.producer_rates is not None:
-            self.in_force = dict(observation.producer_rates)
+            self.in_force = {entity: self._dated(entity, seen, now) for entity, seen in observation.producer_rates.items()}
         own = {None: self.config.quotas.produce, **self.tenant_rates}
         written = descent.descend(goal, self.factor.factor, self.descending, self.fill, self.in_force, own,
-                                  observation.at.timestamp(), self.config.quotas)
+                                  now, self.config.quotas, hold=observation.error is not None)
         for entity, rate in [(None, written.default_user.get(quotas.PRODUCE)), *written.tenants.items()]:
             rate = own.get(entity) if rate is None and entity is not None else rate
             before = self.in_force.get(entity, descent.Written(own.get(entity))).rate
@@ -193,6 +196,14 @@ class Decider:
                 self.in_force[entity] = descent.Written(
                     rate, observation.at.timestamp() if descent.lower(rate, before) else None)
         return written
+
+    def _dated(self, entity, seen: descent.Written, now: float) -> descent.Written:
+        known = self.in_force.get(entity)
+        if seen.at is None:  # not lowered by the sidecars, or raised
+            return seen
+        if known is not None and known.rate == seen.rate and known.at is not None:
+            return descent.Written(seen.rate, max(known.at, seen.at))
+        return descent.Written(seen.rate, max(now, seen.at))  # first seen now
 
     def _ask_rates_ahead(self, observation: Observation) -> None:
         """The replication question with the last poll's violations: the same rows as after this poll's

@@ -35,12 +35,12 @@ class Written:
 
 def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | None,
             in_force: Mapping[Entity, Written], own: Mapping[Entity, float | None], now: float,
-            config: QuotaConfig) -> ClientQuotas:
+            config: QuotaConfig, hold: bool = False) -> ClientQuotas:
     """The quotas to write on the way to `goal` (proposal 047's): each producer rate of the default user and of
     the tenants stepped from what is in force. `descending`: a volume fills within the descent's start or
     horizon (the volume rule's verdict), so every producer quota heads for the floor. `fill`: the fastest
     broker's fill rate in bytes/s, an upper bound of any client's rate on any broker. `own`: each entity's
-    producer rate without a throttle (None: unlimited)."""
+    producer rate without a throttle (None: unlimited). `hold`: no step down now (a poll that could not decide)."""
     if factor <= 0.0:
         return goal
 
@@ -52,7 +52,7 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
         current = in_force.get(entity, Written(own.get(entity)))
         if _at_least(target, current.rate):
             return None if target is not None and target == own.get(entity) and entity != _DEFAULT else target
-        if current.at is not None and now - current.at < config.descent_step.total_seconds():
+        if hold or (current.at is not None and now - current.at < config.descent_step.total_seconds()):
             return current.rate  # the last step's throttle and a window are not over yet
         bound = _lower(current.rate, fill if fill and fill > 0 else None)
         if bound is None:

@@ -8,6 +8,8 @@ import pytest
 
 from builders import AT, Clock, MemoryStore, OneVolumeAdmin, sidecar_config
 from quota_sidecar.common import records
+from quota_sidecar.common.observation import Observation
+from quota_sidecar.common.records import Owned
 from quota_sidecar.configuration.config import QuotaConfig
 from quota_sidecar.decide import descent, quotas
 from quota_sidecar.decide.decider import Decider
@@ -94,7 +96,6 @@ def test_the_fastest_broker_is_its_filling_volumes_together():
 
 
 def test_in_force_knows_when_the_sidecars_lowered_a_value_still_theirs():
-    from quota_sidecar.common.records import Owned
     owned = {(None, quotas.PRODUCE): Owned(None, 26_214.0, seen_at=50.0, before=78_280.0, before_known=True),
              ("alice", quotas.PRODUCE): Owned(1e6, 333_334.0, seen_at=60.0, before=1e6, before_known=True),
              ("bob", quotas.PRODUCE): Owned(1e6, 26_214.0, seen_at=70.0, before=1.0, before_known=True)}
@@ -156,3 +157,20 @@ def test_passes_come_every_step_while_the_descent_lasts():
     car.run_pass()
 
     assert (during, car._full_every(60.0)) == (36.0, 60.0)
+
+
+def test_a_poll_that_could_not_decide_takes_no_step():
+    assert producer(descent.descend(quotas.wanted(CONFIG, 1.0, {}), 1.0, True, 20e6, {None: Written(1e6, at=0.0)},
+                                    {None: None}, 1000.0, CONFIG, hold=True)) == 1e6
+
+
+def test_a_step_is_dated_when_first_seen_when_its_record_looked_earlier():
+    """While polls fail, a record's look is the last success's: the step it wrote is as old as first seen."""
+    config = sidecar_config(**{"broker.id": 1, "produce": None})
+    decider = Decider(config, descending_judge([True] * 3, []))
+    seen = {None: Written(333_334.0, at=AT.timestamp() - 300)}  # its writer's look, 5 minutes old
+    for seconds in (0, 20):
+        decision = decider.decide(Observation(at=AT + timedelta(seconds=seconds), brokers=(1,),
+                                              volumes=OneVolumeAdmin(10 << 30, 5 << 30).describe_volumes((1,), AT),
+                                              tenant_rates={}, producer_rates=seen))
+        assert decision.written_quotas.default_user[quotas.PRODUCE] == 333_334.0  # held: first seen at +0 s
