@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from harness.disk import what_uses
+from harness.fault_soak import FLOOR, LIFTED_ABOVE, LIMIT, PRODUCE_RATE, FaultSoak
 from harness.invariants import INVARIANTS, Convergence, Ledger, MemoryGrowth, Recovery, report
 from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
 
@@ -181,3 +182,20 @@ def test_a_lift_after_the_last_resort_is_counted_apart_and_each_episode_once():
     assert said == [(30, "lift after the last resort"), (60, "lift")]
     assert recovery.last_resort_episodes == 2 and recovery.after_last_resort == [30.0]
     assert [lift for lift, _, _ in recovery.due(100.0)] == [60.0]
+
+
+@pytest.mark.parametrize("in_force, free, flooding, fits", [
+    (1.0, LIMIT, True, True),  # at the hard limit: its 1 B/s
+    (FLOOR, LIMIT, True, False),
+    (1.0, LIMIT + 1, True, True),  # near the line the 1 B/s may hold
+    (1.0, LIFTED_ABOVE, True, False),  # the last resort above the line
+    (FLOOR, LIFTED_ABOVE, True, True),  # the descent's floor while the flood fills
+    (FLOOR - 1, LIFTED_ABOVE, True, False),  # below the floor before the hard limit
+    (PRODUCE_RATE, LIFTED_ABOVE, True, True),  # no step yet
+    (None, LIFTED_ABOVE, True, False),
+    (PRODUCE_RATE, LIFTED_ABOVE, False, True),  # the flood's topic deleted: lifted
+    (5e6, LIFTED_ABOVE, False, False),
+])
+def test_the_soak_wants_the_hard_limits_1_b_s_a_step_of_the_descent_while_filling_and_a_lift_after(
+        in_force, free, flooding, fits):
+    assert FaultSoak._quota_fits(in_force, free, flooding) is fits
