@@ -300,6 +300,7 @@ class FaultSoak:
         convergence = Convergence(self.settings.converge_within())
         self.state.convergence = convergence.after
         recovery = self.state.recovery = Recovery(STEADY_RATE, PRODUCE_RATE)
+        rest_judged = None  # when the rest last judged began
         with (self.work_dir / "timeline.csv").open("w", buffering=1) as timeline:
             timeline.write("at,small_free_bytes,default_user_produce_quota,fault,"
                            + ",".join(f"rss_mib {name}" for name in self._process_names()) + "\n")
@@ -345,8 +346,11 @@ class FaultSoak:
                     self.ledger.check("quotas converge", False, f"the default user's quota {in_force} with "
                                       f"{free / MiB:.0f} MiB free since +{since:.0f} s, the last "
                                       f"heal at +{quiet:.0f} s", at)
-                # Room returned stops the fill: the throttle lifts at the next passes, not a validity later.
-                if not flooding and at - max(rested_at, quiet) >= self.settings.lift_within():
+                # Room returned stops the fill: the throttle lifts at the next passes, not a validity later (judged
+                # once a rest, when those passes are due).
+                due = at - max(rested_at, quiet) >= self.settings.lift_within()
+                if not flooding and rest_judged != rested_at and due:
+                    rest_judged = rested_at
                     self.ledger.check("quotas converge", in_force == PRODUCE_RATE, f"the default user's quota "
                                       f"{in_force} {at - rested_at:.0f} s after the flood's topic was deleted "
                                       f"({free / MiB:.0f} MiB free), the last heal at +{quiet:.0f} s", at)
