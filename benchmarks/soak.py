@@ -16,7 +16,7 @@ from pathlib import Path
 
 from common import LoadWatch, Result, print_result, provenance, this_command
 
-from harness.fault_soak import LIMIT, MiB, STEADY_RATE, WARM_UP, FaultSoak, SoakSettings
+from harness.fault_soak import FLOOD_RATE, LIMIT, RESERVE, MiB, STEADY_RATE, WARM_UP, FaultSoak, SoakSettings
 from harness.invariants import report
 from harness.nemesis import KINDS, schedule
 
@@ -36,17 +36,24 @@ def run(minutes: float, seed: int, kinds: list[str], keep: str | None = None) ->
                                tempfile.TemporaryDirectory(prefix="fault-soak-")) as work:
         outcome = FaultSoak(Path(work), settings).run(faults, seconds)
     ledger, events = outcome["ledger"], outcome["events"]
+    returned = outcome["returned"]
     clean = not ledger.violations and not any(event.error for event in events) and not ledger.unchecked()
     markdown = "\n\n".join([
         f"{minutes:g} minutes, seed {seed}: {len(faults)} faults ({', '.join(kinds)}) on a 3-broker cluster "
         f"(beside 3 KRaft controllers, each broker in a network namespace of its own), an agent per broker and the aggregator; Kafka's ProducerPerformance flooding "
-        f"broker 3's small filesystem in rounds and {STEADY_RATE} records a second (acks=all) onto a replicated "
-        f"topic; check interval {settings.check_interval}, validity {settings.validity:.0f} s. "
+        f"broker 3's small filesystem in rounds at {FLOOD_RATE / MiB:.0f} MiB/s ({RESERVE / MiB:.0f} MiB above the "
+        f"hard limit for the descent) and {STEADY_RATE} records a second (acks=all, the same principal) onto a "
+        f"replicated topic; check interval {settings.check_interval}, validity {settings.validity:.0f} s. "
         f"**{len(ledger.violations)} violations**. The small filesystem's lowest free space: "
         f"**{outcome['lowest_free'] / MiB:.0f} MiB** (its hard limit {LIMIT / MiB:.0f} MiB: what the flood wrote "
         f"past it, {max(0, LIMIT - outcome['lowest_free']) / MiB:.0f} MiB, is the reserve the faults needed). "
-        f"The default user's produce quota was 1 B/s in {outcome['throttled']} of the seconds checked; the steady "
-        f"producer had {outcome['acknowledged']:,} records acknowledged. The run ended with "
+        f"The default user's produce quota was 1 B/s in {outcome['throttled']} of the seconds checked, in "
+        f"**{outcome['last_resorts']} last-resort episodes**; the steady producer had {outcome['acknowledged']:,} "
+        f"records acknowledged. **{len(returned)} lifts judged**, the steady producer back to 90 % of its rate "
+        + (f"**{max(returned):.0f} s** after the slowest" if returned else "after none")
+        + f"; {outcome['after_last_resort']} lifts after the last resort (the steady producer restarted "
+        f"{outcome['restarts']} times, as the WARNING tells an operator) and {outcome['not_judged']} near a fault "
+        f"that stalls it (or at the end) not judged. The run ended with "
         f"{settings.final_quiet():.0f} s without faults. RSS grown from when each process was warm (run "
         f"{WARM_UP / 60:.0f} minutes, the soak half over) to the end: "
         + (", ".join(f"{name} {grown / MiB:+.1f} MiB" for name, grown in outcome["memory_grown"].items()) or "none")

@@ -1,10 +1,10 @@
 """The fault soak's lab (issue 19): a 3-broker cluster with broker 3's log dir on a small filesystem, each broker in
 a network namespace of its own (netns.py, so that one can be cut off), an agent per broker in its broker's namespace (as
-in a pod) and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 at full speed in rounds
-(the topic deleted and made again between them, as an operator freeing the disk) and writing at a steady rate to a
-replicated topic; the nemesis's faults (nemesis.py) on its schedule; the invariants (invariants.py) checked every
-second and at the end. `benchmarks/soak.py` runs it for half an hour and writes the report; the integration test
-`test_fault_soak.py` for a few minutes on a fixed seed.
+in a pod) and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 in rounds (the topic deleted
+between them, as an operator freeing the disk, and made again after a rest) and writing at a steady rate to a
+replicated topic under the same principal, so under the same quota; the nemesis's faults (nemesis.py) on its
+schedule; the invariants (invariants.py) checked every second and at the end. `benchmarks/soak.py` runs it for half an
+hour and writes the report; the integration test `test_fault_soak.py` for a few minutes on a fixed seed.
 
 The brokers run beside 3 KRaft controllers alone, as production runs them: killing the active one makes the other two
 elect a leader while every broker keeps serving. The controllers listen on the bridge's address (netns.py), which
@@ -36,7 +36,7 @@ from quota_sidecar.observe.admin import ClusterAdmin
 
 from .aggregator import Aggregator
 from .disk import DiskSampler, what_uses
-from .invariants import Convergence, Ledger, MemoryGrowth
+from .invariants import Convergence, Ledger, MemoryGrowth, Recovery
 from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
                           read_back, reassign_partitions)
 from .local_cluster import LocalKafkaCluster
@@ -50,17 +50,27 @@ CONTROLLERS = 3  # alone, so that the active one can fail over
 LINK_RATE = 1 << 30  # bytes/s each way: the links carry everything and limit nothing; they are there to be cut
 SUBNET = 19  # 10.231.19.0/24, beside the network lab's
 SMALL_BROKER = 3
-# The hard limit (storage.per.volume.limit.min.available.bytes) is the reserve a flood writes into until the quota is
-# in force: ~0.1 s at the flood's 160 MB/s when nothing is wrong; with a fault, until the write lands: a controller
-# failing over, a broker cut off from the sidecar (2 s, admin.ANY_BROKER_TIMEOUT_MS), the agent down and its broker
-# covered. 768 MiB holds ~5 s of it; the run reports how much of it was used. A round fills the 112 MiB above it.
-LIMIT = 768 * MiB
-SMALL_FS = LIMIT + 112 * MiB
-LIFTED_ABOVE = LIMIT + 64 * MiB  # free space at which no throttle may stay (the line is far below it)
-PRODUCE_RATE = 1 << 30  # the default user's quota: 1 B/s under a factor of 0
+# The flood is a burst the descent is for: at a fixed rate, the default user's producer quota lowered in steps while it
+# fills the small filesystem (decide/descent.py). Unthrottled, a round would write past the RESERVE above the hard
+# limit in 36 s; with the descent it writes ~ FLOOD_RATE x (check interval + ~20 s) before the first step's throttle
+# holds, and a third of that rate after: the round ends (the topic deleted) before the reserve is used.
+FLOOD_RATE = 16 * MiB  # bytes/s
 RECORD = 16 * 1024
-FLOOD_ROUND = 45.0  # seconds of a flood round before its topic is deleted and made again
+FLOOD_ROUND = 40.0  # seconds of a flood round before its topic is deleted
+FLOOD_REST = 35.0  # seconds after a deletion before the next round: the throttle lifts and the steady producer is back
+RESERVE = 576 * MiB
+# The hard limit (storage.per.volume.limit.min.available.bytes) is the reserve the faults may need: a flood writes
+# past RESERVE when a fault holds the descent up (an agent down or paused, the aggregator down, a broker cut off from
+# its agent), until the hard limit's 1 B/s lands (the last resort); the run reports how much of it was used.
+LIMIT = 768 * MiB
+LIFTED_ABOVE = LIMIT + 64 * MiB  # free space at which the hard limit's 1 B/s may not stay (the line is far below it)
+PRODUCE_RATE = 1 << 30  # the default user's quota: 1 B/s under a factor of 0
+FLOOR = 26214  # produce.floor's default: the lowest quota of the descent, before the hard limit
 STEADY_RATE = 200  # records a second onto the replicated topic, acks=all
+STEADY_RECORD = 1024
+STEADY_FILL = STEADY_RATE * (STEADY_RECORD + 128)  # bytes/s the steady topic's replica on broker 3 adds (with overhead)
+# The steady producer's faults: a broker down, paused or cut off stalls its partitions there, quota or not.
+STALLS_PRODUCER = frozenset({"kill-broker", "pause-broker", "cut-broker"})
 # A user's consume quota an operator set: the sidecars never set consume quotas, so it must stay as it is. (Not a
 # produce quota: a tenant's own produce rate is throttled while a volume violates, and handed back after.)
 BYSTANDER, CONSUME = "bystander", "consumer_byte_rate"
@@ -76,6 +86,10 @@ class SoakSettings:
     check_interval: str = "PT10S"  # storage.check.interval: several passes between two faults
     validity: float = 60.0  # throttle.factor.validity.duration, seconds
     cover_after: str = "PT2S"
+
+    def lift_within(self) -> float:
+        """The lift after a flood's topic is deleted: two passes (the fill seen to stop, the quota written)."""
+        return 2 * _seconds(self.check_interval) + 5.0
 
     def converge_within(self) -> float:
         """Issue 19: the quotas in force are the volumes' within a validity and two check intervals of a heal."""
@@ -93,9 +107,14 @@ class SoakState:
     flood_topic: str = ""
     round: int = 0
     convergence: dict[str, list[float]] = field(default_factory=dict)  # fault kind -> seconds to converge after it
+    flooding: bool = False  # a flood round under way (False: its topic deleted, the rest before the next)
+    rested_at: float = 0.0  # seconds from the soak's start when the last rest began
     lowest_free: int = 0  # bytes: the small filesystem's lowest free space over the run
     throttled: int = 0  # seconds checked with the default user's produce quota at 1 B/s
-    acknowledged: int = 0  # the steady producer's acknowledged records
+    acknowledged: int = 0  # the steady producer's acknowledged records, over all its runs
+    recovery: Recovery | None = None  # the lifts, the steady producer's return after each, the last resorts
+    not_judged: int = 0  # lifts not judged: a fault that stalls the steady producer near them, or the soak's end
+    restarts: int = 0  # of the steady producer, after each lift of the last resort
     memory_grown: dict[str, int] = field(default_factory=dict)  # process -> bytes its RSS grew once warm
 
 
@@ -117,6 +136,10 @@ class FaultSoak:
         self._killed_controller: int | None = None
         self._agents_stopped = False
         self.free: DiskSampler | None = None  # the small filesystem's free bytes every 10 ms
+        self._faults: list[Fault] = []
+        self._steady = None  # the steady producer's process, and the logs of its runs (the last is its own)
+        self._steady_logs: list[Path] = []
+        self._steady_before = 0  # records acknowledged in its earlier runs
 
     # -------------------------------------------------------------- the lab
 
@@ -127,10 +150,13 @@ class FaultSoak:
         if last_heal > seconds - self.settings.final_quiet():
             raise ValueError(f"the last fault heals at +{last_heal:.0f} s: a soak of {seconds:.0f} s ends with "
                              f"{self.settings.final_quiet():.0f} s without faults")
+        self._faults = faults
+        # The steady topic's replica grows on the small filesystem all along: room for it besides the RESERVE.
+        small_fs = LIMIT + RESERVE + int(STEADY_FILL * seconds)
         with contextlib.ExitStack() as stack:
             self.network = stack.enter_context(TestNetwork(BROKERS, LINK_RATE, subnet=SUBNET))
             self.cluster = stack.enter_context(LocalKafkaCluster(
-                brokers=len(BROKERS), small_log_dirs={(SMALL_BROKER, 0): SMALL_FS},
+                brokers=len(BROKERS), small_log_dirs={(SMALL_BROKER, 0): small_fs},
                 network_namespaces={broker: (self.network.namespace(broker), self.network.ip(broker))
                                     for broker in BROKERS},
                 controllers=CONTROLLERS, controller_host=self.network.bridge_ip, base_dir=self.work_dir / "kafka",
@@ -143,8 +169,9 @@ class FaultSoak:
                                       self._beside_its_broker)
             self.fleet.start(cleanup=True)
             stack.callback(self._stop_agents)
-            steady = self._steady_load()
-            stack.callback(self._stop_process, steady)
+            self.admin.create_topic("steady", 3, 3, {"min.insync.replicas": "2"})
+            self._start_steady()
+            stack.callback(lambda: self._stop_process(self._steady))
             self._seconds = seconds
             self.memory = MemoryGrowth(after=seconds / 2, warm=min(WARM_UP, seconds / 2))
             self._started = time.monotonic()
@@ -158,11 +185,15 @@ class FaultSoak:
                 checker.join(30)
                 self.state.lowest_free = lowest = self.free.lowest()
                 self.ledger.check("no volume full", lowest > 0, f"lowest {lowest} bytes free", self._now())
-            self._stop_process(steady)
+            self._stop_process(self._steady)
             self._end_checks()
+        recovery = self.state.recovery
         return {"events": self.nemesis.events, "ledger": self.ledger, "convergence": self.state.convergence,
                 "lowest_free": self.state.lowest_free, "throttled": self.state.throttled,
-                "acknowledged": self.state.acknowledged, "memory_grown": self.state.memory_grown}
+                "acknowledged": self.state.acknowledged, "memory_grown": self.state.memory_grown,
+                "returned": recovery.returned, "last_resorts": recovery.last_resort_episodes,
+                "after_last_resort": len(recovery.after_last_resort), "restarts": self.state.restarts,
+                "not_judged": self.state.not_judged + recovery.pending()}
 
     def _beside_its_broker(self, broker: int) -> dict:
         """As in a pod, the agent in its broker's network namespace: a broker cut off is cut off with its agent."""
@@ -175,18 +206,36 @@ class FaultSoak:
                 PREFIX + "throttle.factor.validity.duration": f"PT{self.settings.validity:.0f}S",
                 PREFIX + "cover.after": self.settings.cover_after,
                 PREFIX + "storage.per.volume.limit.min.available.bytes": LIMIT, PREFIX + "produce": PRODUCE_RATE,
+                # The descent starts by its horizon alone: the steady topic's replica fills the small filesystem a
+                # little all the time, and a start at a level of free space would keep the quota down for good.
+                PREFIX + "storage.per.volume.descent.min.available.bytes": LIMIT,
                 PREFIX + "storage.local.log.dirs": ",".join(self.cluster.log_dirs(broker)),
                 **self.aggregator.agent_properties}
 
-    def _steady_load(self):
-        self.admin.create_topic("steady", 3, 3, {"min.insync.replicas": "2"})
-        return producer_performance(self.cluster.bootstrap_servers, "steady", 10**9, 1024, STEADY_RATE,
-                                    self.work_dir / "steady.log", reporting_interval_ms=1000, acks="all",
-                                    **{"delivery.timeout.ms": "600000"})
+    def _start_steady(self) -> None:
+        """The steady producer, a run of its own each time (its acknowledgements in a log per run)."""
+        log = self.work_dir / f"steady-{len(self._steady_logs) + 1}.log"
+        self._steady_logs.append(log)
+        self._steady = producer_performance(self.cluster.bootstrap_servers, "steady", 10**9, STEADY_RECORD,
+                                            STEADY_RATE, log, reporting_interval_ms=1000, acks="all",
+                                            **{"delivery.timeout.ms": "600000"})
+
+    def _restart_steady(self) -> None:
+        """As the hard limit's WARNING tells an operator: a Java producer waits out the 1 B/s throttle it was
+        given, days long, after the lift, unless restarted. What its run had acknowledged stays counted."""
+        self._stop_process(self._steady)
+        self._steady_before = self._steady_acknowledged()
+        self.state.restarts += 1
+        self._start_steady()
+
+    def _steady_acknowledged(self) -> int:
+        """The steady producer's records acknowledged so far, over all its runs."""
+        log = self._steady_logs[-1]
+        return self._steady_before + (acknowledged_so_far(log.read_text(errors="replace")) if log.exists() else 0)
 
     def _flood_rounds(self, seconds: float) -> None:
-        """Full-speed floods onto broker 3, a round each FLOOD_ROUND: the topic made, flooded until the round
-        ends, then deleted (the disk freed), until the soak's time is up."""
+        """Floods onto broker 3 at FLOOD_RATE, a round each FLOOD_ROUND: the topic made, flooded until the round
+        ends, then deleted (the disk freed) and FLOOD_REST without a flood, until the soak's time is up."""
         while self._now() < seconds:
             self.state.round += 1
             topic = self.state.flood_topic = f"flood-{self.state.round}"
@@ -194,13 +243,16 @@ class FaultSoak:
                 # one partition on broker 3 alone; a broker down at the moment: the producer waits for it
                 client.create_topics([NewTopic(topic, replica_assignments={0: [SMALL_BROKER]},
                                                topic_configs={"segment.bytes": str(4 * MiB)})])
-            flood = producer_performance(self.cluster.bootstrap_servers, topic, 10**9, RECORD, -1,
+            self.state.flooding = True
+            flood = producer_performance(self.cluster.bootstrap_servers, topic, 10**9, RECORD, FLOOD_RATE / RECORD,
                                          self.work_dir / f"{topic}.log", **{"acks": "1", "linger.ms": "5",
                                                                             "batch.size": str(256 * 1024)})
             self._stop.wait(min(FLOOD_ROUND, max(0.0, seconds - self._now())))
             self._stop_process(flood)
             with contextlib.suppress(Exception), KafkaAdminClient(bootstrap_servers=self._servers()) as client:
                 client.delete_topics([topic])  # the disk freed, as an operator would
+            self.state.flooding, self.state.rested_at = False, self._now()
+            self._stop.wait(min(FLOOD_REST, max(0.0, seconds - self._now())))
 
     # -------------------------------------------------------------- the faults
 
@@ -247,12 +299,16 @@ class FaultSoak:
     def _check_every_second(self) -> None:
         convergence = Convergence(self.settings.converge_within())
         self.state.convergence = convergence.after
+        recovery = self.state.recovery = Recovery(STEADY_RATE, PRODUCE_RATE)
+        rest_judged = None  # when the rest last judged began
         with (self.work_dir / "timeline.csv").open("w", buffering=1) as timeline:
             timeline.write("at,small_free_bytes,default_user_produce_quota,fault,"
                            + ",".join(f"rss_mib {name}" for name in self._process_names()) + "\n")
             while not self._stop.wait(1.0):
                 at = self._now()
                 rss = self._sample_memory(at)
+                recovery.acknowledged(at, self._steady_acknowledged())
+                self._judge_lifts(recovery, at)
                 try:
                     volumes = self.admin.describe_volumes(self.cluster.broker_ids, datetime.now(timezone.utc))
                     quotas = self.admin.describe_user_quotas([None, BYSTANDER])
@@ -274,22 +330,56 @@ class FaultSoak:
                 in_force = quotas.get(None, {}).get(PRODUCE)
                 fault = self.nemesis.active()
                 self.state.throttled += in_force == 1.0
+                if recovery.quota(at, in_force) == "lift after the last resort":
+                    self._restart_steady()
                 timeline.write(f"{at:.1f},{small.available_bytes if small else ''},{in_force or ''},"
                                f"{fault.kind if fault else ''}," + ",".join(rss) + "\n")
                 quiet = self.nemesis.quiet_since()
                 if quiet is None or small is None:
                     continue
                 convergence.healed(self.nemesis.events[-1].fault.kind, quiet)
-                # between the two bounds the line may hold or not: either is right
-                expected = 1.0 if small.available_bytes <= LIMIT else \
-                    PRODUCE_RATE if small.available_bytes >= LIFTED_ABOVE else in_force
-                if in_force == expected:
+                free, flooding, rested_at = small.available_bytes, self.state.flooding, self.state.rested_at
+                if self._quota_fits(in_force, free, flooding):
                     convergence.agree(at)
                     self.ledger.check("quotas converge", True, "", at)
                 elif (since := convergence.differ(at)) is not None:
                     self.ledger.check("quotas converge", False, f"the default user's quota {in_force} with "
-                                      f"{small.available_bytes / MiB:.0f} MiB free since +{since:.0f} s, the last "
+                                      f"{free / MiB:.0f} MiB free since +{since:.0f} s, the last "
                                       f"heal at +{quiet:.0f} s", at)
+                # Room returned stops the fill: the throttle lifts at the next passes, not a validity later (judged
+                # once a rest, when those passes are due).
+                due = at - max(rested_at, quiet) >= self.settings.lift_within()
+                if not flooding and rest_judged != rested_at and due:
+                    rest_judged = rested_at
+                    self.ledger.check("quotas converge", in_force == PRODUCE_RATE, f"the default user's quota "
+                                      f"{in_force} {at - rested_at:.0f} s after the flood's topic was deleted "
+                                      f"({free / MiB:.0f} MiB free), the last heal at +{quiet:.0f} s", at)
+
+    @staticmethod
+    def _quota_fits(in_force: float | None, free: int, flooding: bool) -> bool:
+        """The default user's producer quota the volume calls for: at or below the hard limit its 1 B/s; above it,
+        while the flood fills the volume, a step of the descent (down to the floor) or none yet; with the flood's
+        topic deleted the quota lifted. Near the line the hard limit's 1 B/s may hold or not: either is right."""
+        if free <= LIMIT:
+            return in_force == 1.0
+        descent = in_force is not None and FLOOR <= in_force <= PRODUCE_RATE
+        if free < LIFTED_ABOVE:
+            return in_force == 1.0 or descent
+        return descent if flooding else in_force == PRODUCE_RATE
+
+    def _judge_lifts(self, recovery: Recovery, at: float) -> None:
+        """Each lift 30 s on: was the steady producer back? Not judged when a fault that stalls it came near."""
+        for lift, back, best in recovery.due(at):
+            stall = next((fault for fault in self._faults if fault.kind in STALLS_PRODUCER
+                          and fault.at < lift + 30.0 and fault.at + fault.hold > lift - 10.0), None)
+            if stall is not None:
+                self.state.not_judged += 1
+                continue
+            if back is not None:
+                recovery.returned.append(back)
+            self.ledger.check("producers back after a lift", back is not None,
+                              f"the steady producer's best 5 s after the lift at +{lift:.0f} s: {best:.0f} "
+                              f"records/s (its rate {STEADY_RATE})", at)
 
     def _check_brokers_alive(self, at: float) -> None:
         """A broker that exited without the nemesis killing it: a log dir offline takes a broker with one dir down."""
@@ -337,7 +427,7 @@ class FaultSoak:
     def _steady_read_back(self) -> tuple[int, int]:
         """(the records read back from the steady topic, those ProducerPerformance saw acknowledged)."""
         read, _ = read_back(self._servers(), "steady")
-        return read, acknowledged_so_far((self.work_dir / "steady.log").read_text())
+        return read, self._steady_acknowledged()
 
     # -------------------------------------------------------------- helpers
 

@@ -7,6 +7,7 @@ it against the nemesis's events (nemesis.py).
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ INVARIANTS = {
     "no traceback": "no process of the quota work logged a traceback",
     "memory steady": "agents' and the aggregator's RSS grew by at most the allowance from when each was warm (run "
                      "a few minutes, the soak half over) to the end",
+    "producers back after a lift": "after each lift of a throttle that was not the last resort, the steady "
+                                   "producer's acknowledged rate is back to 90 % of its rate within 30 s (a 5 s span "
+                                   "at that rate starting within 25 s of the lift)",
 }
 
 
@@ -86,6 +90,76 @@ class Convergence:
             return None
         self._differs_since = at
         return since
+
+
+class Recovery:
+    """The "producers back after a lift" invariant. Each second: a steady producer's records acknowledged so far,
+    and the producer quota in force. A lift is a throttle (a quota below `lifted`) becoming `lifted` or none; the
+    producer must then reach `share` of its `rate` over some `window` seconds starting within `within` of the lift.
+    A lift after the last resort (1 B/s in force at some second since the previous lift) is counted apart: a Java
+    producer throttled at 1 B/s waits out its throttle after the lift, and comes back only when restarted."""
+
+    LAST_RESORT = 1.0
+
+    def __init__(self, rate: float, lifted: float, share: float = 0.9, within: float = 25.0, window: float = 5.0):
+        self.rate, self.lifted, self.share, self.within, self.window = rate, lifted, share, within, window
+        self.returned: list[float] = []  # seconds from each lift judged to the first span at the rate
+        self.after_last_resort: list[float] = []  # when the lifts after the last resort came
+        self.last_resort_episodes = 0  # seconds at 1 B/s after one at another quota (or none)
+        self._times: list[float] = []
+        self._acknowledged: list[int] = []
+        self._pending: list[float] = []  # lifts not yet judged
+        self._throttled = False
+        self._last_resort = False
+        self._previous: float | None = None
+
+    def acknowledged(self, at: float, so_far: int) -> None:
+        self._times.append(at)
+        self._acknowledged.append(so_far)
+
+    def quota(self, at: float, in_force: float | None) -> str | None:
+        """The quota in force at `at`: "lift" or "lift after the last resort" when it lifts a throttle, else None."""
+        if in_force == self.LAST_RESORT:
+            self.last_resort_episodes += self._previous != self.LAST_RESORT
+            self._last_resort = True
+        self._previous = in_force
+        throttled = in_force is not None and in_force < self.lifted
+        lifted, self._throttled = self._throttled and not throttled, throttled
+        if not lifted:
+            return None
+        if self._last_resort:
+            self._last_resort = False
+            self.after_last_resort.append(at)
+            return "lift after the last resort"
+        self._pending.append(at)
+        return "lift"
+
+    def due(self, at: float) -> list[tuple[float, float | None, float]]:
+        """The lifts that can be judged at `at`: (when, seconds to the first span at the rate or None, the best
+        span's rate in records/s)."""
+        done = [lift for lift in self._pending if at >= lift + self.within + self.window]
+        self._pending = [lift for lift in self._pending if lift not in done]
+        return [(lift, *self._back(lift)) for lift in done]
+
+    def pending(self) -> int:
+        """Lifts too recent to judge yet."""
+        return len(self._pending)
+
+    def _back(self, lift: float) -> tuple[float | None, float]:
+        best = 0.0
+        first = bisect.bisect_left(self._times, lift)
+        for i in range(first, len(self._times)):
+            start = self._times[i]
+            if start > lift + self.within:
+                break
+            end = bisect.bisect_left(self._times, start + self.window, lo=i)
+            if end == len(self._times):
+                break
+            rate = (self._acknowledged[end] - self._acknowledged[i]) / (self._times[end] - start)
+            best = max(best, rate)
+            if rate >= self.share * self.rate:
+                return start - lift, rate
+        return None, best
 
 
 class MemoryGrowth:

@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from harness.disk import what_uses
-from harness.invariants import INVARIANTS, Convergence, Ledger, MemoryGrowth, report
+from harness.fault_soak import FLOOR, LIFTED_ABOVE, LIMIT, PRODUCE_RATE, FaultSoak
+from harness.invariants import INVARIANTS, Convergence, Ledger, MemoryGrowth, Recovery, report
 from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
 
 from builders import Clock
@@ -148,3 +149,53 @@ def test_what_uses_a_filesystem_counts_its_entries_files_not_one_deleted_while_o
         (tmp_path / "open").unlink()
         said = what_uses(str(tmp_path))
     assert "files 4 MiB: flood-1-0 3 MiB, small 1 MiB" in said
+
+
+def _steady(recovery: Recovery, quotas: dict[int, float | None], rates: dict[int, int], seconds: int) -> list:
+    """Each second the producer's acknowledged records (at `rates`' rate from each second given) and the quota in
+    force (from each second given); the lifts said."""
+    said, acknowledged, rate, quota = [], 0, 0, None
+    for at in range(seconds):
+        rate, quota = rates.get(at, rate), quotas.get(at, quota)
+        acknowledged += rate
+        recovery.acknowledged(float(at), acknowledged)
+        if (lift := recovery.quota(float(at), quota)) is not None:
+            said.append((at, lift))
+    return said
+
+
+def test_a_producer_back_at_its_rate_within_the_allowance_of_a_lift_is_judged_back_and_a_slow_one_not():
+    recovery = Recovery(rate=200, lifted=1 << 30)
+    said = _steady(recovery, {0: 1 << 30, 10: 5e6, 40: 1 << 30, 100: 3e5, 130: None},
+                   {0: 200, 15: 130, 60: 400, 70: 200, 120: 100, 159: 200}, 200)
+    assert said == [(40, "lift"), (130, "lift")]
+    assert recovery.due(69.0) == [] and recovery.pending() == 2
+    assert recovery.due(70.0) == [(40.0, 15.0, 184.0)]  # from 55 to 60: 4 s at 130, then the catch-up at 400
+    (lift, back, best), = recovery.due(200.0)
+    assert (lift, back) == (130.0, None) and 100 <= best < 180  # back to 200 only 29 s after the lift
+
+
+def test_a_lift_after_the_last_resort_is_counted_apart_and_each_episode_once():
+    recovery = Recovery(rate=200, lifted=1 << 30)
+    said = _steady(recovery, {0: 1 << 30, 5: 5e6, 10: 1.0, 20: 5e6, 25: 1.0, 30: 1 << 30, 50: 1e6, 60: 1 << 30},
+                   {0: 200}, 100)
+    assert said == [(30, "lift after the last resort"), (60, "lift")]
+    assert recovery.last_resort_episodes == 2 and recovery.after_last_resort == [30.0]
+    assert [lift for lift, _, _ in recovery.due(100.0)] == [60.0]
+
+
+@pytest.mark.parametrize("in_force, free, flooding, fits", [
+    (1.0, LIMIT, True, True),  # at the hard limit: its 1 B/s
+    (FLOOR, LIMIT, True, False),
+    (1.0, LIMIT + 1, True, True),  # near the line the 1 B/s may hold
+    (1.0, LIFTED_ABOVE, True, False),  # the last resort above the line
+    (FLOOR, LIFTED_ABOVE, True, True),  # the descent's floor while the flood fills
+    (FLOOR - 1, LIFTED_ABOVE, True, False),  # below the floor before the hard limit
+    (PRODUCE_RATE, LIFTED_ABOVE, True, True),  # no step yet
+    (None, LIFTED_ABOVE, True, False),
+    (PRODUCE_RATE, LIFTED_ABOVE, False, True),  # the flood's topic deleted: lifted
+    (5e6, LIFTED_ABOVE, False, False),
+])
+def test_the_soak_wants_the_hard_limits_1_b_s_a_step_of_the_descent_while_filling_and_a_lift_after(
+        in_force, free, flooding, fits):
+    assert FaultSoak._quota_fits(in_force, free, flooding) is fits
