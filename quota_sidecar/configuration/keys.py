@@ -167,9 +167,10 @@ KEYS: tuple[Key, ...] = (
         "topic, or the znode <chroot>/quota-sidecar/state (versioned writes)"),
     Key("produce", positive_number, None, "producer quota in bytes/s per principal, scaled by the factor",
         "unset (unlimited)"),
-    Key("produce.floor", positive_number, 26_214, "the lowest producer quota in bytes/s per principal before the "
-        "hard limit: a request of max.request.size (1 MiB) then waits at most 30 s; raise it N times for N "
-        "producers of one principal writing at once", "26214 (1 MiB / 40 s)"),
+    Key("produce.floor", positive_number, 26_214, "the lowest producer quota in bytes/s per principal the descent "
+        "writes before the hard limit (the soft zone's `produce` x factor goes where it says): a request of "
+        "max.request.size (1 MiB) then waits at most 30 s; raise it N times for N producers of one principal "
+        "writing at once", "26214 (1 MiB / 40 s)"),
     Key("produce.descent.ratio", step_ratio, 3.0, "each step of the descent lowers a producer quota at most this "
         "many times, from the lower of the quota in force and the fastest broker's fill rate: Kafka's throttle "
         "time stays under (ratio - 1) x its quota window"),

@@ -4,8 +4,9 @@ Kafka throttles a client that went over its bandwidth quota for (observed - quot
 nothing, and neither the broker's mute nor the Java client's wait is shortened when the quota is lifted
 (docs/research/throttle-recovery.md). So a quota is never lowered more than `ratio` times below the rate its
 clients can have now (the quota in force, or the fastest broker's fill rate when that is lower), nor sooner than
-`step` after the sidecars last wrote it: each throttle stays under (ratio - 1) x the window. And while the disk
-leaves time for it, no quota goes below the floor, where one request of max.request.size waits at most 30 s.
+`step` after the sidecars last lowered it: each throttle stays under (ratio - 1) x the window. And while the disk
+leaves time for it, the descent goes no lower than the floor, where one request of max.request.size waits at most
+30 s.
 
 At the hard limit (a factor of 0) the disk comes first: 1 B/s at once, as proposal 047 says, and clients whose
 throttle then runs for days come back only when restarted (the last resort, said in a WARNING).
@@ -38,7 +39,8 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
             config: QuotaConfig, hold: bool = False) -> ClientQuotas:
     """The quotas to write on the way to `goal` (proposal 047's): each producer rate of the default user and of
     the tenants stepped from what is in force. `descending`: a volume fills within the descent's start or
-    horizon (the volume rule's verdict), so every producer quota heads for the floor. `fill`: the fastest
+    horizon (the volume rule's verdict), so every producer quota heads for the floor (or the goal, when lower: the
+    soft zone's `produce` x factor and the fallback go where proposal 047 says, in steps). `fill`: the fastest
     broker's fill rate in bytes/s, an upper bound of any client's rate on any broker. `own`: each entity's
     producer rate without a throttle (None: unlimited). `hold`: no step down now (a poll that could not decide)."""
     if factor <= 0.0:
@@ -47,8 +49,6 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
     def step(entity: Entity, wanted: float | None) -> float | None:
         floor = _lower(config.floor, own.get(entity))
         target = _lower(wanted, floor) if descending else wanted
-        if target is not None:
-            target = max(target, floor)
         current = in_force.get(entity, Written(own.get(entity)))
         if _at_least(target, current.rate):
             return None if target is not None and target == own.get(entity) and entity != _DEFAULT else target

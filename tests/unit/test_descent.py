@@ -57,10 +57,12 @@ def test_a_flood_comes_down_to_the_floor_with_every_throttle_under_30_seconds():
     assert steps == 7  # 50 MB/s to 26 kB/s: about four minutes
 
 
-def test_the_floor_bounds_the_soft_zones_goal_too():
+def test_the_soft_zones_goal_and_the_fallback_come_in_steps_to_where_proposal_047_puts_them():
     config = QuotaConfig(produce=1e6, floor=26_214)
     assert producer(written(0.01, False, None, {None: Written(1e6, at=0.0)}, config=config)) == 333_334.0
-    assert producer(written(0.01, False, None, {None: Written(30_000.0, at=0.0)}, config=config)) == 26_214.0
+    assert producer(written(0.01, False, None, {None: Written(30_000.0, at=0.0)}, config=config)) == 10_000.0
+    slow = QuotaConfig(produce=1000.0, floor=26_214)  # a producer quota below the floor: the fallback halves it
+    assert producer(written(0.5, False, None, {None: Written(1.0, at=999.0)}, config=slow)) == 500.0
 
 
 def test_room_back_lifts_at_once():
