@@ -59,7 +59,9 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
             return target
         return max(target, float(math.ceil(bound / config.descent_ratio)))
 
-    tenants = {tenant: step(tenant, wanted if wanted is not None else own.get(tenant))
+    # A tenant the goal hands back (its own rate) is handed back, whatever is in force now.
+    tenants = {tenant: None if wanted is None and not descending else
+               step(tenant, wanted if wanted is not None else own.get(tenant))
                for tenant, wanted in goal.tenants.items()}
     default_user = {**goal.default_user, PRODUCE: step(_DEFAULT, goal.default_user.get(PRODUCE))}
     return replace(goal, default_user=default_user, tenants=tenants)

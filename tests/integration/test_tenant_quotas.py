@@ -80,8 +80,9 @@ def test_every_tenant_is_throttled_by_its_own_entity_and_gets_its_rate_back(tena
             started = time.monotonic()
             producers = [tenant_flood(cluster, topic, user, tmp_path) for user in TENANTS]
             try:
+                # from its own rate, or from a step of the descent on the way
                 throttled = [sidecar.wait_for_line(rf"quota {re.escape(entity_label(entity))} producer_byte_rate: "
-                                                   rf"{OWN_RATE} -> 1$", timeout=120, after=started)
+                                                   r"\d+ -> 1$", timeout=120, after=started)
                              for _, entity, _ in TENANTS.values()]
                 time.sleep(5)  # what is still in flight lands, or not
             finally:

@@ -85,6 +85,10 @@ def test_a_tenant_steps_from_its_own_rate_and_gets_it_back():
     assert back.tenants[alice] is None  # handed back: its own rate again
 
 
+def test_a_tenant_an_operator_raised_is_handed_back_not_stepped():
+    assert written(1.0, False, None, {"bob": Written(2e9)}, tenants={"bob": 1e9}).tenants["bob"] is None
+
+
 def test_a_tenant_slower_than_the_floor_is_left_at_its_own_rate():
     assert written(1.0, True, 50e6, {"bob": Written(10_000.0)}, tenants={"bob": 10_000.0}).tenants["bob"] is None
 
