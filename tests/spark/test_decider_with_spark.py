@@ -141,4 +141,4 @@ def test_a_predicted_violation_is_a_violation_that_says_so(judge):
     assert decision.to_json()["volumes"][0] == {
         "broker_id": 1, "log_dir": "/data-1", "total_bytes": 1000, "available_bytes": 800, "available_ratio": 0.8,
         "fill_bytes_per_sec": 10.0, "seconds_to_limit": 70.0, "violated": True, "predicted": True,
-        "throttle_factor": 0.0}
+        "throttle_factor": 0.0, "descending": False}

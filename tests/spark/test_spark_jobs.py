@@ -50,7 +50,7 @@ def test_volume_rule(spark, row, params, ratio, violated):
     measured = {key: row[key] for key in ("broker_id", "log_dir", "total_bytes", "available_bytes")}
     expected = [] if violated is None else [{
         **measured, "available_ratio": ratio, "fill_bytes_per_sec": None, "seconds_to_limit": 0.0 if violated else None,
-        "violated": violated, "predicted": False, "throttle_factor": 0.0 if violated else 1.0}]
+        "violated": violated, "predicted": False, "throttle_factor": 0.0 if violated else 1.0, "descending": False}]
     assert actual == expected
 
 
