@@ -193,8 +193,7 @@ class Decider:
             rate = own.get(entity) if rate is None and entity is not None else rate
             before = self.in_force.get(entity, descent.Written(own.get(entity))).rate
             if before != rate:
-                self.in_force[entity] = descent.Written(
-                    rate, observation.at.timestamp() if descent.lower(rate, before) else None)
+                self.in_force[entity] = descent.Written(rate, now if descent.lower(rate, before) else None)
         return written
 
     def _dated(self, entity, seen: descent.Written, now: float) -> descent.Written:
