@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable
@@ -18,6 +17,7 @@ from typing import Callable
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from quota_sidecar.common.periodic import PeriodicWorker
 from quota_sidecar.common.vocabulary import StorageLimit
 from spark_jobs import report, session
 
@@ -38,28 +38,24 @@ class CapacityForecast:
         self.volumes: list[dict] = []
         self.made_at: float | None = None  # epoch seconds of the last forecast made
         self.failures = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._large = None  # the session for much data the forecasts run in (`start`)
+        self._worker = PeriodicWorker("capacity-forecast", self._forecast, FORECAST_EVERY.total_seconds(),
+                                      wait_first=False)
 
     def start(self, spark) -> CapacityForecast:
         """Forecasts now, then every FORECAST_EVERY (after RETRY_AFTER when there was none), until `stop`, in one
         session for much data made here: a new one at each forecast would be kept by the driver for good."""
-        large = session.for_large_data(spark)
-
-        def forecasting() -> None:
-            wait = 0.0
-            while not self._stop.wait(wait):
-                wait = (FORECAST_EVERY if self.refresh(large) else RETRY_AFTER).total_seconds()
-
-        self._thread = threading.Thread(target=forecasting, name="capacity-forecast", daemon=True)
-        self._thread.start()
+        self._large = session.for_large_data(spark)
+        self._worker.start()
         return self
 
     def stop(self, timeout: float | None = 0.0) -> None:
         """No forecast after this; waits up to `timeout` for one under way to end (None: as long as it takes)."""
-        self._stop.set()
-        if self._thread is not None and timeout != 0.0:
-            self._thread.join(timeout)
+        self._worker.stop(timeout)
+
+    def _forecast(self) -> float | None:
+        """One forecast; the next after FORECAST_EVERY (the worker's interval), or RETRY_AFTER when none was made."""
+        return None if self.refresh(self._large) else RETRY_AFTER.total_seconds()
 
     def refresh(self, spark) -> bool:
         """One forecast in `spark` (a session for much data: session.for_large_data); whether it was made. A history not written yet (the first append comes history.interval

@@ -10,7 +10,6 @@ beside that broker would have.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
@@ -19,6 +18,7 @@ from typing import Callable, Iterable
 from ..common import deadline
 from ..common.errors import AdminError
 from ..common.failure_report import FailureReport
+from ..common.periodic import PeriodicWorker
 from ..common.vocabulary import StorageLimit
 from .heartbeats import Heartbeats
 from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, predicted, time_left
@@ -41,18 +41,17 @@ class CoverWatch:
         self._history: dict[tuple[int, str], deque[LocalSample]] = {}
         self._report = FailureReport("DescribeLogDirs of a covered broker", "DescribeLogDirs of covered brokers",
                                      first_only=True)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cover-watch", daemon=True)
+        # Covering only adds to the passes: when a round fails, the loop goes on without it.
+        self._worker = PeriodicWorker("cover-watch", self._round, interval, on_failure=lambda: log.exception(
+            "covering the brokers whose agent is down failed; their volumes wait for the passes"))
 
     def start(self) -> CoverWatch:
         self.heartbeats.start()
-        self._thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
+        self._worker.stop()
         self.heartbeats.stop()
 
     def heard(self) -> dict[int, float]:
@@ -82,11 +81,6 @@ class CoverWatch:
         self.judged = sorted(at_the_limit(time_left(self._history, self.limit)) + predicted(self._history, self.limit))
         return self.judged
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                if self.sample():
-                    self.wake()
-            except Exception:  # covering only adds to the passes; the loop goes on without it
-                log.exception("covering the brokers whose agent is down failed; their volumes wait for the passes")
-                return
+    def _round(self) -> None:
+        if self.sample():
+            self.wake()

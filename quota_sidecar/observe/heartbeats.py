@@ -24,6 +24,7 @@ from kafka import errors as Errors
 from ..common import pipeline_messages as messages
 from ..common.errors import AdminError, PermanentAdminError
 from ..common.failure_report import FailureReport
+from ..common.periodic import PeriodicWorker
 from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client
 
 log = logging.getLogger(__name__)
@@ -49,21 +50,21 @@ class Heartbeats:
         self._holding: dict[int, bool] = {}  # agent -> whether its newest beat said its local verdict holds
         self.holding: Callable[[], bool] = lambda: False  # whether this agent's own verdict holds (loop.py)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._report = FailureReport("heartbeat", "heartbeats", first_only=True)
-        self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
+        self._producer: KafkaProducer | None = None
+        self._consumer: KafkaConsumer | None = None
+        # A beat reads until the next is due, so the next follows at once (interval 0).
+        self._worker = PeriodicWorker("heartbeats", self._beat_round, 0.0, on_exit=self._close_clients)
 
     def __repr__(self) -> str:  # the client configuration holds passwords
         return f"Heartbeats(topic={self.topic!r})"
 
     def start(self) -> Heartbeats:
-        self._thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
+        self._worker.stop()
 
     def last_seen(self) -> dict[int, float]:
         with self._lock:
@@ -76,24 +77,24 @@ class Heartbeats:
             return sorted(agent for agent, holding in self._holding.items()
                           if holding and agent != self.agent and now - self._last_seen[agent] <= self.after)
 
-    def _run(self) -> None:
-        producer = consumer = None
+    def _beat_round(self) -> float | None:
+        """Connect unless connected, and beat; after a failure, the seconds until the next try."""
         try:
-            while not self._stop.is_set():
-                try:
-                    if consumer is None:
-                        producer, consumer = self._connect()
-                    self._beat(producer, consumer)
-                    self._report.success()
-                except (AdminError, Errors.KafkaError) as error:  # the pipeline cluster away: this agent covers none
-                    failure = admin_error(error, f"beating on {self.topic}", CONSUMING + PRODUCING)
-                    self._report.failure(str(failure))
-                    close_clients(consumer, producer, self.topic, self.every)
-                    producer = consumer = None
-                    # What retrying will not fix (a permission refused) is asked again less often.
-                    self._stop.wait(self.every * (PERMANENT_BACKOFF if isinstance(failure, PermanentAdminError) else 1))
-        finally:
-            close_clients(consumer, producer, self.topic, self.every)
+            if self._consumer is None:
+                self._producer, self._consumer = self._connect()
+            self._beat(self._producer, self._consumer)
+            self._report.success()
+        except (AdminError, Errors.KafkaError) as error:  # the pipeline cluster away: this agent covers none
+            failure = admin_error(error, f"beating on {self.topic}", CONSUMING + PRODUCING)
+            self._report.failure(str(failure))
+            self._close_clients()
+            # What retrying will not fix (a permission refused) is asked again less often.
+            return self.every * (PERMANENT_BACKOFF if isinstance(failure, PermanentAdminError) else 1)
+        return None
+
+    def _close_clients(self) -> None:
+        close_clients(self._consumer, self._producer, self.topic, self.every)
+        self._producer = self._consumer = None
 
     def _connect(self) -> tuple[KafkaProducer, KafkaConsumer]:
         if self._ensure_topic is not None:
@@ -131,7 +132,7 @@ class Heartbeats:
             if self.monotonic() >= read_next:
                 self._read(consumer.poll(timeout_ms=0), cluster)  # what the consumer's IO thread fetched meanwhile
                 read_next = self.monotonic() + READ_EVERY
-            if self._stop.wait(min(left, PROMPT)):
+            if self._worker.wait(min(left, PROMPT)):
                 return
 
     def _read(self, records: Mapping[TopicPartition, list], cluster: str) -> None:

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterable, Mapping
 
 from ..common.observation import Volume
+from ..common.periodic import PeriodicWorker
 from ..common.vocabulary import StorageLimit
 from ..configuration.config import LocalWatchConfig
 from .volumes import (GUARD_HORIZON_SECONDS, REACTION_MEMORY_SECONDS, REACTION_WRITES, TRIGGER_WINDOW_SECONDS,
@@ -91,22 +92,21 @@ class LocalWatch:
         self.until_judged: float | None = None  # seconds from the last sample until a dir is judged violated
         self._history: dict[str, deque[LocalSample]] = {log_dir: deque() for log_dir in self.dirs}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="local-watch", daemon=True)
+        # The watch only speeds passes up: when a round fails, the loop goes on without it.
+        self._worker = PeriodicWorker("local-watch", self._round, self.interval, on_failure=lambda: log.exception(
+            "the local watch failed; passes keep their interval"))
 
     def start(self) -> LocalWatch:
         log.info("watching the local log dirs %s every %.2gs", ", ".join(self.dirs), self.interval)
-        self._thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(5)
+        self._worker.stop()
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        return self._worker.running
 
     def latest(self) -> list[LocalSample]:
         """The newest sample of every watched dir."""
@@ -205,11 +205,6 @@ class LocalWatch:
                 peaks[log_dir] = max(rate for _, rate in rates)
         return peaks
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                if self.sample():
-                    self.wake()
-            except Exception:  # the watch only speeds passes up; the loop goes on without it
-                log.exception("the local watch failed; passes keep their interval")
-                return
+    def _round(self) -> None:
+        if self.sample():
+            self.wake()

@@ -10,6 +10,8 @@ from typing import Callable
 
 import psutil
 
+from ..common.periodic import PeriodicWorker
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -53,16 +55,14 @@ class NetworkSampler:
         self.samples: deque[Sample] = deque()
         self.error: str | None = None
         self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="network-sampler", daemon=True)
+        self._worker = PeriodicWorker("network-sampler", self._sample, period, wait_first=False)
 
     def start(self) -> "NetworkSampler":
-        self.thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
-        self.stopped.set()
-        self.thread.join(timeout=5)
+        self._worker.stop()
 
     def counters(self) -> tuple[int, int] | None:
         """The link's (sent, received) byte counters now, or None when they cannot be read."""
@@ -77,18 +77,16 @@ class NetworkSampler:
         with self.lock:
             return None if self.error else average_rates(list(self.samples))
 
-    def _run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                sample = self.read(self.interface)
-            except (LookupError, OSError) as error:
-                with self.lock:
-                    self.error = str(error)
-                    self.samples.clear()
-            else:
-                with self.lock:
-                    self.error = None
-                    self.samples.append(sample)
-                    while self.samples and sample.at - self.samples[0].at > self.window:
-                        self.samples.popleft()
-            self.stopped.wait(self.period)
+    def _sample(self) -> None:
+        try:
+            sample = self.read(self.interface)
+        except (LookupError, OSError) as error:
+            with self.lock:
+                self.error = str(error)
+                self.samples.clear()
+        else:
+            with self.lock:
+                self.error = None
+                self.samples.append(sample)
+                while self.samples and sample.at - self.samples[0].at > self.window:
+                    self.samples.popleft()

@@ -28,6 +28,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..common.errors import AdminError
 from ..common.observation import Volume
+from ..common.periodic import PeriodicWorker
 from .zookeeper_session import ZooKeeperSession
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,8 @@ class ZnodeVolumes:
         self._writing = threading.Lock()  # one write at a time, in the order they are made
         self._written: tuple | None = None  # the content (_content) the znode holds; None: unknown or gone
         self._offered: tuple[Volume, ...] | None = None  # the newest sample not written yet
-        self._wake, self._closed = threading.Event(), threading.Event()
-        self._publisher = threading.Thread(target=self._publish_offered, name="znode-publisher", daemon=True)
+        # Started by the first sample offered; no interval: it writes when an offer wakes it.
+        self._publisher = PeriodicWorker("znode-publisher", self._publish_offered, None)
         self._failing = False
         session.on_first_connect(self._watch_children)
 
@@ -58,15 +59,15 @@ class ZnodeVolumes:
         """This broker's volumes as just sampled (the local watch's thread): the publishing thread writes them
         when they differ from what the znode holds. Never waits for ZooKeeper."""
         volumes = tuple(volumes)
-        if self.broker_id is None or self._closed.is_set():
+        if self.broker_id is None or self._publisher.stopping:
             return
         with self._lock:
             self._offered = None if _content(volumes) == self._written else volumes
             if self._offered is None:
                 return
-            if not self._publisher.is_alive():
+            if not self._publisher.running:
                 self._publisher.start()
-        self._wake.set()
+        self._publisher.wake()
 
     def publish(self, volumes: Iterable[Volume]) -> None:
         """Write this broker's volumes to its ephemeral znode now, on the caller's thread, unless it holds
@@ -94,35 +95,31 @@ class ZnodeVolumes:
         return {broker: tuple(replace(v, observed_at=now) for v in volumes) for broker, volumes in published.items()}
 
     def close(self) -> None:
-        self._closed.set()
-        self._wake.set()
+        self._publisher.stop(timeout=0)
         self.session.close()
 
     # -------------------------------------------------------------- plumbing
 
     def _publish_offered(self) -> None:
-        """The publishing thread: the newest offered sample, written while the watch goes on sampling."""
-        while not self._closed.is_set():
-            self._wake.wait()
-            self._wake.clear()
-            with self._lock:
-                offered = self._offered
-            if offered is None or self._closed.is_set():
-                continue
-            try:
-                self.publish(offered)
-            except AdminError as error:  # the passes fail on ZooKeeper too and say so; one line here
-                if self._closed.is_set():
-                    return
-                if not self._failing:
-                    log.warning("%s; trying again with the next samples", error)
-                self._failing = True
-                self._closed.wait(RETRY_PAUSE_SECONDS)
-                self._wake.set()
-                continue
-            if self._failing:
-                log.info("broker %s's volumes published in ZooKeeper again", self.broker_id)
-            self._failing = False
+        """The publishing thread's tick: the newest offered sample, written while the watch goes on sampling."""
+        with self._lock:
+            offered = self._offered
+        if offered is None or self._publisher.stopping:
+            return
+        try:
+            self.publish(offered)
+        except AdminError as error:  # the passes fail on ZooKeeper too and say so; one line here
+            if self._publisher.stopping:
+                return
+            if not self._failing:
+                log.warning("%s; trying again with the next samples", error)
+            self._failing = True
+            self._publisher.wait(RETRY_PAUSE_SECONDS)  # a pause that new samples do not cut short
+            self._publisher.wake()
+            return
+        if self._failing:
+            log.info("broker %s's volumes published in ZooKeeper again", self.broker_id)
+        self._failing = False
 
     def _watch_children(self, client: KazooClient) -> None:
         """A children watch needs its parent, which a reader must not make (`status --direct` writes nothing): it

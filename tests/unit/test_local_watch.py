@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 
+from harness.waiting import eventually
 from quota_sidecar.common.observation import Volume
 from quota_sidecar.common.vocabulary import StorageLimit
 from quota_sidecar.configuration import config as cfg
@@ -292,3 +293,28 @@ def test_the_guard_zone_forgets_a_peak_older_than_its_window():
     assert local.guard_zone == ["/data"]
     local.sample()
     assert local.guard_zone == []
+
+
+def test_the_running_watch_wakes_the_loop_for_a_dir_in_danger_until_stopped(tmp_path):
+    woken = []
+    local = watch([tmp_path], StorageLimit(min_available_ratio=1.0), woken).start()
+    try:
+        assert local.running
+        eventually(lambda: len(woken) >= 2, timeout=5, every=0.05)
+    finally:
+        local.stop()
+    assert not local.running
+
+
+def test_a_round_that_fails_is_logged_with_its_traceback_and_ends_the_watch(caplog):
+    def broken_read(log_dir, at):  # a fake: statvfs fails with OSError, which the watch says and goes on after
+        raise RuntimeError("a bug in the watch")
+
+    config = LocalWatchConfig(("/data",), timedelta(milliseconds=10))
+    local = LocalWatch(config, LIMIT, lambda: None, horizon=lambda: 0.5, read=broken_read)
+    with caplog.at_level(logging.ERROR, logger="quota_sidecar.observe.local_watch"):
+        local.start()
+        eventually(lambda: not local.running, timeout=5, every=0.05)
+    [record] = caplog.records
+    assert record.getMessage() == "the local watch failed; passes keep their interval"
+    assert record.exc_info[0] is RuntimeError
