@@ -16,7 +16,7 @@ from ..common.observation import Observation, ReplicationObservation, Volume
 from ..configuration.config import SidecarConfig
 from ..observe.volumes import History, by_broker, recorded, remember, with_history
 from . import descent, quotas
-from .throttle_factor import LAST_VALID, FactorState, after_failure, after_incomplete, after_success
+from .throttle_factor import FALLBACK, LAST_VALID, FactorState, after_failure, after_incomplete, after_success
 from .throttles import ReplicationDecider, ReplicationDecision
 
 log = logging.getLogger(__name__)
@@ -182,13 +182,15 @@ class Decider:
         """The goal as the descent writes it, stepped from the producer quotas in force: as the poll read them, or
         (`evaluate`) as this decider last wrote them. A step is dated by the later of its record's look and when
         this decider first saw it (a record's look is the last success's while polls fail). A poll that could not
-        decide takes no step: the last verdict may be stale (room back)."""
+        decide takes no step while it keeps the last valid factor, which may be stale (room back); the fallback,
+        proposal 047's answer once that factor is too old, comes in steps."""
         now = observation.at.timestamp()
         if observation.producer_rates is not None:
             self.in_force = {entity: self._dated(entity, seen, now) for entity, seen in observation.producer_rates.items()}
         own = {None: self.config.quotas.produce, **self.tenant_rates}
         written = descent.descend(goal, self.factor.factor, self.descending, self.fill, self.in_force, own,
-                                  now, self.config.quotas, hold=observation.error is not None)
+                                  now, self.config.quotas,
+                                  hold=observation.error is not None and self.factor.source != FALLBACK)
         for entity, rate in [(None, written.default_user.get(quotas.PRODUCE)), *written.tenants.items()]:
             rate = own.get(entity) if rate is None and entity is not None else rate
             before = self.in_force.get(entity, descent.Written(own.get(entity))).rate

@@ -81,7 +81,10 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
         cfg.PREFIX + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, cfg.PREFIX + "poll.timeout": "PT60S",
         cfg.PREFIX + "broker.id": "3", cfg.PREFIX + "storage.local.log.dirs": small_dir,
         cfg.PREFIX + "produce": str(PRODUCE_RATE),
-        cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": str(free - 16 * MiB), **pipeline}))
+        cfg.PREFIX + "storage.per.volume.limit.min.available.bytes": str(free - 16 * MiB),
+        # the limit is 16 MiB below the free space: no descent (it would start at twice the limit), so a lift is a lift
+        cfg.PREFIX + "storage.per.volume.descent.min.available.bytes": str(free - 16 * MiB),
+        cfg.PREFIX + "storage.per.volume.descent.horizon": "PT0S", **pipeline}))
     sidecars.append(sidecar)
 
     def default_user_rate():

@@ -78,7 +78,10 @@ def test_a_killed_sidecars_znode_goes_and_its_broker_counts_as_absent(make_kafka
         assert [v for v in kept.volumes if v.broker_id == 2 and v.observed_at < kept.at], "broker 2's last volumes count"
         fallback = next_pass(beside_1, lambda d: d.source == "fallback", VALIDITY_SECONDS + 30, "the fallback")
         assert fallback.throttle_factor == 0.5 and "absent" in fallback.error
-        assert beside_1.quota_writer.in_force[None]["producer_byte_rate"] == 500_000.0  # the fallback's quota, written
+        # the fallback's quota, written: a step of the descent, so no sooner than produce.descent.step after the
+        # sidecar's first write (its `produce` over no quota at all)
+        next_pass(beside_1, lambda d: beside_1.quota_writer.in_force[None]["producer_byte_rate"] == 500_000.0, 45,
+                  "the fallback's quota written")
         assert any(json.loads(key)[0] == "quota" for key in beside_1.store.read_all()), "its records, in ZooKeeper"
         assert beside_1.admin.describe_partitions(["__quota_sidecar_state"]) == {}, "no state topic"
     # Found from ApiVersions, said once per broker however many passes asked.

@@ -120,6 +120,17 @@ def test_a_decision_looked_at_the_cluster_when_its_factor_was_computed_or_the_fa
     assert (fallback.source, fallback.looked_at) == ("fallback", AT + timedelta(seconds=400))
 
 
+def test_the_fallback_is_written_though_its_polls_fail_and_a_kept_factor_is_not_stepped():
+    decider = Decider(sidecar_config(**{"throttle.factor.validity.duration": "PT5M", "produce": 1e6,
+                                        "throttle.factor.fallback": 0.5}), RecordingJudge())
+    decider.decide(poll(0, (1, "/a", 900)))
+    kept = decider.decide(Observation(at=AT + timedelta(seconds=60), error="DescribeLogDirs timed out"))
+    fallback = decider.decide(Observation(at=AT + timedelta(seconds=400), error="DescribeLogDirs timed out"))
+
+    assert kept.written_quotas.default_user["producer_byte_rate"] == 1e6
+    assert (fallback.source, fallback.written_quotas.default_user["producer_byte_rate"]) == ("fallback", 5e5)
+
+
 def test_the_tenants_of_the_last_poll_that_read_them_are_throttled_by_a_failed_poll_and_the_local_verdict():
     decider = Decider(sidecar_config(), RecordingJudge(violated={(1, "/a")}))
     first = decider.decide(replace(poll(0, (1, "/a", 900)), tenant_rates={"alice": 1e9}))
