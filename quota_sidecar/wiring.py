@@ -75,7 +75,7 @@ def build_replication(config: configuration.SidecarConfig, admin, store, pipelin
 
 def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str], create_topics: bool = True):
     """The agent's end of the pipeline (pipeline.bootstrap.servers; the watched cluster by default)."""
-    from .decide.pipeline import Pipeline
+    from .pipeline.transport import Pipeline
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
                     config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics)

@@ -21,9 +21,9 @@ from typing import Callable, Mapping
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as Errors
 
-from ..common import pipeline_messages as messages
 from ..common.errors import AdminError, PermanentAdminError
 from ..common.failure_report import FailureReport
+from ..pipeline import messages
 from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class Heartbeats:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._report = FailureReport("heartbeat", "heartbeats", first_only=True)
+        self._beats = messages.Reader("a heartbeat", "this agent", messages.from_agent)
         self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
 
     def __repr__(self) -> str:  # the client configuration holds passwords
@@ -139,7 +140,7 @@ class Heartbeats:
         with self._lock:
             for batch in records.values():
                 for record in batch:
-                    message = messages.decode(record.value) or {}
+                    message = self._beats.read(record) or {}
                     if message.get("cluster") == cluster and isinstance(message.get("agent"), int):
                         self._last_seen[message["agent"]] = read_at
                         self._holding[message["agent"]] = message.get("holding") is True

@@ -21,13 +21,13 @@ from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.common.observation import BrokerLoad, Reassignment, ReplicationObservation
-from quota_sidecar.common.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from quota_sidecar.configuration.config import ReplicationConfig
 from quota_sidecar.configuration.properties import PREFIX as P
-from quota_sidecar.decide.pipeline import Pipeline
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import rate_inputs
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.pipeline.topics import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from quota_sidecar.pipeline.transport import Pipeline
 
 pytestmark = pytest.mark.integration
 CONFORMANCE = Path(os.environ.get("CONFORMANCE", Path(__file__).resolve().parents[2] / "../shared/conformance"))
