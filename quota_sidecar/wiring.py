@@ -14,8 +14,8 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     they are missing), not in its first pass; else (status --direct) it creates nothing.
 
     The throttle factor (spark_jobs/volume_violations.py) and the replication rates
-    (spark_jobs/replication_rates.py) are decided by the aggregator, which pipeline.py asks through the
-    pipeline's topics; the deciders (decider.py, throttles.py) carry their state between polls.
+    (spark_jobs/replication_rates.py) are decided by the aggregator, which pipeline/transport.py asks through
+    the pipeline's topics; the deciders (decider.py, throttles.py) carry their state between polls.
     """
     from .act.cluster_store import ClusterStore
     from .act.cordoning import Cordoner
