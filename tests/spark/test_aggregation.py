@@ -104,7 +104,8 @@ def test_an_observation_of_a_version_the_aggregator_does_not_know_is_refused_wit
                        lambda decided: written.extend(decided.collect()))
 
     assert {json.loads(row["value"])["answers"] for row in written} == {current["id"], unsaid["id"]}
-    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+    assert [r.getMessage() for r in caplog.records
+            if r.name == messages.log.name and r.levelno == logging.WARNING] == [
         f"refused an observation of version 2 from the agent of broker 3 of cluster cluster-a at "
         f"{OBSERVATIONS_TOPIC}-4 offset 11: this aggregator reads version 1, and a message without one as version 1; "
         "skipped (said once for this sender and version)"]
