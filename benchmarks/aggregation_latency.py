@@ -2,7 +2,7 @@
 the agent's own embedded Spark, on the same volumes.
 
 One local broker holds the pipeline's topics; `quota-sidecar aggregate` (embedded Spark) decides. The agent's
-end is quota_sidecar.decide.pipeline.Pipeline, as `run` uses it: each question publishes one observation (3 brokers ×
+end is quota_sidecar.pipeline.transport.Pipeline, as `run` uses it: each question publishes one observation (3 brokers ×
 2 log dirs, 10 measurements each in the fill window: 60 rows) and waits for the decision naming it. After
 WARM_UP unmeasured questions, `--questions` measured ones, one every `--every` seconds (an agent asks once
 per pass). Then the same rows through spark_jobs.volume_violations.decide on an embedded session in this
@@ -25,7 +25,7 @@ from harness.local_cluster import LocalKafkaCluster
 from harness.sidecar_process import SidecarProcess
 from quota_sidecar.common.errors import DecisionFailed
 from quota_sidecar.configuration.properties import PREFIX
-from quota_sidecar.decide.pipeline import Pipeline
+from quota_sidecar.pipeline.transport import Pipeline
 
 TITLE = "Aggregator latency"
 WARM_UP = 5

@@ -1,12 +1,12 @@
 """One micro-batch of the aggregator at scale: 10^3 to 10^6 volume observations decided in one job.
 
-The observations are what agents publish (quota_sidecar.common.pipeline_messages.observation): clusters of 50
+The observations are what agents publish (quota_sidecar.pipeline.messages.observation): clusters of 50
 brokers × 10 log dirs, one agent's observation per cluster, each volume with one measurement (its newest; an
 agent's observation also carries the fill window's older ones, which multiply the rows alike). They are
 written as JSON lines to a file and read as Spark's Kafka source hands a micro-batch to the query (a `value`
-column), then spark_jobs.aggregation.decide (the same code the streaming query runs on each micro-batch),
-executed in full into Spark's `noop` sink. Wall time per micro-batch after one unmeasured round, in the
-aggregator's embedded session (`local[1]`) and with `spark.url=local[2]`.
+column, and the record's key and place), then spark_jobs.aggregation.decide (the same code the streaming query
+runs on each micro-batch), executed in full into Spark's `noop` sink. Wall time per micro-batch after one
+unmeasured round, in the aggregator's embedded session (`local[1]`) and with `spark.url=local[2]`.
 
     .venv/bin/python benchmarks/aggregation_scale.py [--sizes 1000,10000,100000,1000000] [--runs 3]
         [--masters embedded,local[2]]
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from common import LoadWatch, per_master, Result, Stats, cell, print_result, provenance, table, this_command
 
-from quota_sidecar.common.pipeline_messages import observation
+from quota_sidecar.pipeline.messages import observation
 
 TITLE = "Aggregator micro-batch at scale"
 BROKERS, DIRS = 50, 10
@@ -54,7 +54,9 @@ def child(master: str, sizes: list[int], runs: int) -> None:
     for size in sizes:
         path = work / f"observations-{size}.json"
         observations = write_observations(path, size)
-        batch = spark.read.text(str(path)).cache()
+        batch = spark.read.text(str(path)).selectExpr(  # the columns of Spark's Kafka source that decide reads
+            "CAST(NULL AS BINARY) AS key", "value", "'observations' AS topic", "0 AS partition",
+            "monotonically_increasing_id() AS offset").cache()
         batch.count()  # in memory, as a micro-batch's Kafka rows are once fetched
         seconds = []
         for index in range(runs + 1):

@@ -25,7 +25,7 @@ from common import (LoadWatch, Result, create_topics, print_result, provenance, 
 from poll_cost import ReceivedBytes, TOPIC_PARTITIONS
 
 from harness.local_cluster import LocalKafkaCluster
-from quota_sidecar.common import pipeline_messages as messages
+from quota_sidecar.pipeline import messages
 from quota_sidecar.observe.admin import ClusterAdmin
 
 TITLE = "Covering a broker whose agent is down"  # its subsection of "## Disk protection" in docs/benchmarks.md

@@ -30,7 +30,8 @@ from common import (MiB, LoadWatch, Result, Stats, cell, print_result, provenanc
                     sidecar_running, table, this_command, uptime)
 from harness.aggregator import Aggregator
 from harness.local_cluster import LocalKafkaCluster
-from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC, encode, key, observation
+from quota_sidecar.pipeline.messages import encode, key, observation
+from quota_sidecar.pipeline.topics import OBSERVATIONS_TOPIC
 
 TITLE = "Memory"  # its subsection of "## Disk protection" in docs/benchmarks.md
 EMBEDDED_SIDECAR_MIB = 605  # one sidecar with its own embedded Spark, this section's figure of 2026-11-21 (34e12e6)

@@ -14,8 +14,8 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     they are missing), not in its first pass; else (status --direct) it creates nothing.
 
     The throttle factor (spark_jobs/volume_violations.py) and the replication rates
-    (spark_jobs/replication_rates.py) are decided by the aggregator, which pipeline.py asks through the
-    pipeline's topics; the deciders (decider.py, throttles.py) carry their state between polls.
+    (spark_jobs/replication_rates.py) are decided by the aggregator, which pipeline/transport.py asks through
+    the pipeline's topics; the deciders (decider.py, throttles.py) carry their state between polls.
     """
     from .act.cluster_store import ClusterStore
     from .act.cordoning import Cordoner
@@ -75,7 +75,7 @@ def build_replication(config: configuration.SidecarConfig, admin, store, pipelin
 
 def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str], create_topics: bool = True):
     """The agent's end of the pipeline (pipeline.bootstrap.servers; the watched cluster by default)."""
-    from .decide.pipeline import Pipeline
+    from .pipeline.transport import Pipeline
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
                     config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics)

@@ -3,7 +3,9 @@
 Kafka source (the observations topic) → each micro-batch → Kafka sink (the decisions topic). A micro-batch
 holds the observations of any number of agents and clusters; the rules judge them all in one job each,
 grouped by observation, and every observation gets one decision under its agent's key
-(quota_sidecar.common.pipeline_messages). The rules are those a batch run uses (``volume_violations.judge``,
+(quota_sidecar/pipeline/messages.py; the fields of both messages are those of pipeline/schema.py). An
+observation of a version this aggregator does not read gets none, and one WARNING for each sender and version.
+The rules are those a batch run uses (``volume_violations.judge``,
 ``replication_rates.transform``): a streaming DataFrame refuses their windows, so the query hands each
 micro-batch, a static DataFrame, to ``decide`` (foreachBatch). Nothing is kept between micro-batches but
 Spark's offsets in the checkpoint: an observation carries what its rule needs (a volume's measurements in the
@@ -19,61 +21,93 @@ from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
-from quota_sidecar.common.pipeline_messages import COMPRESSION, VERSION
+from quota_sidecar.pipeline import messages, schema as wire
+from quota_sidecar.pipeline.topics import COMPRESSION
 from spark_jobs import history, move_progress, replication_rates, volume_violations
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 
 _log = logging.getLogger(__name__)
 _PARSED = f"from_json(CAST(value AS STRING), '{OBSERVATION_SCHEMA.simpleString()}') AS o"
+# Where a Kafka row of an observation is, for the line that refuses it.
+_POSITION = ("CAST(key AS STRING) AS key", "topic", "partition", "offset")
+_KNOWN_VERSION = f"coalesce(o.version, {messages.UNSAID}) IN ({', '.join(map(str, messages.READABLE))})"
+_READABLE = f"{_KNOWN_VERSION} AND o.id IS NOT NULL AND o.cluster IS NOT NULL"
 # Null fields too: an agent reads every column of a rule's rows by name.
 _JSON = "to_json(struct(*), map('ignoreNullFields', 'false'))"
 
 
-KINDS = ("volumes", "replication")
+KINDS = wire.KINDS.names
 
 
 def decisions(observations: DataFrame, aggregator: str, kinds: tuple[str, ...] = KINDS) -> DataFrame:
     """Readable observations (``readable``) → Kafka rows of decisions (``key``, ``value``: JSON): one of volumes
     gets the factor and its volumes judged, one of replication rows their rates, moves and destinations.
-    Only the rules of `kinds` (one at least; ``kinds_in``) are planned: planning a rule costs a micro-batch
-    more than running it."""
+    Only the rules of `kinds` (one at least: those a micro-batch holds) are planned: planning a rule costs a
+    micro-batch more than running it."""
     parts = [rule(observations) for kind, rule in (("volumes", _volumes), ("replication", _replication))
              if kind in kinds]
     # No join: each part already carries its observation, and an observation is of one kind.
+    decided = {**_DECIDED, "aggregator": f"'{_quoted(aggregator)}'"}
     return reduce(DataFrame.unionByName, parts).selectExpr(
         "concat(observation.cluster, '/', coalesce(CAST(observation.agent AS STRING), '')) AS key",
-        f"""to_json(named_struct(
-            'version', {VERSION}, 'answers', observation.id, 'cluster', observation.cluster,
-            'agent', observation.agent, 'observed_at', observation.observed_at,
-            'decided_at', date_format(current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"),
-            'aggregator', '{_quoted(aggregator)}', 'volumes', volumes, 'replication', replication
-            ), map('ignoreNullFields', 'false')) AS value""",
+        f"to_json({_named_struct(decided, wire.DECISION_NAMES)}, map('ignoreNullFields', 'false')) AS value",
     )
 
 
-def decide(batch: DataFrame, aggregator: str, write: Callable[[DataFrame], None]) -> None:
-    """One micro-batch of Kafka rows of observations decided: its decisions (``decisions``) handed to `write`."""
-    observations = readable(batch).persist()  # parsed once, read by each rule
+# Each field of a decision (pipeline/schema.py's DECISION_NAMES) from the row of its observation (``_grouped``):
+# who asked as the observation says it, each kind's answer as its rule decided it.
+_DECIDED = {
+    "version": str(messages.VERSION),
+    "answers": "observation.id",
+    **{name: f"observation.{name}" for name in wire.ASKER.without("id").names},
+    "decided_at": """date_format(current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")""",
+    **{kind: kind for kind in KINDS},
+}
+
+
+def decide(batch: DataFrame, aggregator: str, write: Callable[[DataFrame], None],
+           refused: messages.Reader | None = None) -> None:
+    """One micro-batch of Kafka rows of observations (``key``, ``value``, ``topic``, ``partition``, ``offset``)
+    decided: its decisions (``decisions``) handed to `write`; an observation of a version this aggregator does
+    not read said by `refused` (one line for each sender and version) and left out."""
+    refused = refused or refusals()
+    parsed = batch.selectExpr(_PARSED, *_POSITION).persist()  # parsed once, read by each rule
     try:
-        kinds = kinds_in(observations)
+        kinds, unknown = _survey(parsed)
+        for row in unknown:
+            refused.refuse(row["version"], refused.sender(row.asDict()),
+                           messages.position(row["topic"], row["partition"], row["offset"]))
         if kinds:
-            write(decisions(observations, aggregator, kinds))
+            write(decisions(_readable(parsed), aggregator, kinds))
     finally:
-        observations.unpersist()
+        parsed.unpersist()
+
+
+def refusals() -> messages.Reader:
+    """What says the observations of a version this aggregator does not read (``decide``): one for a query."""
+    return messages.Reader("an observation", "this aggregator", messages.from_agent)
 
 
 def readable(observations: DataFrame) -> DataFrame:
     """Kafka rows of observations (``value``: JSON) → one row per observation (``schemas.OBSERVATION_SCHEMA``);
-    one that is not JSON of this version, or has no id or cluster, is left out (and gets no decision)."""
-    return observations.selectExpr(_PARSED).where(
-        f"o.version = {VERSION} AND o.id IS NOT NULL AND o.cluster IS NOT NULL").selectExpr("o.*")
+    one that is not JSON, of a version this aggregator does not read, or without an id or a cluster, is left out
+    (and gets no decision). One without a version is version 1 (messages.UNSAID)."""
+    return _readable(observations.selectExpr(_PARSED))
 
 
-def kinds_in(observations: DataFrame) -> tuple[str, ...]:
-    """The kinds of readable observations (``readable``): one small job."""
-    present = observations.selectExpr(
-        *(f"coalesce(max({kind} IS NOT NULL), false) AS {kind}" for kind in KINDS)).first()
-    return tuple(kind for kind in KINDS if present[kind])
+def _readable(parsed: DataFrame) -> DataFrame:
+    return parsed.where(_READABLE).selectExpr("o.*")
+
+
+def _survey(parsed: DataFrame) -> tuple[tuple[str, ...], list]:
+    """Of parsed Kafka rows (``_PARSED`` and ``_POSITION``): the kinds of the readable observations, and the
+    sender and place of each of a version this aggregator does not read; one small job."""
+    present = parsed.selectExpr(
+        *(f"coalesce(max({_READABLE} AND o.{kind} IS NOT NULL), false) AS {kind}" for kind in KINDS),
+        f"""collect_list(CASE WHEN NOT ({_KNOWN_VERSION}) THEN named_struct('version', o.version,
+            'cluster', o.cluster, 'agent', o.agent, 'key', key, 'topic', topic, 'partition', partition,
+            'offset', offset) END) AS refused""").first()
+    return tuple(kind for kind in KINDS if present[kind]), present["refused"]
 
 
 def _volumes(observations: DataFrame) -> DataFrame:
@@ -102,7 +136,13 @@ def _each_row(observations: DataFrame, kind: str, rows: str, *columns: str) -> D
             .selectExpr("*", "explode_outer(rows) AS row").drop("rows"))
 
 
-_OBSERVATION = "named_struct('id', id, 'cluster', cluster, 'agent', agent, 'observed_at', observed_at)"
+def _named_struct(expressions: dict[str, str], names: tuple[str, ...]) -> str:
+    """named_struct of `names` in their order, each from its expression (SQL) in `expressions`."""
+    pairs = ", ".join(f"'{name}', {expressions[name]}" for name in names)
+    return f"named_struct({pairs})"
+
+
+_OBSERVATION = _named_struct({name: name for name in wire.ASKER.names}, wire.ASKER.names)
 
 
 def _named(aggregates: tuple[str, ...]) -> list[str]:
@@ -131,7 +171,8 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
     # A micro-batch fetches offsets it knows are there; the consumer's next fetch, sent ahead, would otherwise
     # wait 500 ms at the broker for data: half the decision's latency.
     source = _observations(spark, options, observations_topic, starting_offsets).option("kafka.fetch.max.wait.ms", "10")
-    return (source.load().writeStream.foreachBatch(lambda batch, _id: decide(batch, aggregator, write))
+    refused = refusals()
+    return (source.load().writeStream.foreachBatch(lambda batch, _id: decide(batch, aggregator, write, refused))
             .option("checkpointLocation", checkpoint).trigger(processingTime="0 seconds").queryName("quota-sidecar-aggregation").start())
 
 

@@ -131,9 +131,10 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     needs_spark("aggregate")
     from quota_sidecar.common.refusals import REFUSALS
     from quota_sidecar.decide import acls
-    from quota_sidecar.decide.pipeline import end_offsets, ensure_topics
     from quota_sidecar.decide.refusal_lines import RefusalLines
     from quota_sidecar.observe.admin import ClusterAdmin
+    from quota_sidecar.pipeline.topics import ensure_topics
+    from quota_sidecar.pipeline.transport import end_offsets
     from quota_sidecar.shutdown import GracefulShutdown
     from spark_jobs import aggregation, capacity_metrics, checkpoint as checkpoints, session
 

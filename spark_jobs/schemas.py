@@ -1,10 +1,15 @@
-"""The rows the aggregations read, and how Python rows become a DataFrame of them."""
+"""The rows the aggregations read, and how Python rows become a DataFrame of them.
+
+The rows an agent sends on the pipeline, and the observation that carries them, are spelled once in
+quota_sidecar/pipeline/schema.py; their StructTypes here are made from it (``struct_type``).
+"""
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
@@ -13,66 +18,39 @@ from pyspark.sql.types import (
     StructType,
 )
 
-# One log directory of one broker at one moment, as DescribeLogDirs reported it: the current poll's, or an
-# earlier measurement within the fill window. at_seconds is that moment relative to the decision (0: now,
-# -10: ten seconds before); a volume's newest row is its state now.
-VOLUME_SCHEMA = StructType(
-    [
-        StructField("broker_id", IntegerType(), nullable=False),
-        StructField("log_dir", StringType(), nullable=False),
-        StructField("total_bytes", LongType(), nullable=False),
-        StructField("available_bytes", LongType(), nullable=False),
-        StructField("usable", BooleanType(), nullable=False),
-        StructField("at_seconds", DoubleType(), nullable=False),
-    ]
-)
+from quota_sidecar.pipeline import schema as wire
 
-# One broker in one replication role ('leader' sends, 'follower' receives) with the settings of its rule.
+_ATOMS = {wire.INT: IntegerType(), wire.LONG: LongType(), wire.DOUBLE: DoubleType(),
+          wire.STRING: StringType(), wire.BOOLEAN: BooleanType()}
+
+
+def struct_type(struct: wire.Struct) -> StructType:
+    """The StructType of a struct of pipeline/schema.py: its fields, in its order, nullable as it says."""
+    return StructType([StructField(field.name, _data_type(field.type), nullable=field.nullable)
+                       for field in struct.fields])
+
+
+def _data_type(of: wire.Type) -> DataType:
+    if isinstance(of, wire.Struct):
+        return struct_type(of)
+    if isinstance(of, wire.Array):
+        return ArrayType(_data_type(of.element))
+    return _ATOMS[of]
+
+
+# The rows of the pipeline's observations (pipeline/schema.py says what each is).
+VOLUME_SCHEMA = struct_type(wire.VOLUME)
+MOVING_REPLICA_SCHEMA = struct_type(wire.MOVING_REPLICA)
+REPLICATION_PASS_SCHEMA = struct_type(wire.REPLICATION_PASS)
+LIMITS_SCHEMA = struct_type(wire.LIMITS)
+OBSERVATION_SCHEMA = struct_type(wire.OBSERVATION)
+
+# One broker in one replication role as the rate rule reads it: the role an agent sends (BROKER_ROLE of
+# pipeline/schema.py) and KIP-73's lower bound, which the rule computes from the moves' progress (move_progress.py):
+# what the moves through this broker in this role take in, with the margin.
 BROKER_ROLE_SCHEMA = StructType(
-    [
-        StructField("broker_id", IntegerType(), nullable=False),
-        StructField("role", StringType(), nullable=False),
-        StructField("capacity_bytes", LongType(), nullable=False),
-        StructField("used_bytes_per_sec", DoubleType(), nullable=True),  # null: network figures unreadable
-        StructField("applied_rate", LongType(), nullable=True),  # null: no throttle in force
-        StructField("measured_replication_bytes_per_sec", DoubleType(), nullable=True),
-        StructField("max_percent", DoubleType(), nullable=False),
-        StructField("min_rate", LongType(), nullable=False),
-        StructField("change_threshold_percent", DoubleType(), nullable=False),
-        StructField("consecutive_failures", IntegerType(), nullable=False),
-        StructField("failure_threshold", IntegerType(), nullable=False),
-        # KIP-73's lower bound: what the moves through this broker in this role take in, with the margin.
-        StructField("keep_up_floor_bytes_per_sec", DoubleType(), nullable=True),
-    ]
-)
-
-# One adding replica of an in-flight move (quota_sidecar.common.observation.MovingReplica).
-MOVING_REPLICA_SCHEMA = StructType(
-    [
-        StructField("topic", StringType(), nullable=False),
-        StructField("partition", IntegerType(), nullable=False),
-        StructField("broker", IntegerType(), nullable=False),
-        StructField("leader", IntegerType(), nullable=False),
-        StructField("bytes_behind", LongType(), nullable=True),
-        StructField("lag_seconds", DoubleType(), nullable=True),
-        StructField("behind_then", LongType(), nullable=True),
-        StructField("replica_growth_bytes", LongType(), nullable=True),
-        StructField("replica_growth_seconds", DoubleType(), nullable=True),
-        StructField("leader_growth_bytes", LongType(), nullable=True),
-        StructField("leader_growth_seconds", DoubleType(), nullable=True),
-    ]
-)
-
-# What one replication pass decides in one Spark job (replication_rates.decide): each broker role with the
-# settings of its rule, the moves' settings, and every adding replica of the cluster (the same on every row),
-# from which the job computes the moves' progress and the role's keep_up floor.
-REPLICATION_PASS_SCHEMA = StructType(
-    [field for field in BROKER_ROLE_SCHEMA.fields if field.name != "keep_up_floor_bytes_per_sec"]
-    + [
-        StructField("stuck_after_seconds", DoubleType(), nullable=False),
-        StructField("keep_up_margin_percent", DoubleType(), nullable=False),
-        StructField("moving_replicas", ArrayType(MOVING_REPLICA_SCHEMA), nullable=False),
-    ]
+    struct_type(wire.BROKER_ROLE).fields
+    + [StructField("keep_up_floor_bytes_per_sec", DoubleType(), nullable=True)]
 )
 
 
@@ -106,34 +84,3 @@ def frame_from_rows(spark: SparkSession, rows: list[dict], schema: StructType) -
     # One partition: a window or an aggregation over it then needs no shuffle, and the job is one stage
     # of one task (a third less of the driver's CPU per decision).
     return spark.createDataFrame(pa.Table.from_pylist(rows, schema=to_arrow_schema(schema))).coalesce(1)
-
-
-# The limits of the volume rule, as columns of each volume row (volume_violations.LIMIT_COLUMNS).
-LIMITS_SCHEMA = StructType(
-    [
-        StructField("min_available_bytes", LongType(), nullable=True),
-        StructField("min_available_ratio", DoubleType(), nullable=True),
-        StructField("soft_min_available_bytes", LongType(), nullable=True),
-        StructField("soft_min_available_ratio", DoubleType(), nullable=True),
-        StructField("lead_time_seconds", DoubleType(), nullable=True),
-        StructField("descent_min_available_bytes", LongType(), nullable=True),
-        StructField("descent_min_available_ratio", DoubleType(), nullable=True),
-        StructField("descent_horizon_seconds", DoubleType(), nullable=True),
-        StructField("descent_rate_bytes_per_sec", DoubleType(), nullable=True),
-    ]
-)
-
-# An agent's observation on the pipeline (quota_sidecar.common.pipeline_messages.observation): the rows of a rule,
-# as a batch run would judge them, under the id its decision answers.
-OBSERVATION_SCHEMA = StructType(
-    [
-        StructField("version", IntegerType()),
-        StructField("id", StringType()),
-        StructField("cluster", StringType()),
-        StructField("agent", IntegerType()),
-        StructField("observed_at", StringType()),
-        StructField("volumes", StructType([StructField("rows", ArrayType(VOLUME_SCHEMA)),
-                                           StructField("limits", LIMITS_SCHEMA)])),
-        StructField("replication", StructType([StructField("rows", ArrayType(REPLICATION_PASS_SCHEMA))])),
-    ]
-)

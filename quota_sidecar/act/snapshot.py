@@ -79,7 +79,7 @@ class Snapshot:
     cordons: CordonView | None = None  # with this sidecar's broker known
     tenants: TenantCount = TenantCount(0, 0)  # entities with a producer rate of their own, throttled
     cancelled_moves: tuple[Mapping, ...] = ()  # the moves onto this broker its sidecar cancelled (records.py)
-    last_aggregation: Mapping | None = None  # the aggregator's last decision for this agent (pipeline_messages)
+    last_aggregation: Mapping | None = None  # the aggregator's last decision for this agent (pipeline/messages.py)
     cover: CoverView | None = None  # when this agent beats (cover.after)
     refused: tuple[Refusal, ...] = ()  # the permissions Kafka's authorizer refused lately (refusals.py)
     last_resort: LastResort | None = None  # the hard limit's 1 B/s producer quota, while in force

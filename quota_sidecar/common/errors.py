@@ -47,8 +47,8 @@ class SparkUnavailable(Exception):
 
 
 class DecisionFailed(RuntimeError):
-    """A decision failed: no answer from the aggregator in time (pipeline.py), or in the Spark of `evaluate`
-    (spark_jobs/judges.py); the message is one line saying why. That poll fails, the next retries."""
+    """A decision failed: no answer from the aggregator in time (pipeline/transport.py), or in the Spark of
+    `evaluate` (spark_jobs/judges.py); the message is one line saying why. That poll fails, the next retries."""
 
 
 class HandedBack(Exception):

@@ -50,7 +50,7 @@ class Volume:
         return self.available_ratio - limit.min_available_ratio
 
     def as_row(self, now: datetime) -> dict:
-        """A row of spark_jobs.schemas.VOLUME_SCHEMA: this measurement, its time in seconds relative to `now`."""
+        """A row of VOLUME (pipeline/schema.py): this measurement, its time in seconds relative to `now`."""
         return {"broker_id": self.broker_id, "log_dir": self.log_dir, "total_bytes": self.total_bytes,
                 "available_bytes": self.available_bytes, "usable": self.usable,
                 "at_seconds": (self.observed_at - now).total_seconds()}

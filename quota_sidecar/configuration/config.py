@@ -15,8 +15,8 @@ from typing import Mapping, Sequence
 import isodate
 
 from ..common.errors import ConfigError
-from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from ..common.vocabulary import StorageLimit
+from ..pipeline.topics import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from .admin_client import client_kwargs
 from .history import CapacityConfig, HistoryConfig
 from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS, KEYS, KEYS_BY_NAME, LOG_DIR_KEYS,

@@ -13,7 +13,7 @@ from typing import Callable
 
 import isodate
 
-from ..common.pipeline_messages import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
+from ..pipeline.topics import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent,
                          optional_port, optional_readable_file, path_list, percent, port, positive_duration,
                          positive_int, positive_number, principal, principal_list, ratio, spark_url, state_store, text,

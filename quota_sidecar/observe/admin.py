@@ -1,9 +1,10 @@
 """The cluster admin: live brokers, log-dir sizes, client quotas, configs, topics, reassignments.
 
-With cluster_store.py and pipeline.py (records, observations and decisions, through producers and consumers)
-and kafka_client.py (how clients are opened and their errors typed), the agent's only Kafka I/O. Every failure
-leaves as a typed AdminError (kafka_client.admin_error): retryable or permanent. Built on kafka-python's admin
-client; most calls send the protocol requests (admin_requests.py) through its connection manager.
+With cluster_store.py and pipeline/transport.py (records, observations and decisions, through producers and
+consumers) and kafka_client.py (how clients are opened and their errors typed), the agent's only Kafka I/O.
+Every failure leaves as a typed AdminError (kafka_client.admin_error): retryable or permanent. Built on
+kafka-python's admin client; most calls send the protocol requests (admin_requests.py) through its connection
+manager.
 """
 
 from __future__ import annotations

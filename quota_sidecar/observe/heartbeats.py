@@ -21,10 +21,10 @@ from typing import Callable, Mapping
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as Errors
 
-from ..common import pipeline_messages as messages
 from ..common.errors import AdminError, PermanentAdminError
 from ..common.failure_report import FailureReport
 from ..common.periodic import PeriodicWorker
+from ..pipeline import messages
 from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ class Heartbeats:
         self._report = FailureReport("heartbeat", "heartbeats", first_only=True)
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
+        self._beats = messages.Reader("a heartbeat", "this agent", messages.from_agent)
         # A beat reads until the next is due, so the next follows at once (interval 0).
         self._worker = PeriodicWorker("heartbeats", self._beat_round, 0.0, on_exit=self._close_clients)
 
@@ -140,7 +141,7 @@ class Heartbeats:
         with self._lock:
             for batch in records.values():
                 for record in batch:
-                    message = messages.decode(record.value) or {}
+                    message = self._beats.read(record) or {}
                     if message.get("cluster") == cluster and isinstance(message.get("agent"), int):
                         self._last_seen[message["agent"]] = read_at
                         self._holding[message["agent"]] = message.get("holding") is True

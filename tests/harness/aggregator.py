@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.sidecar_process import SidecarProcess
 from quota_sidecar.configuration.properties import PREFIX
-from quota_sidecar.decide.pipeline import Pipeline
+from quota_sidecar.pipeline.transport import Pipeline
 
 START_TIMEOUT = 240.0  # s: Spark's JVM, the query's start
 

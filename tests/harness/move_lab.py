@@ -151,7 +151,7 @@ class MoveLab:
         """
         from quota_sidecar.common.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
         from quota_sidecar.configuration.config import ReplicationConfig
-        from quota_sidecar.decide.pipeline import Pipeline
+        from quota_sidecar.pipeline.transport import Pipeline
         from quota_sidecar.decide.throttles import rate_inputs
 
         observation = ReplicationObservation(

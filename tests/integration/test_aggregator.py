@@ -1,7 +1,7 @@
 """Agents and one aggregator on real clusters (the session's, conftest.py): `quota-sidecar aggregate` decides
 for every agent that publishes to its pipeline cluster, whatever cluster the agent watches; the conformance
 cases give the same decisions through it as in one process; a pipeline that cannot be reached fails each pass
-with one WARNING."""
+with one WARNING; an observation of a version it does not read is refused in one line, and the others decided."""
 
 from __future__ import annotations
 
@@ -10,24 +10,26 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from harness.conformance_cases import case_folders
 from harness.ports import free_loopback_ports
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.common.observation import BrokerLoad, Reassignment, ReplicationObservation
-from quota_sidecar.common.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from quota_sidecar.configuration.config import ReplicationConfig
 from quota_sidecar.configuration.properties import PREFIX as P
-from quota_sidecar.decide.pipeline import Pipeline
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import rate_inputs
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.pipeline import messages
+from quota_sidecar.pipeline.topics import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from quota_sidecar.pipeline.transport import Pipeline
 
 pytestmark = pytest.mark.integration
 CONFORMANCE = Path(os.environ.get("CONFORMANCE", Path(__file__).resolve().parents[2] / "../shared/conformance"))
@@ -117,6 +119,34 @@ def test_a_question_asked_ahead_is_answered_with_the_next_one_and_not_published_
     assert factor == 1.0 and ahead["rates"] and ahead == asked_again
     published = decisions_of(kafka_cluster.bootstrap_servers, f"{cluster}/1", OBSERVATIONS_TOPIC)
     assert [bool(o["replication"]) for o in published] == [True, False, True]
+
+
+def test_an_observation_of_a_version_the_aggregator_does_not_know_is_refused_in_one_line_the_next_decided(
+        aggregator, kafka_cluster):
+    """An agent of a newer release during a rolling upgrade publishes version 2: the aggregator skips it with one
+    WARNING naming the version, the agent and where the record is, and answers this release's question after it."""
+    cluster, servers = "newer-release", kafka_cluster.bootstrap_servers
+    volume = {"broker_id": 4, "log_dir": "/d", "total_bytes": 1 << 30, "available_bytes": 1 << 29, "usable": True,
+              "at_seconds": 0.0}
+    newer = {**messages.observation(cluster, 4, datetime.now(timezone.utc), volumes=[volume], limits={}),
+             "version": 2}
+    producer = KafkaProducer(bootstrap_servers=servers)
+    try:
+        sent = producer.send(OBSERVATIONS_TOPIC, key=messages.key(cluster, 4).encode(),
+                             value=messages.encode(newer)).get(timeout=30)
+    finally:
+        producer.close()
+    pipeline = Pipeline({"bootstrap_servers": servers}, lambda: cluster, 4, 60.0)
+    try:
+        factor, _ = pipeline.judge_volumes([volume], {"min_available_bytes": 1})
+    finally:
+        pipeline.close()
+
+    assert factor == 1.0
+    assert [d["answers"] for d in decisions_of(servers, f"{cluster}/4")] == [pipeline.last_decision["answers"]]
+    (refused,) = [line for line in aggregator.process.problems() if f"of cluster {cluster} " in line]
+    assert (f"refused an observation of version 2 from the agent of broker 4 of cluster {cluster} at "
+            f"{OBSERVATIONS_TOPIC}-{sent.partition} offset {sent.offset}: this aggregator reads version 1") in refused
 
 
 def decisions_of(bootstrap: str, key: str, topic: str = DECISIONS_TOPIC) -> list[dict]:

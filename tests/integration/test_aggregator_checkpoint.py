@@ -12,9 +12,9 @@ import pytest
 from harness.aggregator import Aggregator
 from harness.sidecar_process import SidecarProcess
 from harness.waiting import eventually
-from quota_sidecar.common.pipeline_messages import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.pipeline.topics import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from spark_jobs.checkpoint import MARKER, Owner
 
 pytestmark = pytest.mark.integration

@@ -21,12 +21,12 @@ from harness.replication_checks import broker_configs, create_topic
 from harness.secure_lab import LAB_ADMIN, SecureLab, grant, revoke
 from harness.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
-from quota_sidecar.common.pipeline_messages import HEARTBEATS_TOPIC
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, LEADER_RATE
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.pipeline.topics import HEARTBEATS_TOPIC
 
 pytestmark = [pytest.mark.integration]
 

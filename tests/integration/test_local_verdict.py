@@ -17,12 +17,12 @@ from harness.kafka_tools import fill
 from harness.waiting import eventually, within
 from quota_sidecar.act.cluster_store import RACE_SECONDS
 from quota_sidecar.common.errors import AdminError, RetryableAdminError
-from quota_sidecar.common.pipeline_messages import OBSERVATIONS_TOPIC
 from quota_sidecar.configuration import config as cfg
-from quota_sidecar.decide.pipeline import end_offsets
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.pipeline.topics import OBSERVATIONS_TOPIC
+from quota_sidecar.pipeline.transport import end_offsets
 from quota_sidecar.serve import status
 from quota_sidecar.serve.metrics import registry_for
 from quota_sidecar.wiring import build_sidecar

@@ -4,7 +4,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from quota_sidecar.common import pipeline_messages
+from quota_sidecar.pipeline import messages
 from spark_jobs import aggregation, history
 
 AT = datetime(2026, 11, 25, 23, 59, 50, tzinfo=timezone.utc)
@@ -17,7 +17,7 @@ def volume(broker_id, available, at_seconds=0.0, log_dir="/data", usable=True):
 
 
 def kafka_rows(spark, *observations):
-    return spark.createDataFrame([(pipeline_messages.encode(o),) for o in observations] + [(b"not json",)],
+    return spark.createDataFrame([(messages.encode(o),) for o in observations] + [(b"not json",)],
                                  "value binary")
 
 
@@ -26,11 +26,11 @@ def test_a_micro_batch_appends_each_volume_once_by_its_own_broker_s_agent_at_its
                     volume(2, 7 * GIB, -10.0), volume(2, 0, log_dir="/offline", usable=False)]
     batch = kafka_rows(
         spark,
-        pipeline_messages.observation("cluster-a", 1, AT, volumes=every_broker, limits={"min_available_bytes": 1}),
-        pipeline_messages.observation("cluster-a", 2, AT + timedelta(seconds=30), volumes=every_broker,
-                                      limits={"min_available_bytes": 1}),
-        pipeline_messages.observation("cluster-b", None, AT, volumes=[volume(5, GIB)], limits={}),
-        pipeline_messages.observation("cluster-b", 5, AT, replication=[]))
+        messages.observation("cluster-a", 1, AT, volumes=every_broker, limits={"min_available_bytes": 1}),
+        messages.observation("cluster-a", 2, AT + timedelta(seconds=30), volumes=every_broker,
+                             limits={"min_available_bytes": 1}),
+        messages.observation("cluster-b", None, AT, volumes=[volume(5, GIB)], limits={}),
+        messages.observation("cluster-b", 5, AT, replication=[]))
     location = str(tmp_path / "history")
 
     aggregation.record_history(batch, location, timedelta(days=90), {})

@@ -1,11 +1,11 @@
-"""The agent's end of the pipeline: it publishes an observation and reads the aggregator's decision on it.
+"""The pipeline's Kafka clients: the agent's end, which publishes an observation and reads the aggregator's
+decision on it, and where a first aggregation starts reading.
 
-Two topics of the pipeline cluster (the watched cluster itself unless pipeline.bootstrap.servers names
-another): observations (kept by time) and decisions (compacted), created by whichever process comes first.
-An agent writes under its key (pipeline_messages.key) and reads the one partition of the decisions topic
-that key goes to (Kafka's default partitioner, as the aggregator's sink uses it), from the end: a decision
-answers the observation it names, and the agent waits for that one within the pass's deadline. No answer in
-time is a failed decision, and the factor's timeline goes on (decider.py).
+Two topics of the pipeline cluster (topics.py): observations (kept by time) and decisions (compacted), created
+by whichever process comes first. An agent writes under its key (messages.key) and reads the one partition of the
+decisions topic that key goes to (Kafka's default partitioner, as the aggregator's sink uses it), from the end: a
+decision answers the observation it names, and the agent waits for that one within the pass's deadline. No answer
+in time is a failed decision, and the factor's timeline goes on (decide/decider.py).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import kafka.errors as Errors
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2
 
-from ..common import deadline, pipeline_messages as messages
+from ..common import deadline
 from ..common.errors import AdminError, DecisionFailed, RetryableAdminError
 from ..observe.admin import ClusterAdmin
 from ..observe.kafka_client import (CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client,
                                     with_cause)
+from . import messages, topics
 
-PARTITIONS = 6
 WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent's local verdict a turn
 # Of a pass's whole deadline (poll.timeout), kept for its writes should no decision come: a share of the time left
 # at the question was 0.06 s under load once, and the fallback's write to the state topic timed out.
@@ -33,8 +33,8 @@ WRITES_KEEP = 0.3
 
 class Pipeline:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int | None,
-                 timeout: float, observations_topic: str = messages.OBSERVATIONS_TOPIC,
-                 decisions_topic: str = messages.DECISIONS_TOPIC, create_topics: bool = True):
+                 timeout: float, observations_topic: str = topics.OBSERVATIONS_TOPIC,
+                 decisions_topic: str = topics.DECISIONS_TOPIC, create_topics: bool = True):
         self._client_config = dict(client_config)
         self.create_topics = create_topics  # False for a look (status --direct) that must create nothing
         self.timeout = timeout  # at most this per question, within the pass's own deadline
@@ -51,12 +51,13 @@ class Pipeline:
         self.while_waiting: Callable[[], None] | None = None
         self._early: dict | None = None  # its decision, when read while waiting for another
         self._sent = None  # the last observation's send (kafka-python's future)
+        self._decisions = messages.Reader("a decision", "this agent", messages.from_aggregator)
 
     def __repr__(self) -> str:  # the client configuration holds passwords
         return f"Pipeline(observations={self.observations_topic!r}, decisions={self.decisions_topic!r})"
 
     def ask(self, at: datetime, **rows) -> dict:
-        """Publish an observation of `rows` (pipeline_messages.observation) and return the decision on it.
+        """Publish an observation of `rows` (messages.observation) and return the decision on it.
         DecisionFailed when none comes before the pass's deadline, or the pipeline cannot be reached."""
         asking = f"asking the aggregator through {self.observations_topic}"
         with self._lock, deadline.within(self._budget(), asking):
@@ -134,7 +135,7 @@ class Pipeline:
             left = deadline.left(doing=waiting)  # raises once the deadline has passed
             for batch in self._consumer.poll(timeout_ms=max(1, int(min(left, every) * 1000))).values():
                 for record in batch:
-                    decision = messages.decode(record.value) or {}
+                    decision = self._decisions.read(record) or {}
                     if decision.get("answers") == observation_id:
                         found = decision
                     elif self._ahead is not None and decision.get("answers") == self._ahead[1]:
@@ -147,7 +148,7 @@ class Pipeline:
         if self._consumer is not None:
             return
         if self.create_topics:
-            ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
+            topics.ensure_topics(self._admin, self.observations_topic, self.decisions_topic)
         consumer = open_client(KafkaConsumer, for_frequent_polls({
             **self._client_config, "group_id": None, "enable_auto_commit": False,
             "allow_auto_create_topics": False}), deadline.left(doing=doing))
@@ -163,7 +164,7 @@ class Pipeline:
             consumer.position(mine, timeout_ms=max(1, int(deadline.left(doing=doing) * 1000)))
             self._producer = open_client(KafkaProducer, {
                 **self._client_config, "acks": 1, "linger_ms": 0, "allow_auto_create_topics": False,
-                "compression_type": messages.COMPRESSION},
+                "compression_type": topics.COMPRESSION},
                 deadline.left(doing=doing))
         except BaseException:
             consumer.close()
@@ -174,19 +175,7 @@ class Pipeline:
         """Create the heartbeats' topic unless it exists (cover.after), by the heartbeats' own thread: without CREATE
         on it the agent covers none and is covered, and still gets its decisions. One partition, which every agent
         reads."""
-        self._admin.create_topic(topic, 1, _replication_factor(self._admin), messages.HEARTBEATS_TOPIC_CONFIG)
-
-
-def ensure_topics(admin: ClusterAdmin, observations_topic: str, decisions_topic: str) -> None:
-    """Create the pipeline's topics unless they exist (whichever agent or aggregator comes first); a broker
-    would otherwise auto-create the decisions topic uncompacted."""
-    replication_factor = _replication_factor(admin)
-    admin.create_topic(observations_topic, PARTITIONS, replication_factor, messages.OBSERVATIONS_TOPIC_CONFIG)
-    admin.create_topic(decisions_topic, PARTITIONS, replication_factor, messages.DECISIONS_TOPIC_CONFIG)
-
-
-def _replication_factor(admin: ClusterAdmin) -> int:
-    return min(3, len(admin.live_broker_ids()))
+        topics.ensure_heartbeats_topic(self._admin, topic)
 
 
 def end_offsets(client_config: Mapping[str, object], topic: str, timeout: float = 30.0) -> dict[int, int]:
