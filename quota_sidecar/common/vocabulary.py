@@ -34,6 +34,20 @@ class StorageLimit:
     descent_min_available_ratio: float | None = None
     descent_horizon: timedelta | None = None
 
+    def limit_bytes(self, total_bytes: int) -> float:
+        """The available bytes at the hard limit on a volume of this size."""
+        if self.min_available_bytes is not None:
+            return float(self.min_available_bytes)
+        return self.min_available_ratio * total_bytes
+
+    def at_limit(self, available_bytes: int, total_bytes: int) -> bool:
+        """At or below the hard limit now, compared in the limit's own unit: a ratio limit with the available ratio
+        (0 on a volume of no size), as the proposal words it. In bytes, 0.29 × 100 rounds above 29, and a volume at
+        exactly 29 % would not be at a limit of 0.29."""
+        if self.min_available_bytes is not None:
+            return available_bytes <= self.min_available_bytes
+        return (available_bytes / total_bytes if total_bytes > 0 else 0.0) <= self.min_available_ratio
+
     def as_params(self) -> dict:
         return {"min_available_bytes": self.min_available_bytes, "min_available_ratio": self.min_available_ratio,
                 "soft_min_available_bytes": self.soft_min_available_bytes,

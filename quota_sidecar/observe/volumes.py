@@ -116,12 +116,6 @@ class LocalSample:
     available_bytes: int
 
 
-def limit_bytes(limit: StorageLimit, total_bytes: int) -> float:
-    if limit.min_available_bytes is not None:
-        return float(limit.min_available_bytes)
-    return limit.min_available_ratio * total_bytes
-
-
 def fill_rate(samples: Sequence[LocalSample]) -> float | None:
     """Bytes/s by which available space shrinks: the least-squares slope over the samples, negated; None
     with fewer than two distinct times."""
@@ -146,10 +140,10 @@ def seconds_to_limit(samples: Sequence[LocalSample], limit: StorageLimit, rate: 
     """0 at or below the limit now; the time to it at `rate` (the current fill rate unless given); None when
     not filling."""
     newest = samples[-1]
-    margin = newest.available_bytes - limit_bytes(limit, newest.total_bytes)
-    if margin <= 0:
+    if limit.at_limit(newest.available_bytes, newest.total_bytes):
         return 0.0
     rate = current_fill_rate(samples) if rate is None else rate
+    margin = newest.available_bytes - limit.limit_bytes(newest.total_bytes)
     return margin / rate if rate is not None and rate > 0 else None
 
 
