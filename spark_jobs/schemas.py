@@ -13,6 +13,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from quota_sidecar.common import storage_rule
+
 # One log directory of one broker at one moment, as DescribeLogDirs reported it: the current poll's, or an
 # earlier measurement within the fill window. at_seconds is that moment relative to the decision (0: now,
 # -10: ten seconds before); a volume's newest row is its state now.
@@ -109,19 +111,8 @@ def frame_from_rows(spark: SparkSession, rows: list[dict], schema: StructType) -
 
 
 # The limits of the volume rule, as columns of each volume row (volume_violations.LIMIT_COLUMNS).
-LIMITS_SCHEMA = StructType(
-    [
-        StructField("min_available_bytes", LongType(), nullable=True),
-        StructField("min_available_ratio", DoubleType(), nullable=True),
-        StructField("soft_min_available_bytes", LongType(), nullable=True),
-        StructField("soft_min_available_ratio", DoubleType(), nullable=True),
-        StructField("lead_time_seconds", DoubleType(), nullable=True),
-        StructField("descent_min_available_bytes", LongType(), nullable=True),
-        StructField("descent_min_available_ratio", DoubleType(), nullable=True),
-        StructField("descent_horizon_seconds", DoubleType(), nullable=True),
-        StructField("descent_rate_bytes_per_sec", DoubleType(), nullable=True),
-    ]
-)
+LIMITS_SCHEMA = StructType([StructField(name, {"BIGINT": LongType(), "DOUBLE": DoubleType()}[kind], nullable=True)
+                            for name, kind in storage_rule.LIMIT_TYPES.items()])
 
 # An agent's observation on the pipeline (quota_sidecar.common.pipeline_messages.observation): the rows of a rule,
 # as a batch run would judge them, under the id its decision answers.

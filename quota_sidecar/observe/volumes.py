@@ -138,13 +138,10 @@ def current_fill_rate(samples: Sequence[LocalSample]) -> float | None:
 
 def seconds_to_limit(samples: Sequence[LocalSample], limit: StorageLimit, rate: float | None = None) -> float | None:
     """0 at or below the limit now; the time to it at `rate` (the current fill rate unless given); None when
-    not filling."""
+    not filling (the rule's, StorageLimit.judge)."""
     newest = samples[-1]
-    if limit.at_limit(newest.available_bytes, newest.total_bytes):
-        return 0.0
     rate = current_fill_rate(samples) if rate is None else rate
-    margin = newest.available_bytes - limit.limit_bytes(newest.total_bytes)
-    return margin / rate if rate is not None and rate > 0 else None
+    return limit.judge(newest.available_bytes, newest.total_bytes, rate)["seconds_to_limit"]
 
 
 def time_left(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit,
@@ -164,11 +161,10 @@ def at_the_limit(left: Mapping[str, float], reaction: float = 0.0) -> list[str]:
 
 def predicted(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> list[str]:
     """The dirs (or a cover's volumes) above the limit that reach it within the lead time at their fill rate over
-    the samples given (those of the fill window): the aggregator's predicted violation
-    (spark_jobs/volume_violations.py), on the watch's own samples. None without a lead time."""
-    lead = limit.lead_time.total_seconds()
-    return [log_dir for log_dir, samples in history.items() if lead and samples
-            and (seconds := seconds_to_limit(samples, limit, fill_rate(samples))) is not None and 0.0 < seconds <= lead]
+    the samples given (those of the fill window): the aggregator's predicted violation (StorageLimit.judge, the
+    rule spark_jobs/volume_violations.py renders), on the watch's own samples. None without a lead time."""
+    return [log_dir for log_dir, samples in history.items() if samples and limit.judge(
+        samples[-1].available_bytes, samples[-1].total_bytes, fill_rate(samples))["predicted"]]
 
 
 def in_danger(left: Mapping[str, float], horizon: float) -> list[str]:
