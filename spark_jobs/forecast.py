@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
+from quota_sidecar.common import storage_rule
 from quota_sidecar.common.vocabulary import StorageLimit
 from spark_jobs.session import sql_over
 
@@ -186,11 +187,8 @@ def by_cluster(volumes: DataFrame) -> DataFrame:
 
 
 def _limit_bytes(params: ForecastParams) -> str:
-    """The available bytes at the limit, per volume: the configured bytes, the ratio of its size, or 0."""
-    if params.min_available_bytes is not None and params.min_available_ratio is not None:
-        raise ValueError("set at most one of min_available_bytes and min_available_ratio")
-    if params.min_available_bytes is not None:
-        return f"CAST({int(params.min_available_bytes)} AS DOUBLE)"
-    if params.min_available_ratio is not None:
-        return f"{float(params.min_available_ratio)!r}D * total_bytes"
-    return "0D"
+    """The available bytes at the limit, per volume: the rule's (storage_rule.LIMIT_BYTES), or 0 without one."""
+    if params.min_available_bytes is None and params.min_available_ratio is None:
+        return "0D"
+    limit = StorageLimit(params.min_available_bytes, params.min_available_ratio)
+    return storage_rule.LIMIT_BYTES.inline_sql(storage_rule.limit_literals(limit.as_params()))

@@ -7,6 +7,8 @@ fill rate it gets there within the lead time (a predicted violation). The factor
 violates, else the smallest soft factor: 1.0 at or above the soft limit (or without one), falling
 linearly to 0.0 at the hard limit.
 
+The rule itself (the verdict, the time to the limit, the factors) is quota_sidecar.common.storage_rule's, whose
+terms the agent's local verdict evaluates in Python and this job renders as SQL; the fill rate is this job's own.
 The limits are columns of the rows, and the rows are grouped by the observation they came with: one job
 judges one poll (``decide``), or the questions of many agents of many clusters at once (the aggregator,
 ``aggregation``). The expressions are Spark SQL text on DataFrame methods rather than pyspark.sql.functions:
@@ -18,6 +20,8 @@ import sys
 
 from pyspark.sql import DataFrame, SparkSession
 
+from quota_sidecar.common import storage_rule
+from quota_sidecar.common.vocabulary import StorageLimit
 from spark_jobs.schemas import VOLUME_SCHEMA, frame_from_rows
 from spark_jobs.session import get_session, stop_sessions
 
@@ -29,36 +33,9 @@ _NEWEST = f"row_number() OVER ({_BY_VOLUME} ORDER BY at_seconds DESC) = 1"
 # volumes) and is null with fewer than two measurements at distinct times. 0 - slope, not -slope: a
 # steady volume fills 0.0 B/s, not -0.0.
 _FILL = f"0.0D - regr_slope(available_bytes, at_seconds) OVER ({_BY_VOLUME})"
-_AVAILABLE_RATIO = "CASE WHEN total_bytes > 0 THEN available_bytes / total_bytes ELSE 0.0D END"
-
-# The limits are columns of each row (LIMIT_COLUMNS), so that one job judges volumes of clusters with
-# different limits. The hard limit is in bytes when min_available_bytes is set, else a ratio; the soft limit
-# is of the same kind.
-_IN_BYTES = "min_available_bytes IS NOT NULL"
-_VALUE = f"CASE WHEN {_IN_BYTES} THEN CAST(available_bytes AS DOUBLE) ELSE available_ratio END"
-_HARD = f"CASE WHEN {_IN_BYTES} THEN CAST(min_available_bytes AS DOUBLE) ELSE min_available_ratio END"
-_SOFT = f"CASE WHEN {_IN_BYTES} THEN CAST(soft_min_available_bytes AS DOUBLE) ELSE soft_min_available_ratio END"
-_DESCENT = f"CASE WHEN {_IN_BYTES} THEN CAST(descent_min_available_bytes AS DOUBLE) ELSE descent_min_available_ratio END"
-_LIMIT_BYTES = f"CASE WHEN {_IN_BYTES} THEN CAST(min_available_bytes AS DOUBLE) ELSE min_available_ratio * total_bytes END"
-# 0 at the limit; null when the volume is not filling (a refilling or steady volume never gets there).
-_SECONDS_TO_LIMIT = """CASE WHEN at_limit THEN 0.0D
-    WHEN fill_bytes_per_sec > 0 THEN (available_bytes - limit_bytes) / fill_bytes_per_sec END"""
-# 1.0 at or above the soft limit (or without one), falling linearly to 0.0 at the hard limit.
-_FACTOR_OF_VOLUME = """CASE WHEN violated THEN 0.0D WHEN soft_value IS NULL OR value >= soft_value THEN 1.0D
-    ELSE (value - hard_value) / (soft_value - hard_value) END"""
-# Producer quotas go down in steps (quota_sidecar/decide/descent.py) while a volume not yet violated fills within
-# the descent's start or horizon; a volume that stopped filling (room returned) lifts them. Once begun, the horizon
-# is judged at the rate the descent began from (descent_rate_bytes_per_sec) when that is faster: the fill the
-# throttle slowed is not the one a lift would bring back.
-_DESCENDING = """CASE WHEN violated OR coalesce(fill_bytes_per_sec, 0.0D) <= 0.0D THEN false
-    ELSE coalesce(value <= descent_value OR (available_bytes - limit_bytes)
-        / greatest(fill_bytes_per_sec, coalesce(descent_rate_bytes_per_sec, 0.0D)) <= descent_horizon_seconds, false)
-    END"""
 _COLUMNS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
             "seconds_to_limit", "violated", "predicted", "throttle_factor", "descending")
-LIMIT_COLUMNS = ("min_available_bytes", "min_available_ratio", "soft_min_available_bytes",
-                 "soft_min_available_ratio", "lead_time_seconds", "descent_min_available_bytes",
-                 "descent_min_available_ratio", "descent_horizon_seconds", "descent_rate_bytes_per_sec")
+LIMIT_COLUMNS = tuple(storage_rule.LIMIT_TYPES)
 
 # The minimum over no rows is null: no volume, nothing to protect, no throttle.
 FACTOR = "coalesce(min(throttle_factor), 1.0D)"
@@ -76,10 +53,8 @@ def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
 
 def with_limits(volumes_df: DataFrame, params: dict) -> DataFrame:
     """The rows with the limits of ``params`` as their columns, all of one observation."""
-    limits = checked_limits(params)
-    literals = [f"CAST({'NULL' if limits[name] is None else repr(limits[name])} AS {_TYPES[name]}) AS {name}"
-                for name in LIMIT_COLUMNS]
-    return volumes_df.selectExpr("*", "'' AS observation", *literals)
+    literals = storage_rule.limit_literals(checked_limits(params))
+    return volumes_df.selectExpr("*", "'' AS observation", *(f"{literals[name]} AS {name}" for name in LIMIT_COLUMNS))
 
 
 def judge(volumes_df: DataFrame) -> DataFrame:
@@ -91,19 +66,8 @@ def judge(volumes_df: DataFrame) -> DataFrame:
         volumes_df
         .selectExpr("*", f"{_NEWEST} AS newest", f"{_FILL} AS fill_bytes_per_sec")
         .where("newest")
-        .selectExpr(
-            "observation", "broker_id", "log_dir", "total_bytes", "available_bytes",
-            f"{_AVAILABLE_RATIO} AS available_ratio",
-            "fill_bytes_per_sec",
-            f"{_VALUE} AS value", f"{_HARD} AS hard_value", f"{_SOFT} AS soft_value", f"{_DESCENT} AS descent_value",
-            "value <= hard_value AS at_limit",
-            f"{_LIMIT_BYTES} AS limit_bytes",
-            f"{_SECONDS_TO_LIMIT} AS seconds_to_limit",
-            "at_limit OR coalesce(seconds_to_limit <= coalesce(lead_time_seconds, 0.0D), false) AS violated",
-            "violated AND NOT at_limit AS predicted",
-            f"{_FACTOR_OF_VOLUME} AS throttle_factor",
-            f"{_DESCENDING} AS descending",
-        )
+        .selectExpr("observation", "broker_id", "log_dir", "total_bytes", "available_bytes", "fill_bytes_per_sec",
+                    *(f"{term.definition} AS {term.name}" for term in storage_rule.JUDGED))
         .selectExpr("observation", *_COLUMNS)
     )
 
@@ -116,24 +80,12 @@ def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[floa
     return result["factor"], [row.asDict() for row in result["rows"]]
 
 
-_TYPES = {"min_available_bytes": "BIGINT", "min_available_ratio": "DOUBLE", "soft_min_available_bytes": "BIGINT",
-          "soft_min_available_ratio": "DOUBLE", "lead_time_seconds": "DOUBLE", "descent_min_available_bytes": "BIGINT",
-          "descent_min_available_ratio": "DOUBLE", "descent_horizon_seconds": "DOUBLE",
-          "descent_rate_bytes_per_sec": "DOUBLE"}
-
-
 def checked_limits(params: dict) -> dict:
-    """The limits of ``params`` (LIMIT_COLUMNS, None when unset), as int and float values only: exactly one
-    hard limit, a soft limit of its kind. ValueError otherwise."""
-    hard = [kind for kind in ("bytes", "ratio") if params.get(f"min_available_{kind}") is not None]
-    if len(hard) != 1:
-        raise ValueError(f"set exactly one of min_available_bytes and min_available_ratio, got {params!r}")
-    kind, = hard
-    other = "ratio" if kind == "bytes" else "bytes"
-    if params.get(f"soft_min_available_{other}") is not None:
-        raise ValueError(f"the soft limit must be of the hard limit's kind ({kind}), got {params!r}")
+    """The limits of ``params`` (LIMIT_COLUMNS, None when unset), as int and float values only: one limit
+    (StorageLimit). ValueError otherwise."""
+    StorageLimit.from_params(params)
     limits = {name: params.get(name) for name in LIMIT_COLUMNS}
-    return {name: None if value is None else (int(value) if _TYPES[name] == "BIGINT" else float(value))
+    return {name: None if value is None else (int(value) if storage_rule.LIMIT_TYPES[name] == "BIGINT" else float(value))
             for name, value in {**limits, "lead_time_seconds": limits["lead_time_seconds"] or 0.0}.items()}
 
 

@@ -28,7 +28,7 @@ from ..common.failure_report import FailureReport
 from ..common.observation import Reassignment
 from ..common.vocabulary import StorageLimit
 from ..observe.local_watch import LocalWatch
-from ..observe.volumes import LocalSample, limit_bytes
+from ..observe.volumes import LocalSample
 from .snapshot import Counters
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class LocalGuard:
             sources = [*leaders.values(), *[self.broker_id] * len(copies)]
             allowance = fetch_allowance(sources, self._fetch_settings())
             for log_dir, sample in at_risk.items():
-                below = cancel_below(self.since[log_dir], limit_bytes(self.limit, sample.total_bytes), allowance)
+                below = cancel_below(self.since[log_dir], self.limit.limit_bytes(sample.total_bytes), allowance)
                 if sample.available_bytes < below:
                     self._cancel(log_dir, sample, below, incoming, copies, now)
         return True

@@ -43,11 +43,7 @@ class Volume:
 
     def margin(self, limit: StorageLimit) -> float | None:
         """How far the volume is above the limit, in the limit's unit (bytes or ratio); <= 0 violates."""
-        if not self.usable:
-            return None
-        if limit.min_available_bytes is not None:
-            return self.available_bytes - limit.min_available_bytes
-        return self.available_ratio - limit.min_available_ratio
+        return limit.margin(self.available_bytes, self.total_bytes) if self.usable else None
 
     def as_row(self, now: datetime) -> dict:
         """A row of VOLUME (pipeline/schema.py): this measurement, its time in seconds relative to `now`."""

@@ -116,12 +116,6 @@ class LocalSample:
     available_bytes: int
 
 
-def limit_bytes(limit: StorageLimit, total_bytes: int) -> float:
-    if limit.min_available_bytes is not None:
-        return float(limit.min_available_bytes)
-    return limit.min_available_ratio * total_bytes
-
-
 def fill_rate(samples: Sequence[LocalSample]) -> float | None:
     """Bytes/s by which available space shrinks: the least-squares slope over the samples, negated; None
     with fewer than two distinct times."""
@@ -144,13 +138,10 @@ def current_fill_rate(samples: Sequence[LocalSample]) -> float | None:
 
 def seconds_to_limit(samples: Sequence[LocalSample], limit: StorageLimit, rate: float | None = None) -> float | None:
     """0 at or below the limit now; the time to it at `rate` (the current fill rate unless given); None when
-    not filling."""
+    not filling (the rule's, StorageLimit.judge)."""
     newest = samples[-1]
-    margin = newest.available_bytes - limit_bytes(limit, newest.total_bytes)
-    if margin <= 0:
-        return 0.0
     rate = current_fill_rate(samples) if rate is None else rate
-    return margin / rate if rate is not None and rate > 0 else None
+    return limit.judge(newest.available_bytes, newest.total_bytes, rate)["seconds_to_limit"]
 
 
 def time_left(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit,
@@ -170,11 +161,10 @@ def at_the_limit(left: Mapping[str, float], reaction: float = 0.0) -> list[str]:
 
 def predicted(history: Mapping[str, Sequence[LocalSample]], limit: StorageLimit) -> list[str]:
     """The dirs (or a cover's volumes) above the limit that reach it within the lead time at their fill rate over
-    the samples given (those of the fill window): the aggregator's predicted violation
-    (spark_jobs/volume_violations.py), on the watch's own samples. None without a lead time."""
-    lead = limit.lead_time.total_seconds()
-    return [log_dir for log_dir, samples in history.items() if lead and samples
-            and (seconds := seconds_to_limit(samples, limit, fill_rate(samples))) is not None and 0.0 < seconds <= lead]
+    the samples given (those of the fill window): the aggregator's predicted violation (StorageLimit.judge, the
+    rule spark_jobs/volume_violations.py renders), on the watch's own samples. None without a lead time."""
+    return [log_dir for log_dir, samples in history.items() if samples and limit.judge(
+        samples[-1].available_bytes, samples[-1].total_bytes, fill_rate(samples))["predicted"]]
 
 
 def in_danger(left: Mapping[str, float], horizon: float) -> list[str]:

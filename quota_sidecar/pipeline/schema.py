@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Union
 
+from ..common import storage_rule
+
 INT, LONG, DOUBLE, STRING, BOOLEAN = "int", "bigint", "double", "string", "boolean"
 
 
@@ -68,18 +70,9 @@ VOLUME = struct(
     Field("at_seconds", DOUBLE, nullable=False),
 )
 
-# The limits of the volume rule, as columns of each volume row (spark_jobs.volume_violations.LIMIT_COLUMNS).
-LIMITS = struct(
-    Field("min_available_bytes", LONG),
-    Field("min_available_ratio", DOUBLE),
-    Field("soft_min_available_bytes", LONG),
-    Field("soft_min_available_ratio", DOUBLE),
-    Field("lead_time_seconds", DOUBLE),
-    Field("descent_min_available_bytes", LONG),
-    Field("descent_min_available_ratio", DOUBLE),
-    Field("descent_horizon_seconds", DOUBLE),
-    Field("descent_rate_bytes_per_sec", DOUBLE),
-)
+# The limits of the volume rule, as columns of each volume row: the storage rule's (common/storage_rule.py).
+LIMITS = struct(*(Field(name, {"BIGINT": LONG, "DOUBLE": DOUBLE}[kind])
+                  for name, kind in storage_rule.LIMIT_TYPES.items()))
 
 # One broker in one replication role ('leader' sends, 'follower' receives) with the settings of its rule.
 BROKER_ROLE = struct(
