@@ -21,8 +21,8 @@ from pathlib import Path
 
 from common import MiB, LoadWatch, Result, print_result, provenance, table, this_command
 
-from harness.local_cluster import LocalKafkaCluster
-from harness.sidecar_process import SidecarProcess
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.agents.sidecar_process import SidecarProcess
 from quota_sidecar.common.errors import DecisionFailed
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.pipeline.transport import Pipeline

@@ -29,11 +29,11 @@ sys.path.insert(0, str(REPO / "tests"))  # the lab (tests/harness) is not instal
 
 from kafka import KafkaAdminClient  # noqa: E402
 
-from harness.aggregator import Aggregator  # noqa: E402
-from harness.flood import Flood  # noqa: E402
+from harness.spark.aggregator import Aggregator  # noqa: E402
+from harness.clients.flood import Flood  # noqa: E402
 from harness.periodic import Periodic  # noqa: E402
-from harness.local_cluster import DEFAULT_CLASSPATH_FILE, LocalKafkaCluster  # noqa: E402
-from harness.sidecar_process import SidecarProcess  # noqa: E402
+from harness.cluster.local_cluster import DEFAULT_CLASSPATH_FILE, LocalKafkaCluster  # noqa: E402
+from harness.agents.sidecar_process import SidecarProcess  # noqa: E402
 from quota_sidecar.configuration.properties import PREFIX  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -180,7 +180,7 @@ def delete_topics(bootstrap: str, names: list[str]) -> None:
 
 
 def flood_producer(bootstrap: str, topic: str) -> Flood:
-    """16 KiB records in requests of up to 64 KiB, at most 64 of them waiting (harness.flood)."""
+    """16 KiB records in requests of up to 64 KiB, at most 64 of them waiting (harness.clients.flood)."""
     return Flood({"bootstrap_servers": bootstrap}, topic, record_bytes=16 * KiB, max_unacked=64,
                  batch_size=64 * KiB, linger_ms=5)
 
@@ -198,16 +198,16 @@ def per_master(script: str, masters: list[str], *arguments: str) -> dict[str, di
 
 
 def connect_server():
-    """A local Spark Connect server (harness.connect_server) to use in a with block; it starts on entry and
+    """A local Spark Connect server (harness.spark.connect_server) to use in a with block; it starts on entry and
     its work dir goes when it stops."""
-    from harness.connect_server import ConnectServer
+    from harness.spark.connect_server import ConnectServer
 
     return ConnectServer()
 
 
 @contextlib.contextmanager
 def aggregator_running():
-    """One `quota-sidecar aggregate` (harness.aggregator) for a with block, warmed up with one question, its
+    """One `quota-sidecar aggregate` (harness.spark.aggregator) for a with block, warmed up with one question, its
     pipeline on a 1-broker cluster of its own. Like the integration tests' session aggregator it decides for
     the agents of any cluster (given `**aggregator.agent_properties`), and nothing of it sits on a volume a
     benchmark fills or a broker it stops. Its work dir goes when it stops."""
@@ -228,7 +228,7 @@ def sidecar_properties(bootstrap: str, **keys) -> dict[str, str]:
 
 @contextlib.contextmanager
 def sidecar_running(properties: dict[str, str], work_dir: Path, name: str = "sidecar"):
-    """`quota-sidecar run` (harness.sidecar_process) for a with block; its warnings and errors shown after."""
+    """`quota-sidecar run` (harness.agents.sidecar_process) for a with block; its warnings and errors shown after."""
     sidecar = SidecarProcess(name, work_dir, properties)
     try:
         yield sidecar.start()
@@ -288,7 +288,7 @@ def lab_main(name: str, args, run, render) -> int:
     root, no network namespaces), else its result as JSON (--json) or as text."""
     import json
 
-    from harness.netns import unavailable_reason
+    from harness.network.netns import unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:

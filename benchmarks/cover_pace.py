@@ -24,7 +24,7 @@ from common import (LoadWatch, Result, create_topics, print_result, provenance, 
                     this_command)
 from poll_cost import ReceivedBytes, TOPIC_PARTITIONS
 
-from harness.local_cluster import LocalKafkaCluster
+from harness.cluster.local_cluster import LocalKafkaCluster
 from quota_sidecar.pipeline import messages
 from quota_sidecar.observe.admin import ClusterAdmin
 

@@ -4,7 +4,7 @@
     DOCKER_HOST=unix://$PWD/build/docker/docker.sock .venv/bin/python benchmarks/image_footprint.py [SECONDS]
 
 Needs `make image` and a Docker engine (deploy/docker-engine.sh start). Both run as the chart runs them
-(tests/harness/containers.py: uid 10001, read-only root, /tmp a tmpfs); the agent polls every 2 s against a limit
+(tests/harness/agents/containers.py: uid 10001, read-only root, /tmp a tmpfs); the agent polls every 2 s against a limit
 every volume violates (the throttle engaged: every part of the pass works), its pipeline the same cluster (the
 agents' default), where the aggregator decides. Their RSS (every process in the container, VmRSS summed) is sampled
 every 2 s for SECONDS (60) after the agent's first successful pass; the figures are the median and the peak.
@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import containers  # noqa: E402
-from harness.local_cluster import LocalKafkaCluster  # noqa: E402
-from harness.ports import free_loopback_ports  # noqa: E402
+from harness.agents import containers  # noqa: E402
+from harness.cluster.local_cluster import LocalKafkaCluster  # noqa: E402
+from harness.cluster.ports import free_loopback_ports  # noqa: E402
 from harness.waiting import eventually  # noqa: E402
 from quota_sidecar.configuration.properties import PREFIX  # noqa: E402
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 from common import MiB, LoadWatch, PassWatch, Result, Stats, aggregator_running, cell, create_topics, print_result, \
     provenance, sidecar_properties, sidecar_running, table, this_command
-from harness.disk import DiskSampler
-from harness.kafka_tools import kafka_configs, producer_performance
-from harness.local_cluster import DEFAULT_USERS, LocalKafkaCluster
+from harness.cluster.disk import DiskSampler
+from harness.cluster.kafka_tools import kafka_configs, producer_performance
+from harness.cluster.local_cluster import DEFAULT_USERS, LocalKafkaCluster
 from quota_sidecar.common.errors import AdminError
 from quota_sidecar.observe.admin import ClusterAdmin
 

@@ -2,7 +2,7 @@
 
 `quota-sidecar run` as subprocesses against a local 3-broker cluster, one per broker as deployed (its
 pipeline the same cluster, the default), check interval PT1S, a limit no volume reaches; one
-`quota-sidecar aggregate` deciding for them (harness.aggregator: embedded Spark, `local[1]`). RSS (psutil)
+`quota-sidecar aggregate` deciding for them (harness.spark.aggregator: embedded Spark, `local[1]`). RSS (psutil)
 of each agent after its first pass and after 20, with every process it started (none: it runs no JVM);
 the aggregator's Python process and its Spark JVM once the agents have made their 20 passes.
 
@@ -28,8 +28,8 @@ from kafka import KafkaProducer
 
 from common import (MiB, LoadWatch, Result, Stats, cell, print_result, provenance, sidecar_properties,
                     sidecar_running, table, this_command, uptime)
-from harness.aggregator import Aggregator
-from harness.local_cluster import LocalKafkaCluster
+from harness.spark.aggregator import Aggregator
+from harness.cluster.local_cluster import LocalKafkaCluster
 from quota_sidecar.pipeline.messages import encode, key, observation
 from quota_sidecar.pipeline.topics import OBSERVATIONS_TOPIC
 

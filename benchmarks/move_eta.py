@@ -4,7 +4,7 @@
         [--limit 120] [--no-keep-up] [--json | --write]
 
 Three brokers in network namespaces behind rate-limited links with a sidecar beside each and a steady client
-load on the source (tests/harness/move_lab.py; needs root for `ip netns`, veth and `tc ... tbf`).
+load on the source (tests/harness/network/move_lab.py; needs root for `ip netns`, veth and `tc ... tbf`).
 
 1. ETA: one partition with no produce moves under `kafka-reassign-partitions --throttle` and the same rate as
    the sidecars' global override. Every second the source's sidecar's reported ETA is noted; once the
@@ -31,10 +31,10 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import common  # noqa: E402  (and tests/ on the path, for the harness)
 from common import LoadWatch, provenance, this_command, write_section  # noqa: E402
-from harness import kafka_tools  # noqa: E402
-from harness.lab_clients import LoadProfile  # noqa: E402
-from harness.move_lab import DESTINATION, SOURCE, LabSettings, MoveLab  # noqa: E402
-from harness.sidecar_process import http  # noqa: E402
+from harness.cluster import kafka_tools  # noqa: E402
+from harness.clients.lab_clients import LoadProfile  # noqa: E402
+from harness.network.move_lab import DESTINATION, SOURCE, LabSettings, MoveLab  # noqa: E402
+from harness.agents.sidecar_process import http  # noqa: E402
 
 TOKEN = "benchmark-token"
 PRODUCE = 800_000

@@ -4,7 +4,7 @@
         [--watch 90]
         [--json | --write]
 
-The lab of tests/harness/move_guard_lab.py: 3 brokers on loopback, broker 3's only log dir a 512 MiB tmpfs
+The lab of tests/harness/agents/move_guard_lab.py: 3 brokers on loopback, broker 3's only log dir a 512 MiB tmpfs
 with a 128 MiB limit, one `quota-sidecar run` beside each broker at the default intervals (a storage pass a
 minute, a replication pass every 10 s), replication throttles on with a 1 GB/s capacity, and the small
 volume's free space read every 2 ms; one `quota-sidecar aggregate` decides for the sidecars of every
@@ -41,10 +41,10 @@ from pathlib import Path
 
 # common first: it puts tests/ on the path, for the harness
 from common import LoadWatch, aggregator_running, provenance, table, this_command, write_section
-from harness.kafka_tools import reassign_partitions
-from harness.local_cluster import LocalKafkaCluster
-from harness.move_guard_lab import BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, fill, guard_fleet
-from harness.replication_checks import create_topic
+from harness.cluster.kafka_tools import reassign_partitions
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.agents.move_guard_lab import BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, fill, guard_fleet
+from harness.agents.replication_checks import create_topic
 from quota_sidecar.common.errors import AdminError
 from quota_sidecar.observe.admin import ClusterAdmin
 

@@ -3,8 +3,8 @@
     sudo .venv/bin/python benchmarks/move_time.py [--rounds 2] [--move-mib 128] [--json]
 
 Three brokers, each in a network namespace of its own behind a rate-limited link, with clients on the
-source broker whose reads alternate between a peak and a quiet level (tests/harness/move_lab.py and
-tests/harness/netns.py; needs root for `ip netns`, veth and `tc ... tbf`). Each round moves one partition
+source broker whose reads alternate between a peak and a quiet level (tests/harness/network/move_lab.py and
+tests/harness/network/netns.py; needs root for `ip netns`, veth and `tc ... tbf`). Each round moves one partition
 under the sidecars, one per broker inside its namespace, then another under a static throttle set the
 way kafka-reassign-partitions --throttle sets it, at (capacity - client peak) x max%: what leaves the
 clients the sidecar's headroom at their peak (tests/integration/test_network_throttle.py says why that is the fair
@@ -28,8 +28,8 @@ from dataclasses import asdict
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 from common import LoadWatch, lab_main  # noqa: E402
-from harness.lab_clients import LoadProfile  # noqa: E402
-from harness.move_lab import LabSettings, MoveLab  # noqa: E402
+from harness.clients.lab_clients import LoadProfile  # noqa: E402
+from harness.network.move_lab import LabSettings, MoveLab  # noqa: E402
 
 MB = 1_000_000
 

@@ -26,7 +26,7 @@ from kafka.protocol.admin import DescribeLogDirsRequest
 from common import (LoadWatch, Result, Stats, cell, create_topics, print_result, provenance, raise_file_limit,
                     table, this_command, uptime)
 from quota_sidecar.observe.admin import ClusterAdmin
-from harness.local_cluster import LocalKafkaCluster
+from harness.cluster.local_cluster import LocalKafkaCluster
 
 TITLE = "Poll cost"  # its subsection of "## Disk protection" in docs/benchmarks.md
 

@@ -1,6 +1,6 @@
 """A replication pass's decision during a move, through the aggregator, per sidecar: wall and CPU time.
 
-The move lab's shape (tests/harness/move_lab.py): partitions moving from broker 1 (source and leader) to
+The move lab's shape (tests/harness/network/move_lab.py): partitions moving from broker 1 (source and leader) to
 broker 3, broker 2 not involved. Each sidecar's pass is its ReplicationDecider.decide as
 quota_sidecar.wiring.build_replication wires it, on the same observation (sizes read, growth over the window):
 its question goes through the pipeline (wiring.build_pipeline) to one `quota-sidecar aggregate`

@@ -9,7 +9,7 @@ Each measurement runs in a fresh Python process (`--child URL`), as a sidecar do
   decision, and the CPU time the process and its children (the embedded driver's JVM) spent on them,
   which does not depend on how busy the machine is.
 
-The Spark Connect server is a local one (harness.connect_server, local[1], 512 MiB driver) started
+The Spark Connect server is a local one (harness.spark.connect_server, local[1], 512 MiB driver) started
 once for all Connect runs; its own start-up time is reported too.
 
     .venv/bin/python benchmarks/spark_decision.py [--runs 3] [--decisions 20]
@@ -114,7 +114,7 @@ def run(runs: int = 3, decisions: int = 20) -> Result:
         f"{decisions} per size and process (the sizes taking turns) after {WARM_UP} unmeasured rounds, pooled "
         "over the processes, median (min–max). **CPU per warm decision**: user + system time of the process and "
         "its children (the embedded driver's JVM; a Connect server's work is not in it) over the warm "
-        "decisions, divided by their number, median over the processes. The Connect server is local (`harness.connect_server`, "
+        "decisions, divided by their number, median over the processes. The Connect server is local (`harness.spark.connect_server`, "
         "`local[1]`, 512 MiB driver), started once and shared by the Connect runs: the first Connect process "
         "after its start pays the server's own warm-up (its first queries), the later ones do not.",
         table(["Spark", "cold start", "of which get_session()", "of which first decide()",

@@ -30,7 +30,7 @@ from pathlib import Path
 import java_flood
 from common import (MiB, LoadWatch, Result, Stats, aggregator_running, cell, print_result, provenance, table,
                     this_command)
-from harness.local_cluster import LocalKafkaCluster
+from harness.cluster.local_cluster import LocalKafkaCluster
 from quota_sidecar.common import records
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide import quotas

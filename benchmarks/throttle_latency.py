@@ -33,8 +33,8 @@ from common import (KiB, MiB, Flood, LoadWatch, PassWatch, Result, SidecarProces
                     create_topics, delete_topics, flood_producer, print_result, provenance, sidecar_properties, table,
                     sidecar_running, this_command, uptime)
 from quota_sidecar.configuration.properties import duration
-from harness.disk import DiskSampler, free_bytes
-from harness.local_cluster import LocalKafkaCluster
+from harness.cluster.disk import DiskSampler, free_bytes
+from harness.cluster.local_cluster import LocalKafkaCluster
 
 TITLE = "Throttle latency"  # its subsection of "## Disk protection" in docs/benchmarks.md
 

@@ -51,9 +51,9 @@ from pathlib import Path
 
 from common import MiB, LoadWatch, Result, Stats, aggregator_running, cell, create_topics, delete_topics, \
     print_result, provenance, sidecar_properties, sidecar_running, table, this_command
-from harness.disk import DiskSampler, free_bytes
-from harness.kafka_tools import producer_performance
-from harness.local_cluster import DEFAULT_USERS, LocalKafkaCluster
+from harness.cluster.disk import DiskSampler, free_bytes
+from harness.cluster.kafka_tools import producer_performance
+from harness.cluster.local_cluster import DEFAULT_USERS, LocalKafkaCluster
 from harness.waiting import eventually
 
 TITLE = "Producers through the descent and after the lift"
@@ -263,7 +263,7 @@ class FilesystemFull(Exception):
 
 def fill_room(bootstrap: str, mebibytes: int) -> None:
     """The topic `room`, written `mebibytes` MiB in records of 512 KiB (under librdkafka's message.max.bytes)
-    through librdkafka: harness.kafka_tools.fill's kafka-python computes CRC-32C in pure Python, minutes for a few
+    through librdkafka: harness.cluster.kafka_tools.fill's kafka-python computes CRC-32C in pure Python, minutes for a few
     hundred MiB on a loaded machine."""
     from confluent_kafka import Producer
 

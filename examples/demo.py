@@ -27,11 +27,11 @@ from kafka import KafkaAdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the lab: tests/harness, not installed
 
-from harness.aggregator import Aggregator  # noqa: E402
-from harness.disk import DiskSampler  # noqa: E402
-from harness.flood import Flood  # noqa: E402
-from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable  # noqa: E402
-from harness.sidecar_process import EXECUTABLE, SidecarError, SidecarFleet  # noqa: E402
+from harness.spark.aggregator import Aggregator  # noqa: E402
+from harness.cluster.disk import DiskSampler  # noqa: E402
+from harness.clients.flood import Flood  # noqa: E402
+from harness.cluster.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable  # noqa: E402
+from harness.agents.sidecar_process import EXECUTABLE, SidecarError, SidecarFleet  # noqa: E402
 from harness.waiting import WaitTimeout, eventually  # noqa: E402
 from quota_sidecar.common.errors import AdminError  # noqa: E402
 from quota_sidecar.configuration.properties import PREFIX, SIDECAR_CLIENT_ID  # noqa: E402
@@ -193,7 +193,7 @@ def show_df(path: str) -> None:
 
 
 class SidecarProcesses:
-    """`quota-sidecar run --cleanup`, one process per broker (harness.sidecar_process), each with its own log."""
+    """`quota-sidecar run --cleanup`, one process per broker (harness.agents.sidecar_process), each with its own log."""
 
     def __init__(self, cluster: LocalKafkaCluster, demo_dir: Path):
         self.cluster = cluster

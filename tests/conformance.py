@@ -3,7 +3,7 @@
 
 The cases' runner (CONFORMANCE/run.py) starts one `evaluate` per case. Each deciding in a Spark of its own
 spent most of its time starting that Spark; here they share one local Spark Connect server
-(harness.connect_server: `--set spark.url=...`), started once for all the folders: the same rules, the same
+(harness.spark.connect_server: `--set spark.url=...`), started once for all the folders: the same rules, the same
 evaluate, a fraction of the time.
 
     python tests/conformance.py CONFORMANCE_DIR
@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the harness, as pytest's rootdir conftest puts it
 
-from harness.connect_server import ConnectServer  # noqa: E402
-from harness.conformance_cases import case_folders  # noqa: E402
-from harness.sidecar_process import EXECUTABLE  # noqa: E402
+from harness.spark.connect_server import ConnectServer  # noqa: E402
+from harness.agents.conformance_cases import case_folders  # noqa: E402
+from harness.agents.sidecar_process import EXECUTABLE  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

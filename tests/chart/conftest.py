@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.chart import helm_or_skip
+from harness.agents.chart import helm_or_skip
 
 
 @pytest.fixture(scope="session")

@@ -23,13 +23,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from harness.chart import (CHART, COMBINATIONS, KUBE_VERSION, OPERATOR_KINDS, ROOT, container_env, containers_named,
+from harness.agents.chart import (CHART, COMBINATIONS, KUBE_VERSION, OPERATOR_KINDS, ROOT, container_env, containers_named,
                            expand, render, volume_files)
-from harness.aggregator import Aggregator
-from harness.local_cluster import LocalKafkaCluster
-from harness.secure_lab import SecureLab, grant
-from harness.ports import free_loopback_ports
-from harness.sidecar_process import EXECUTABLE
+from harness.spark.aggregator import Aggregator
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.cluster.secure_lab import SecureLab, grant
+from harness.cluster.ports import free_loopback_ports
+from harness.agents.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 from quota_sidecar.decide.quotas import PRODUCE

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.chart import CHART, COMBINATIONS, OPERATOR_KINDS, ROOT, render
-from harness.ports import free_loopback_ports
+from harness.agents.chart import CHART, COMBINATIONS, OPERATOR_KINDS, ROOT, render
+from harness.cluster.ports import free_loopback_ports
 from harness.waiting import eventually
 
 pytestmark = pytest.mark.chart

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.aggregator import Aggregator
-from harness.local_cluster import LocalKafkaCluster
-from harness.ports import free_loopback_ports
-from harness.sidecar_process import SidecarProcess
+from harness.spark.aggregator import Aggregator
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.cluster.ports import free_loopback_ports
+from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 

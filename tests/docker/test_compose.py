@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from harness import containers
-from harness.kafka_tools import producer_performance
-from harness.local_cluster import _random_cluster_id
-from harness.ports import free_loopback_ports
+from harness.agents import containers
+from harness.cluster.kafka_tools import producer_performance
+from harness.cluster.local_cluster import _random_cluster_id
+from harness.cluster.ports import free_loopback_ports
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import containers
-from harness.chart import container_env, expand, helm_or_skip, render, volume_files
-from harness.small_filesystem import mount_small_filesystem, unmount
+from harness.agents import containers
+from harness.agents.chart import container_env, expand, helm_or_skip, render, volume_files
+from harness.cluster.small_filesystem import mount_small_filesystem, unmount
 from harness.waiting import eventually
 
 pytestmark = pytest.mark.docker

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import containers
-from harness.local_cluster import LocalKafkaCluster
-from harness.ports import free_loopback_ports
+from harness.agents import containers
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.cluster.ports import free_loopback_ports
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 

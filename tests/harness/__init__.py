@@ -3,12 +3,13 @@
 Not installed with the sidecar (setup.cfg packages only quota_sidecar and spark_jobs): pytest finds
 it through `pythonpath = tests`, the benchmarks and the demo put tests/ on sys.path themselves.
 
-- local_cluster: Kafka brokers (KRaft, loopback) from the Maven-resolved jars; beside it kafka_builds (which
-  Kafka), broker_node (one broker's properties and command line), small_filesystem (tmpfs log dirs), exit_cleanup
-- connect_server: a local Spark Connect server, for sidecars that share one Spark
-- flood: a producer that fills a disk as fast as its quota lets it
-- netns, move_lab: brokers in network namespaces behind rate-limited links and moves between them; beside it
-  lab_clients and client_load (the client load), move_result (what a move measures)
-- ports, waiting, sidecar_process: free ports, bounded waits, `quota-sidecar run` as a subprocess
-- replication_checks: what the replication-throttle tests read from the cluster and the sidecars' records
+- cluster: real Kafka brokers (KRaft or with a real ZooKeeper) from the Maven-resolved jars, their ports, small
+  filesystems for their log dirs, free space as Kafka measures it, Kafka's own command-line tools, TLS and SASL
+- clients: the producers and readers the tests run against a cluster, and what they measure of it
+- network: brokers in network namespaces behind rate-limited links, and the moves measured across them
+- spark: `quota-sidecar aggregate` and a local Spark Connect server, from the installed pyspark
+- faults: the fault soak's lab, its nemesis and its invariants
+- agents: `quota-sidecar run` as a subprocess, its image and chart, what the replication tests read, the decision
+  cases' folders
+- waiting, periodic: bounded waits, and something sampled every few seconds
 """

@@ -1,10 +1,10 @@
-"""Integration tests: a real local Kafka cluster (tests/harness/local_cluster.py), real sidecars.
+"""Integration tests: a real local Kafka cluster (tests/harness/cluster/local_cluster.py), real sidecars.
 
 `kafka_cluster` is one cluster for the whole session, shared by tests that each work in their own
 topics and principals (`unique_name`); `make_kafka_cluster` starts clusters of a test's own, for
 tests that stop brokers or otherwise disturb the cluster.
 
-The version matrix: GENERATIONS (harness/local_cluster.py) names the kinds of cluster a test can run on, as LocalKafkaCluster
+The version matrix: GENERATIONS (harness/cluster/local_cluster.py) names the kinds of cluster a test can run on, as LocalKafkaCluster
 arguments. A test runs on each with `@pytest.mark.parametrize("generation", GENERATIONS)` and
 `make_kafka_cluster(**GENERATIONS[generation], ...)`, or through a module-scoped cluster fixture
 parametrized over it (replication_throttles/conftest.py, package-scoped), so that the tests of a package share one
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.aggregator import Aggregator
-from harness.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.spark.aggregator import Aggregator
+from harness.cluster.local_cluster import LocalKafkaCluster, SmallFilesystemUnavailable
 
 SMALL_DIR_BROKER_ID = 3
 SMALL_DIR_BYTES = 64 << 20

@@ -13,7 +13,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from harness.kafka_tools import elect_preferred_leader, reassign_partitions
+from harness.cluster.kafka_tools import elect_preferred_leader, reassign_partitions
 from harness.waiting import equal, eventually
 from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError

@@ -17,9 +17,9 @@ import psutil
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from harness.conformance_cases import case_folders
-from harness.ports import free_loopback_ports
-from harness.sidecar_process import EXECUTABLE, SidecarProcess
+from harness.agents.conformance_cases import case_folders
+from harness.cluster.ports import free_loopback_ports
+from harness.agents.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.common.observation import BrokerLoad, Reassignment, ReplicationObservation
 from quota_sidecar.configuration.config import ReplicationConfig

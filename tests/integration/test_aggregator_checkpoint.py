@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.aggregator import Aggregator
-from harness.sidecar_process import SidecarProcess
+from harness.spark.aggregator import Aggregator
+from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.observe.admin import ClusterAdmin

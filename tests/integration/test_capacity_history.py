@@ -18,10 +18,10 @@ import time
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.aggregator import Aggregator
-from harness.disk import replica_bytes
-from harness.kafka_tools import producer_performance
-from harness.sidecar_process import EXECUTABLE, SidecarProcess
+from harness.spark.aggregator import Aggregator
+from harness.cluster.disk import replica_bytes
+from harness.cluster.kafka_tools import producer_performance
+from harness.agents.sidecar_process import EXECUTABLE, SidecarProcess
 from quota_sidecar.configuration.properties import PREFIX
 
 pytestmark = [pytest.mark.integration, pytest.mark.capacity]

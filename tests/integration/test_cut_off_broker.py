@@ -1,6 +1,6 @@
 """A broker cut off from the sidecar in the middle of its work (issue 19's soak: a broker's link down).
 
-Each broker runs in a network namespace of its own (harness/netns.py) beside three KRaft controllers alone. A link
+Each broker runs in a network namespace of its own (harness/network/netns.py) beside three KRaft controllers alone. A link
 taken down sends no reset: the sidecar's connection to that broker looks alive. A quota the sidecar sent there
 waited out request.timeout.ms (30 s) and then failed, 1 write in 6, while a full-speed flood onto another broker
 filled its disk in a second; the soak's half hour lost broker 3's log dir so. And the sidecars' records topic whose
@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 import pytest
 from kafka.admin import KafkaAdminClient
 
-from harness.kafka_tools import active_controller, fill
-from harness.netns import TestNetwork, unavailable_reason
+from harness.cluster.kafka_tools import active_controller, fill
+from harness.network.netns import TestNetwork, unavailable_reason
 from harness.waiting import eventually, within
 from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
 from quota_sidecar.configuration import config as cfg

@@ -10,8 +10,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from harness import kafka_tools
-from harness.local_cluster import GENERATIONS
+from harness.cluster import kafka_tools
+from harness.cluster.local_cluster import GENERATIONS
 from harness.waiting import eventually
 from quota_sidecar.common import records
 from quota_sidecar.common.errors import RetryableAdminError

@@ -15,8 +15,8 @@ from datetime import datetime
 
 import pytest
 
-from harness.ports import closed_port
-from harness.sidecar_process import SidecarError, SidecarProcess
+from harness.cluster.ports import closed_port
+from harness.agents.sidecar_process import SidecarError, SidecarProcess
 from harness.waiting import WaitTimeout, eventually
 from quota_sidecar.configuration.properties import PREFIX
 

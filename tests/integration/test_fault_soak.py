@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.fault_soak import FaultSoak, SoakSettings
-from harness.invariants import report
-from harness.nemesis import KINDS, schedule
+from harness.faults.fault_soak import FaultSoak, SoakSettings
+from harness.faults.invariants import report
+from harness.faults.nemesis import KINDS, schedule
 
 pytestmark = pytest.mark.integration
 SEED = 19

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.disk import DiskSampler
-from harness.kafka_tools import acknowledged_so_far, producer_performance, read_back
-from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS
-from harness.sidecar_process import LogLine, SidecarProcess
+from harness.cluster.disk import DiskSampler
+from harness.cluster.kafka_tools import acknowledged_so_far, producer_performance, read_back
+from harness.cluster.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS
+from harness.agents.sidecar_process import LogLine, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.observe.admin import ClusterAdmin

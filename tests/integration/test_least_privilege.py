@@ -1,5 +1,5 @@
 """Least privilege (issue 22): an agent and the aggregator on a cluster with Kafka's StandardAuthorizer, over
-SCRAM-SHA-512 and TLS (tests/harness/secure_lab.py), their pipeline on that cluster, each principal granted exactly
+SCRAM-SHA-512 and TLS (tests/harness/cluster/secure_lab.py), their pipeline on that cluster, each principal granted exactly
 the ACLs `quota-sidecar acls` prints for it and nothing more: disk protection, cordons, replication throttles, the
 disk guard, status and clean-up work, and nothing is refused. With any one of the agent's ACLs taken away, it says in
 one line which permission was refused and what stops without it, and what does not need that ACL goes on.
@@ -14,12 +14,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from harness.aggregator import Aggregator
-from harness.kafka_tools import kafka_configs, reassign_partitions
-from harness.move_guard_lab import BROKER_PROPERTIES, SETTINGS as GUARD_SETTINGS, SLOW_GUARD, VOLUME, FreeSpace, fill
-from harness.replication_checks import broker_configs, create_topic
-from harness.secure_lab import LAB_ADMIN, SecureLab, grant, revoke
-from harness.sidecar_process import EXECUTABLE, SidecarProcess
+from harness.spark.aggregator import Aggregator
+from harness.cluster.kafka_tools import kafka_configs, reassign_partitions
+from harness.agents.move_guard_lab import BROKER_PROPERTIES, SETTINGS as GUARD_SETTINGS, SLOW_GUARD, VOLUME, FreeSpace, fill
+from harness.agents.replication_checks import broker_configs, create_topic
+from harness.cluster.secure_lab import LAB_ADMIN, SecureLab, grant, revoke
+from harness.agents.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS

@@ -9,8 +9,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
-from harness.kafka_tools import active_controller
-from harness.local_cluster import BEFORE_KIP_827, GENERATIONS, LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
+from harness.cluster.kafka_tools import active_controller
+from harness.cluster.local_cluster import BEFORE_KIP_827, GENERATIONS, LocalClusterError, LocalKafkaCluster, SmallFilesystemUnavailable
 from harness.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.harness]
@@ -179,7 +179,7 @@ def test_a_namespace_for_an_unknown_broker_is_refused():
 
 @pytest.mark.netns
 def test_a_broker_in_a_network_namespace_serves_on_its_address(make_kafka_cluster, unique_name):
-    from harness.netns import TestNetwork, unavailable_reason
+    from harness.network.netns import TestNetwork, unavailable_reason
 
     reason = unavailable_reason()
     if reason is not None:
@@ -244,8 +244,8 @@ def test_the_secure_lab_speaks_sasl_ssl_and_mutual_tls_and_only_acls_count(tmp_p
     and may do nothing until an ACL says so; Kafka's own kafka-acls grants it over the lab's PLAINTEXT."""
     from kafka.errors import TopicAuthorizationFailedError
 
-    from harness.kafka_tools import run_tool
-    from harness.secure_lab import SecureLab
+    from harness.cluster.kafka_tools import run_tool
+    from harness.cluster.secure_lab import SecureLab
     from quota_sidecar.configuration.admin_client import client_kwargs
 
     security = SecureLab(tmp_path / "tls", scram_users={"quota-sidecar": "s3cret"})

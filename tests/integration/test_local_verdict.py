@@ -13,7 +13,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
-from harness.kafka_tools import fill
+from harness.cluster.kafka_tools import fill
 from harness.waiting import eventually, within
 from quota_sidecar.act.cluster_store import RACE_SECONDS
 from quota_sidecar.common.errors import AdminError, RetryableAdminError

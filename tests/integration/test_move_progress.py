@@ -1,6 +1,6 @@
 """KIP-73's test plan for moves you can watch, predict and unstick, on real rate-limited links.
 
-One lab (tests/harness/move_lab.py) for the module: brokers 1, 2, 3 each in a network namespace behind a
+One lab (tests/harness/network/move_lab.py) for the module: brokers 1, 2, 3 each in a network namespace behind a
 6 MB/s link, a sidecar beside each, and a steady client load on the source broker: Kafka's producer writing
 0.8 MB/s into `client-load`, one reader tailing it and one re-reading its history at 1.6 MB/s.
 
@@ -33,11 +33,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from harness import kafka_tools
-from harness.lab_clients import RECORD_BYTES, LoadProfile, producer_performance
-from harness.move_lab import DESTINATION, SOURCE, LabSettings, MoveLab
-from harness.netns import unavailable_reason
-from harness.sidecar_process import http
+from harness.cluster import kafka_tools
+from harness.clients.lab_clients import RECORD_BYTES, LoadProfile, producer_performance
+from harness.network.move_lab import DESTINATION, SOURCE, LabSettings, MoveLab
+from harness.network.netns import unavailable_reason
+from harness.agents.sidecar_process import http
 from harness.waiting import eventually
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, LEADER_RATE
 

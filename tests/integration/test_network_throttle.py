@@ -1,9 +1,9 @@
 """Replication under the sidecars on real rate-limited links, against the static rate an operator would set.
 
-Each broker runs in a network namespace of its own behind a 6 MB/s link (tests/harness/netns.py: veth pairs
+Each broker runs in a network namespace of its own behind a 6 MB/s link (tests/harness/network/netns.py: veth pairs
 on a bridge, `tc ... tbf` on both ends), with a sidecar inside the same namespace measuring that link.
 Clients read from the source broker at 3 MB/s in peaks and 0.3 MB/s in between, on the link the move
-uses (tests/harness/move_lab.py). One partition moves under a static throttle, another under the sidecars.
+uses (tests/harness/network/move_lab.py). One partition moves under a static throttle, another under the sidecars.
 
 What "the static rate that keeps the same client headroom" is: the sidecar gives replication max% of
 what the clients leave of the link, so at the clients' peak P it leaves them (capacity - P) x (1 - max%)
@@ -24,9 +24,9 @@ the throttle climbed to max% of the link and stayed there.
 
 import pytest
 
-from harness.lab_clients import LoadProfile
-from harness.move_lab import LabSettings, MoveLab
-from harness.netns import unavailable_reason
+from harness.clients.lab_clients import LoadProfile
+from harness.network.move_lab import LabSettings, MoveLab
+from harness.network.netns import unavailable_reason
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns, pytest.mark.network_lab]
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from harness import kafka_tools
-from harness.sidecar_process import EXECUTABLE
+from harness.cluster import kafka_tools
+from harness.agents.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
 from quota_sidecar.observe.admin import ClusterAdmin
 

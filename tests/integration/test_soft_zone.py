@@ -3,7 +3,7 @@
 Broker 3's only log dir is a tmpfs filled to midway between the limits before the sidecar starts; then
 Kafka's own producer sends at full speed, and what the broker accepts (the partition's end offset, read
 every half second) is measured against the quota the sidecar scaled, as the slope after the quota's first
-window: a quota lets about ten seconds of its rate through at once, then holds (harness/quota_window.py).
+window: a quota lets about ten seconds of its rate through at once, then holds (harness/clients/quota_window.py).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.disk import free_bytes
-from harness.end_offsets import EndOffsets
-from harness.kafka_tools import producer_performance
-from harness.quota_window import BAND, QUOTA_WINDOW_SECONDS, slope
-from harness.sidecar_process import SidecarProcess
+from harness.cluster.disk import free_bytes
+from harness.clients.end_offsets import EndOffsets
+from harness.cluster.kafka_tools import producer_performance
+from harness.clients.quota_window import BAND, QUOTA_WINDOW_SECONDS, slope
+from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.decide.quotas import PRODUCE

@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.disk import DiskSampler
-from harness.kafka_tools import kafka_configs, producer_performance
-from harness.sidecar_process import SidecarProcess
+from harness.cluster.disk import DiskSampler
+from harness.cluster.kafka_tools import kafka_configs, producer_performance
+from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common import records

@@ -18,10 +18,10 @@ import time
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.disk import free_bytes
-from harness.end_offsets import EndOffsets
-from harness.kafka_tools import producer_performance
-from harness.sidecar_process import SidecarProcess
+from harness.cluster.disk import free_bytes
+from harness.clients.end_offsets import EndOffsets
+from harness.cluster.kafka_tools import producer_performance
+from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.decide.quotas import PRODUCE

@@ -1,6 +1,6 @@
 """TLS to the brokers (issue 22): a CA that did not sign the broker's certificate, a host name its certificate does
 not carry, an expired client certificate on a mutual-TLS listener. Each is one line naming the file and the cause,
-from `status --direct`, which reads the cluster as a pass does (tests/harness/secure_lab.py makes the certificates);
+from `status --direct`, which reads the cluster as a pass does (tests/harness/cluster/secure_lab.py makes the certificates);
 with the right files its requests reach the authorizer. No key or password in what it says.
 """
 
@@ -12,8 +12,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import trustme
 
-from harness.secure_lab import SecureLab
-from harness.sidecar_process import EXECUTABLE
+from harness.cluster.secure_lab import SecureLab
+from harness.agents.sidecar_process import EXECUTABLE
 from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
 
 pytestmark = [pytest.mark.integration, pytest.mark.security]

@@ -13,10 +13,10 @@ import signal
 
 import pytest
 
-from harness.local_cluster import BEFORE_KIP_827
-from harness.sidecar_process import SidecarProcess
+from harness.cluster.local_cluster import BEFORE_KIP_827
+from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
-from harness.zookeeper_server import children
+from harness.cluster.zookeeper_server import children
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.observe.znode_volumes import VOLUMES_PATH
 from quota_sidecar.wiring import build_sidecar

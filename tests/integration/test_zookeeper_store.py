@@ -7,8 +7,8 @@ import threading
 import pytest
 from kazoo.client import KazooClient
 
-from harness.local_cluster import DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
-from harness.zookeeper_server import LocalZooKeeper
+from harness.cluster.local_cluster import DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
+from harness.cluster.zookeeper_server import LocalZooKeeper
 from quota_sidecar.act.zookeeper_store import ZooKeeperStore
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.observe.zookeeper_session import ZooKeeperSession

@@ -10,7 +10,7 @@ import pytest
 
 from quota_sidecar.common.vocabulary import StorageLimit
 from spark_jobs import replication_rates, report, volume_violations
-from harness.connect_server import ConnectServer, ConnectServerError
+from harness.spark.connect_server import ConnectServer, ConnectServerError
 from spark_jobs.session import SparkStartError, discard, for_large_data, get_session
 
 pytestmark = pytest.mark.spark_connect

@@ -7,7 +7,7 @@ import pytest
 
 from spark_jobs.judges import on_spark
 from spark_jobs import replication_rates, volume_violations
-from harness.connect_server import ConnectServer
+from harness.spark.connect_server import ConnectServer
 from spark_jobs.session import discard, get_session
 
 pytestmark = pytest.mark.spark_connect

@@ -4,7 +4,7 @@ commands that need Spark are listed by `quota-sidecar --help` without it (spark_
 import subprocess
 import sys
 
-from harness.sidecar_process import EXECUTABLE
+from harness.agents.sidecar_process import EXECUTABLE
 
 SPARK_PACKAGES = {"pyspark", "pandas", "pyarrow", "numpy", "py4j", "spark_jobs", "matplotlib"}
 

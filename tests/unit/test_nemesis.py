@@ -1,4 +1,4 @@
-"""The fault soak's schedule and ledger (tests/harness/nemesis.py, invariants.py): a seed makes the same faults,
+"""The fault soak's schedule and ledger (tests/harness/faults/nemesis.py, invariants.py): a seed makes the same faults,
 every kind comes before any comes twice, a fault is healed before the next, and a violation is reported with the
 faults before it."""
 
@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from harness.disk import what_uses
-from harness.fault_soak import FLOOR, LIFTED_ABOVE, LIMIT, PRODUCE_RATE, FaultSoak
-from harness.invariants import INVARIANTS, Convergence, Ledger, MemoryGrowth, Recovery, report
-from harness.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
+from harness.cluster.disk import what_uses
+from harness.faults.fault_soak import FLOOR, LIFTED_ABOVE, LIMIT, PRODUCE_RATE, FaultSoak
+from harness.faults.invariants import INVARIANTS, Convergence, Ledger, MemoryGrowth, Recovery, report
+from harness.faults.nemesis import KINDS, NO_TARGET, Event, Fault, Nemesis, schedule
 
 from builders import Clock
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness import waiting
-from harness.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS, LocalKafkaCluster
-from harness.replication_checks import BROKER_PROPERTIES, RATE_KEYS, equal, eventually, fleet_of, sidecar_records
+from harness.cluster.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS, LocalKafkaCluster
+from harness.agents.replication_checks import BROKER_PROPERTIES, RATE_KEYS, assert_equal, eventually, fleet_of, sidecar_records
 from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.observe.admin import ClusterAdmin
 
@@ -133,7 +133,7 @@ def settled(fleet, admin, store):
             sidecar.stop()
             sidecar.start(cleanup=True).wait_ready()
     try:
-        eventually(lambda: equal(sidecar_records(store), {}))  # at once, unless the test failed
+        eventually(lambda: assert_equal(sidecar_records(store), {}))  # at once, unless the test failed
     finally:  # rates a failed test set as an operator
         for broker in fleet.sidecars:
             admin.incremental_alter_configs("broker", broker, {key: ("DELETE", None) for key in RATE_KEYS})

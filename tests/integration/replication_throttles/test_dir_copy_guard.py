@@ -18,11 +18,11 @@ import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
-from harness.kafka_tools import reassign_partitions
-from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
-from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, VOLUME, FreeSpace, cancelled_in_status,
+from harness.cluster.kafka_tools import reassign_partitions
+from harness.cluster.local_cluster import GENERATIONS, SmallFilesystemUnavailable
+from harness.agents.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, VOLUME, FreeSpace, cancelled_in_status,
                                     fill, start_guard_fleet)
-from harness.replication_checks import broker_configs, create_topic, equal, eventually
+from harness.agents.replication_checks import broker_configs, create_topic, assert_equal, eventually
 from quota_sidecar.act.replication import DIR_COPY_GUARD
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.throttles import DIR_COPY_RATE
@@ -59,7 +59,7 @@ def lab(make_kafka_cluster, pipeline, work_dir, report, unique_name):
             self.topic = f"{unique_name}-copied"
             create_topic(self.cluster, self.topic, {0: [BROKER]})
             self.move(self.large_dir, "--execute")  # a new replica may land in either dir: in the large one first
-            eventually(lambda: equal(self.current_dir(), self.large_dir), 60)
+            eventually(lambda: assert_equal(self.current_dir(), self.large_dir), 60)
             fill(self.cluster, self.topic, RECORDS * RECORD, work_dir / f"{self.topic}.log", RECORD)
 
         def fleet(self, **settings: str):
@@ -83,7 +83,7 @@ def lab(make_kafka_cluster, pipeline, work_dir, report, unique_name):
         assert fleet.stop() == {BROKER: 0}, "the sidecar failed its clean-up"
     for lab in made:  # nothing of the sidecar's left: the guard's rate went back to what was there
         try:
-            eventually(lambda: equal(broker_configs(lab.admin, BROKER, (DIR_COPY_RATE,)), {}), 60)
+            eventually(lambda: assert_equal(broker_configs(lab.admin, BROKER, (DIR_COPY_RATE,)), {}), 60)
         finally:
             lab.admin.close()
 
@@ -99,7 +99,7 @@ def test_a_copy_between_dirs_larger_than_the_free_space_is_held_by_the_guard_bef
     fleet = lab.fleet()
     with FreeSpace(lab.small_dir) as free_space:
         lab.move(lab.small_dir, "--execute", *tool)
-        eventually(lambda: equal(broker_configs(admin, BROKER, (DIR_COPY_RATE,)), {DIR_COPY_RATE: 1}), 30)
+        eventually(lambda: assert_equal(broker_configs(admin, BROKER, (DIR_COPY_RATE,)), {DIR_COPY_RATE: 1}), 30)
         time.sleep(HELD_FOR)  # what is checked is that the dir keeps room meanwhile
         assert list(admin.describe_dir_moves(BROKER)) == [(topic, 0)], "the copy ended or was sent back"
     assert free_space.lowest > 0, "the small dir filled"
@@ -108,7 +108,7 @@ def test_a_copy_between_dirs_larger_than_the_free_space_is_held_by_the_guard_bef
     print(f"\n{generation} throttle={throttle}: lowest free space {free_space.lowest / MiB:.1f} MiB "
           f"(limit {LIMIT / MiB:.0f} MiB)")
     lab.move(lab.small_dir, "--cancel")  # as the operator would: the tool sends the copy back, clears its throttles
-    eventually(lambda: equal(lab.current_dir(), lab.large_dir), 60)
+    eventually(lambda: assert_equal(lab.current_dir(), lab.large_dir), 60)
 
 
 def test_a_copy_between_dirs_the_guard_cannot_hold_is_sent_back_once_and_can_run_again(lab):
@@ -119,7 +119,7 @@ def test_a_copy_between_dirs_the_guard_cannot_hold_is_sent_back_once_and_can_run
     fleet = lab.fleet(**{"replication.disk.guard.rate.bytes.per.second": str(SLOW_GUARD)})
     with FreeSpace(lab.small_dir) as free_space:
         lab.move(lab.small_dir, "--execute")
-        eventually(lambda: equal(admin.describe_dir_moves(BROKER), {}), 300)
+        eventually(lambda: assert_equal(admin.describe_dir_moves(BROKER), {}), 300)
     assert free_space.lowest > 0, "the small dir filled"
     lab.no_log_dir_offline()
     assert lab.current_dir() == lab.large_dir, "the copy was not sent back"
@@ -138,9 +138,9 @@ def test_a_copy_between_dirs_the_guard_cannot_hold_is_sent_back_once_and_can_run
         client.delete_records({TopicPartition(topic, 0): RECORDS - 40})
     finally:
         client.close()
-    eventually(lambda: equal(admin.describe_configs("broker", [BROKER], [CORDONED_LOG_DIRS])[str(BROKER)]
+    eventually(lambda: assert_equal(admin.describe_configs("broker", [BROKER], [CORDONED_LOG_DIRS])[str(BROKER)]
                              .get(CORDONED_LOG_DIRS) or "", ""), 180)
     lab.move(lab.small_dir, "--execute")
-    eventually(lambda: equal(lab.current_dir(), lab.small_dir), 300)
+    eventually(lambda: assert_equal(lab.current_dir(), lab.small_dir), 300)
     assert len([line for line in sidecar.log_path.read_text().splitlines()
                 if "cancelled the moves adding replicas to" in line]) == 1

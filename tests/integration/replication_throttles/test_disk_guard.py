@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from harness.local_cluster import SmallFilesystemUnavailable
-from harness.replication_checks import (BROKER_PROPERTIES, broker_configs, broker_down, cli, create_topic,
-                                        delete_topic, equal, eventually, fleet_of, lists, moving, produce)
+from harness.cluster.local_cluster import SmallFilesystemUnavailable
+from harness.agents.replication_checks import (BROKER_PROPERTIES, broker_configs, broker_down, cli, create_topic,
+                                        delete_topic, assert_equal, eventually, fleet_of, lists, moving, produce)
 from quota_sidecar.common.observation import UNLIMITED
 from quota_sidecar.decide.throttles import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, REMOTE_COPY,
                                             REMOTE_FETCH)
@@ -66,20 +66,20 @@ def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_co
         fleet.start()
         remote = (REMOTE_COPY, REMOTE_FETCH)
         quotas = {REMOTE_COPY: 5000000, REMOTE_FETCH: 6000000}
-        eventually(lambda: equal([broker_configs(admin, b, remote) for b in (1, 2, 3)],
+        eventually(lambda: assert_equal([broker_configs(admin, b, remote) for b in (1, 2, 3)],
                                   [quotas, {REMOTE_COPY: UNLIMITED, REMOTE_FETCH: 6000000}, quotas]))
 
         with broker_down(cluster, 1):  # the source: nothing moves before broker 2's side is throttled
             admin.alter_reassignments({(moved, 0): [2]})
-            eventually(lambda: equal(lists(admin, moved), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: {"0:2"}}))
-            eventually(lambda: equal(broker_configs(admin, 2), {FOLLOWER_RATE: 1}))
+            eventually(lambda: assert_equal(lists(admin, moved), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: {"0:2"}}))
+            eventually(lambda: assert_equal(broker_configs(admin, 2), {FOLLOWER_RATE: 1}))
             done = cli("status", "--json", "--config", str(fleet[2].config_path))
             assert done.returncode == 0, done.stderr
             status = json.loads(done.stdout)
             assert status["sidecar"]["mode"] == "running", status["sidecar"]  # this sidecar's view
             (guard,) = status["replication"]["brokers"]
             assert (guard["role"], guard["follower_rate"], guard["reason"]) == ("follower", 1, "disk_guard")
-        eventually(lambda: equal(lists(admin, moved), {LEADER_REPLICAS: {"0:1"}, FOLLOWER_REPLICAS: {"0:2"}}))
+        eventually(lambda: assert_equal(lists(admin, moved), {LEADER_REPLICAS: {"0:1"}, FOLLOWER_REPLICAS: {"0:2"}}))
         source = eventually(lambda: _rate_at_least(admin, 1, LEADER_RATE, 2_000_000))
 
         # Paused: at the source's rate the whole 3 MiB would take under two seconds. This waits on purpose (eight
@@ -92,14 +92,14 @@ def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_co
         assert broker_configs(admin, 2) == {FOLLOWER_RATE: 1}
 
         delete_topic(cluster, filler)
-        eventually(lambda: equal(moving(admin, moved), []))  # the guard lifted: the move completed
-        eventually(lambda: equal(lists(admin, moved), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()}))
-        eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
-        eventually(lambda: equal(broker_configs(admin, 2, remote), quotas))
+        eventually(lambda: assert_equal(moving(admin, moved), []))  # the guard lifted: the move completed
+        eventually(lambda: assert_equal(lists(admin, moved), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: set()}))
+        eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
+        eventually(lambda: assert_equal(broker_configs(admin, 2, remote), quotas))
     finally:
         codes = fleet.stop()
     assert codes == {1: 0, 2: 0, 3: 0}
-    eventually(lambda: equal([broker_configs(admin, b, remote) for b in (1, 2, 3)],
+    eventually(lambda: assert_equal([broker_configs(admin, b, remote) for b in (1, 2, 3)],
                               [{REMOTE_FETCH: 1234567}, {}, {}]))  # the operator's put back, the rest gone
 
 

@@ -16,11 +16,11 @@ import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
-from harness.kafka_tools import reassign_partitions
-from harness.local_cluster import GENERATIONS, SmallFilesystemUnavailable
-from harness.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, SMALL, VOLUME, FreeSpace,
+from harness.cluster.kafka_tools import reassign_partitions
+from harness.cluster.local_cluster import GENERATIONS, SmallFilesystemUnavailable
+from harness.agents.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD, SMALL, VOLUME, FreeSpace,
                                     cancelled_in_status, fill, start_guard_fleet)
-from harness.replication_checks import broker_configs, create_topic, equal, eventually, lists
+from harness.agents.replication_checks import broker_configs, create_topic, assert_equal, eventually, lists
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS
 from quota_sidecar.observe.admin import ClusterAdmin
@@ -73,7 +73,7 @@ def lab(make_kafka_cluster, pipeline, work_dir, report, unique_name):
         assert fleet.stop() == {1: 0, 2: 0, 3: 0}, "a sidecar failed its clean-up"
     for lab in made:  # nothing of the sidecars' left: the guard's rate went back to what was there
         try:
-            eventually(lambda: equal([broker_configs(lab.admin, b) for b in (1, 2, 3)], [{}, {}, {}]), 60)
+            eventually(lambda: assert_equal([broker_configs(lab.admin, b) for b in (1, 2, 3)], [{}, {}, {}]), 60)
         finally:  # here, not as a finalizer: those run before this, and a closed admin used again reconnects
             lab.admin.close()
 
@@ -90,7 +90,7 @@ def test_a_move_larger_than_the_free_space_is_held_by_the_guard_before_the_volum
     fleet = lab.fleet()
     with FreeSpace(lab.small_dir) as free_space:
         lab.move("--execute", *tool)
-        eventually(lambda: equal(broker_configs(admin, 3, (FOLLOWER_RATE,)), {FOLLOWER_RATE: 1}), 30)
+        eventually(lambda: assert_equal(broker_configs(admin, 3, (FOLLOWER_RATE,)), {FOLLOWER_RATE: 1}), 30)
         eventually(lambda: _has("0:3", lists(admin, topic)[FOLLOWER_REPLICAS]), 30)
         time.sleep(HELD_FOR)  # what is checked is that the volume keeps room meanwhile
         assert [move.partition for move in admin.list_reassignments()] in ([0], []), "another move appeared"
@@ -101,7 +101,7 @@ def test_a_move_larger_than_the_free_space_is_held_by_the_guard_before_the_volum
     print(f"\n{generation} throttle={throttle}: lowest free space {free_space.lowest / MiB:.1f} MiB "
           f"(limit {LIMIT / MiB:.0f} MiB)")
     lab.move("--cancel")  # as the operator would: the tool also clears the throttles it set
-    eventually(lambda: equal(admin.list_reassignments(), []), 60)
+    eventually(lambda: assert_equal(admin.list_reassignments(), []), 60)
 
 
 def test_a_move_the_guard_cannot_hold_is_cancelled_once_and_can_run_again(lab):
@@ -112,11 +112,11 @@ def test_a_move_the_guard_cannot_hold_is_cancelled_once_and_can_run_again(lab):
     fleet = lab.fleet(**{"replication.disk.guard.rate.bytes.per.second": str(SLOW_GUARD)})
     with FreeSpace(small_dir) as free_space:
         lab.move("--execute")
-        eventually(lambda: equal(admin.list_reassignments(), []), 300)
+        eventually(lambda: assert_equal(admin.list_reassignments(), []), 300)
     assert free_space.lowest > 0, "the volume filled"
     lab.no_log_dir_offline()
     # The controller lists no reassignment a moment before the brokers' metadata has the replicas it went back to.
-    eventually(lambda: equal(admin.describe_partitions([topic])[(topic, 0)].replicas, (1,)), 10)  # cancelled
+    eventually(lambda: assert_equal(admin.describe_partitions([topic])[(topic, 0)].replicas, (1,)), 10)  # cancelled
     sidecar = fleet[3]
     warnings = [line for line in sidecar.log_path.read_text().splitlines()
                 if "cancelled the moves adding replicas to" in line]
@@ -128,10 +128,10 @@ def test_a_move_the_guard_cannot_hold_is_cancelled_once_and_can_run_again(lab):
 
     # Once the dir has room and no cordon, the operator runs it again: what is left of the partition fits.
     _delete_records_before(lab.cluster, topic, RECORDS - 40)
-    eventually(lambda: equal(admin.describe_configs("broker", [3], [CORDONED_LOG_DIRS])["3"]
+    eventually(lambda: assert_equal(admin.describe_configs("broker", [3], [CORDONED_LOG_DIRS])["3"]
                              .get(CORDONED_LOG_DIRS) or "", ""), 180)
     lab.move("--execute")
-    eventually(lambda: equal(admin.describe_partitions([topic])[(topic, 0)].replicas, (3,)), 300)
+    eventually(lambda: assert_equal(admin.describe_partitions([topic])[(topic, 0)].replicas, (3,)), 300)
     assert len([line for line in sidecar.log_path.read_text().splitlines()
                 if "cancelled the moves adding replicas to" in line]) == 1
 

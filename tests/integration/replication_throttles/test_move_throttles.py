@@ -21,11 +21,11 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.kafka_tools import reassign_partitions
-from harness.replication_checks import (MAX_RATE, MIN_RATE, TOKEN, assert_throttled, broker_configs, broker_down,
-                                        cli, create_topic, delete_topic, equal, eventually, lists, moving,
+from harness.cluster.kafka_tools import reassign_partitions
+from harness.agents.replication_checks import (MAX_RATE, MIN_RATE, TOKEN, assert_throttled, broker_configs, broker_down,
+                                        cli, create_topic, delete_topic, assert_equal, eventually, lists, moving,
                                         own_status, produce, sidecar_records)
-from harness.sidecar_process import SidecarProcess, http
+from harness.agents.sidecar_process import SidecarProcess, http
 from quota_sidecar.common.vocabulary import RULE_REASONS
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from quota_sidecar.observe.admin import ClusterAdmin
@@ -48,14 +48,14 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
                                                      FOLLOWER_REPLICAS: ("APPEND", "0:8")})
     admin.incremental_alter_configs("broker", 3, {FOLLOWER_RATE: ("SET", "777777")})
     operator_lists = {LEADER_REPLICAS: {"0:9", "1:2"}, FOLLOWER_REPLICAS: {"0:8"}}
-    eventually(lambda: equal(lists(admin, topic), operator_lists))
+    eventually(lambda: assert_equal(lists(admin, topic), operator_lists))
 
     with broker_down(cluster, 3):
         admin.alter_reassignments({(topic, 0): [2, 3], (topic, 1): [1, 3]})
-        eventually(lambda: equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2", "0:9", "1:1", "1:2"}))
+        eventually(lambda: assert_equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2", "0:9", "1:1", "1:2"}))
         for source in (1, 2):
             eventually(lambda: assert_throttled(admin, source, LEADER_RATE))
-    eventually(lambda: equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3", "0:8", "1:3"}))
+    eventually(lambda: assert_equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3", "0:8", "1:3"}))
     eventually(lambda: assert_throttled(admin, 3, FOLLOWER_RATE))
 
     assert moving(admin, topic) == [0, 1]
@@ -78,11 +78,11 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
 
     done = cli("throttle", "set", "50000000", "--autoremove", "--url", fleet[2].url, token=TOKEN)
     assert done.returncode == 0, done.stderr
-    eventually(lambda: equal(moving(admin, topic), []))
-    eventually(lambda: equal(lists(admin, topic), operator_lists))
-    eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {FOLLOWER_RATE: 777777}]))
-    eventually(lambda: equal(sidecar_records(store), {}))
-    eventually(lambda: equal(http("GET", fleet[1].url + "/throttle")[1]["override"], None))  # autoremove
+    eventually(lambda: assert_equal(moving(admin, topic), []))
+    eventually(lambda: assert_equal(lists(admin, topic), operator_lists))
+    eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {FOLLOWER_RATE: 777777}]))
+    eventually(lambda: assert_equal(sidecar_records(store), {}))
+    eventually(lambda: assert_equal(http("GET", fleet[1].url + "/throttle")[1]["override"], None))  # autoremove
     admin.incremental_alter_configs("broker", 3, {FOLLOWER_RATE: ("DELETE", None)})
 
 
@@ -108,14 +108,14 @@ def test_after_kafka_reassign_partitions_verify_no_throttle_comes_back(settled, 
         raised = reassign_partitions(cluster.bootstrap_servers, move, "--execute", "--additional",
                                      "--throttle", "100000000")
         assert raised.returncode == 0, raised.stdout + raised.stderr
-        eventually(lambda: equal(moving(admin, topic), []))
+        eventually(lambda: assert_equal(moving(admin, topic), []))
         verified = reassign_partitions(cluster.bootstrap_servers, move, "--verify")
         assert verified.returncode == 0 and "Clearing broker-level throttles" in verified.stdout, verified.stdout
-        eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2)], [{}, {}]))
+        eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2)], [{}, {}]))
     finally:
         for broker in (1, 2):
             fleet[broker].send(signal.SIGCONT)
-    eventually(lambda: equal({r for r in sidecar_records(store) if r[0] == "config"}, set()))  # let go
+    eventually(lambda: assert_equal({r for r in sidecar_records(store) if r[0] == "config"}, set()))  # let go
     assert [broker_configs(admin, b) for b in (1, 2)] == [{}, {}], "a throttle came back after --verify"
     assert fleet[2].first_line(f"{FOLLOWER_RATE}: none in force, changed by someone else"), fleet[2].log_tail(30)
 
@@ -134,23 +134,23 @@ def test_what_a_sidecar_wrote_is_removed_after_a_restart_a_crash_or_a_cleanup_mi
 
     with broker_down(cluster, 3):
         admin.alter_reassignments({(topic, 0): [2, 3]})
-        eventually(lambda: equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2", "0:9"}))
+        eventually(lambda: assert_equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2", "0:9"}))
         for source in (1, 2):
             eventually(lambda: assert_throttled(admin, source, LEADER_RATE))
-    eventually(lambda: equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3"}))
+    eventually(lambda: assert_equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3"}))
     eventually(lambda: assert_throttled(admin, 3, FOLLOWER_RATE))
 
     fleet[3].send(signal.SIGKILL)
     assert fleet.stop([1, 2]) == {1: 0, 2: 0}
     assert fleet[3].stop(None) == -signal.SIGKILL
     assert moving(admin, topic) == [0]
-    eventually(lambda: equal(lists(admin, topic), {LEADER_REPLICAS: {"0:2", "0:9"}, FOLLOWER_REPLICAS: {"0:3"}}))
-    eventually(lambda: equal(broker_configs(admin, 1), {}))
+    eventually(lambda: assert_equal(lists(admin, topic), {LEADER_REPLICAS: {"0:2", "0:9"}, FOLLOWER_REPLICAS: {"0:3"}}))
+    eventually(lambda: assert_equal(broker_configs(admin, 1), {}))
     assert_throttled(admin, 2, LEADER_RATE)
     assert_throttled(admin, 3, FOLLOWER_RATE)
 
     fleet.start()
-    eventually(lambda: equal(lists(admin, topic), {LEADER_REPLICAS: {"0:1", "0:2", "0:9"},
+    eventually(lambda: assert_equal(lists(admin, topic), {LEADER_REPLICAS: {"0:1", "0:2", "0:9"},
                                                     FOLLOWER_REPLICAS: {"0:3"}}))
     eventually(lambda: assert_throttled(admin, 1, LEADER_RATE))
     assert set(sidecar_records(store)) == {("entries", 1, topic, "leader"), ("entries", 2, topic, "leader"),
@@ -158,10 +158,10 @@ def test_what_a_sidecar_wrote_is_removed_after_a_restart_a_crash_or_a_cleanup_mi
                                            ("config", 2, LEADER_RATE), ("config", 3, FOLLOWER_RATE)}
 
     admin.alter_reassignments({(topic, 0): None})
-    eventually(lambda: equal(moving(admin, topic), []))
-    eventually(lambda: equal(lists(admin, topic), {LEADER_REPLICAS: {"0:9"}, FOLLOWER_REPLICAS: set()}))
-    eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
-    eventually(lambda: equal(sidecar_records(store), {}))
+    eventually(lambda: assert_equal(moving(admin, topic), []))
+    eventually(lambda: assert_equal(lists(admin, topic), {LEADER_REPLICAS: {"0:9"}, FOLLOWER_REPLICAS: set()}))
+    eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
+    eventually(lambda: assert_equal(sidecar_records(store), {}))
 
 
 def test_a_topic_deleted_in_the_middle_of_its_move_leaves_nothing_behind(
@@ -173,16 +173,16 @@ def test_a_topic_deleted_in_the_middle_of_its_move_leaves_nothing_behind(
     produce(cluster, topic, [0])
     with broker_down(cluster, 3):
         admin.alter_reassignments({(topic, 0): [2, 3]})
-        eventually(lambda: equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2"}))
-    eventually(lambda: equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3"}))
+        eventually(lambda: assert_equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2"}))
+    eventually(lambda: assert_equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3"}))
     eventually(lambda: assert_throttled(admin, 3, FOLLOWER_RATE))
     assert {key[1] for key in sidecar_records(store) if key[0] == "entries"} == {1, 2, 3}
 
     delete_topic(cluster, topic)
 
-    eventually(lambda: equal(moving(admin, topic), []))
-    eventually(lambda: equal(sidecar_records(store), {}))
-    eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
+    eventually(lambda: assert_equal(moving(admin, topic), []))
+    eventually(lambda: assert_equal(sidecar_records(store), {}))
+    eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
 
 
 # ---------------------------------------------------------------- helpers for eventually()

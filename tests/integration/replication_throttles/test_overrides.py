@@ -11,13 +11,13 @@ import ssl
 import pytest
 import trustme
 
-from harness.disk import ReplicaSampler, replica_bytes
-from harness.quota_window import BAND, most_let_through, slope
-from harness.replication_checks import (BROKER_PROPERTIES, MOVE_BYTES, PREFIX, REACTION, TOKEN, broker_configs,
-                                        broker_down, cli, create_topic, equal, eventually, lists, own_status, produce,
+from harness.cluster.disk import ReplicaSampler, replica_bytes
+from harness.clients.quota_window import BAND, most_let_through, slope
+from harness.agents.replication_checks import (BROKER_PROPERTIES, MOVE_BYTES, PREFIX, REACTION, TOKEN, broker_configs,
+                                        broker_down, cli, create_topic, assert_equal, eventually, lists, own_status, produce,
                                         sidecar_records)
-from harness.ports import free_loopback_ports
-from harness.sidecar_process import SidecarProcess, http
+from harness.cluster.ports import free_loopback_ports
+from harness.agents.sidecar_process import SidecarProcess, http
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
@@ -45,7 +45,7 @@ def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restar
     assert (code, read["override"], read["changed"]["by"]) == (200, {"rate": 2_000_002}, "127.0.0.1")  # the audit
 
     assert fleet.stop() == {1: 0, 2: 0, 3: 0}  # --cleanup: the rates go with the sidecars...
-    eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
+    eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
     fleet.start()  # ...and the overrides, kept in the cluster, bring them back
     eventually(in_force)
     done = cli("throttle", "get", "--broker", "1", "--url", fleet[2].url)
@@ -55,7 +55,7 @@ def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restar
     assert http("DELETE", f"{fleet[2].url}/throttle/3", token=TOKEN)[0] == 200
     done = cli("throttle", "remove", "--broker", "1", "--url", fleet[3].url, token=TOKEN)
     assert done.returncode == 0, done.stderr
-    eventually(lambda: equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
+    eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
 
 
 def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled, cluster, admin, store, unique_name):
@@ -76,14 +76,14 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
     fetch = int(BROKER_PROPERTIES["replica.fetch.max.bytes"])
     create_topic(cluster, topic, {0: [1, 3]})
     assert http("PUT", f"{fleet[1].url}/throttle/3", {"rate": rate}, TOKEN)[0] == 200
-    eventually(lambda: equal(broker_configs(admin, 3), {LEADER_RATE: rate, FOLLOWER_RATE: rate}))
+    eventually(lambda: assert_equal(broker_configs(admin, 3), {LEADER_RATE: rate, FOLLOWER_RATE: rate}))
 
     with ReplicaSampler(cluster.log_dirs(3)[0], topic, 0) as replica:
         with broker_down(cluster, 3):
             produce(cluster, topic, [0], size)
-            eventually(lambda: equal(lists(admin, topic), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: {"0:3"}}))
+            eventually(lambda: assert_equal(lists(admin, topic), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: {"0:3"}}))
             assert sidecar_records(store)[("entries", 3, topic, "follower")] == {"entries": ["0:3"]}
-        eventually(lambda: equal(3 in admin.describe_partitions([topic])[(topic, 0)].isr, True),
+        eventually(lambda: assert_equal(3 in admin.describe_partitions([topic])[(topic, 0)].isr, True),
                    REACTION + size / rate)
     growth, leader = replica.growth(), replica_bytes(cluster.log_dirs(1)[0], topic, 0)
     assert growth and growth[-1][1] == leader, f"caught up to {leader} B on the leader: {replica.samples[-3:]}"
@@ -98,10 +98,10 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
     assert slope(after_a_second) >= BAND[0] * rate, \
         f"the catch-up ran at {slope(after_a_second):.0f} B/s under a {rate} B/s throttle"
 
-    eventually(lambda: equal(admin.describe_configs("topic", [topic], [FOLLOWER_REPLICAS])[topic], {}))
+    eventually(lambda: assert_equal(admin.describe_configs("topic", [topic], [FOLLOWER_REPLICAS])[topic], {}))
     assert ("entries", 3, topic, "follower") not in sidecar_records(store)
     assert http("DELETE", f"{fleet[2].url}/throttle/3", token=TOKEN)[0] == 200
-    eventually(lambda: equal(broker_configs(admin, 3), {}))
+    eventually(lambda: assert_equal(broker_configs(admin, 3), {}))
 
 
 def test_changes_need_the_token_and_are_refused_where_none_is_configured(

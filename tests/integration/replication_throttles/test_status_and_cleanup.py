@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from harness.local_cluster import LocalKafkaCluster
-from harness.replication_checks import (RATE_KEYS, REACTION, TOKEN, broker_configs, cli, equal, eventually,
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.agents.replication_checks import (RATE_KEYS, REACTION, TOKEN, broker_configs, cli, assert_equal, eventually,
                                         sidecar_properties)
-from harness.sidecar_process import SidecarProcess, http
-from harness.zookeeper_server import children
+from harness.agents.sidecar_process import SidecarProcess, http
+from harness.cluster.zookeeper_server import children
 from quota_sidecar.act.zookeeper_store import ZooKeeperStore
 from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 from quota_sidecar.decide.cordons import KEY as CORDONED
@@ -41,7 +41,7 @@ def test_opt_in_clears_rates_other_tools_left_once_no_move_was_seen_for_a_while(
     report.sources.append(sweeper)
     try:
         sweeper.start(cleanup=True).wait_ready()
-        eventually(lambda: equal(broker_configs(admin, 2), {}))
+        eventually(lambda: assert_equal(broker_configs(admin, 2), {}))
     finally:
         assert sweeper.stop() == 0
 
@@ -65,16 +65,16 @@ def test_status_direct_writes_nothing_and_cleanup_leaves_the_cluster_as_found_bu
     records = ZooKeeperStore(ZooKeeperSession(cluster.zookeeper_connect, 10.0)) if cluster.zookeeper_mode else store
     admin.alter_user_quotas({None: {PRODUCE: 5000.0}})
     # On KRaft a broker applies the quota a moment after the controller answered: the snapshot waits for it.
-    eventually(lambda: equal(admin.describe_user_quotas([None])[None], {PRODUCE: 5000.0}))
+    eventually(lambda: assert_equal(admin.describe_user_quotas([None])[None], {PRODUCE: 5000.0}))
     found = _as_found(admin, records, cluster)
     try:
         sidecar.start(cleanup=True).wait_ready()
         assert http("PUT", sidecar.url + "/throttle/2", {"rate": 2_000_002}, TOKEN)[0] == 200
         rates = {LEADER_RATE: 2_000_002, FOLLOWER_RATE: 2_000_002}
-        eventually(lambda: equal(broker_configs(admin, 2), rates))
-        eventually(lambda: equal(admin.describe_user_quotas([None])[None], {PRODUCE: 1.0}))
+        eventually(lambda: assert_equal(broker_configs(admin, 2), rates))
+        eventually(lambda: assert_equal(admin.describe_user_quotas([None])[None], {PRODUCE: 1.0}))
         if not cluster.zookeeper_mode:  # cordoned.log.dirs is Kafka 4.3's
-            eventually(lambda: equal(admin.describe_configs("broker", [2], [CORDONED])["2"],
+            eventually(lambda: assert_equal(admin.describe_configs("broker", [2], [CORDONED])["2"],
                                       {CORDONED: cluster.log_dirs(2)[0]}))
         else:
             assert children(cluster.zookeeper_connect, VOLUMES_PATH) == ["2"]

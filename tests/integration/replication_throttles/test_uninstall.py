@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from harness.kafka_tools import kafka_configs
-from harness.replication_checks import (RATE_KEYS, TOKEN, broker_configs, broker_down, cli,
-                                        create_topic, equal, eventually, lists, produce, sidecar_properties)
-from harness.sidecar_process import SidecarFleet, http
+from harness.cluster.kafka_tools import kafka_configs
+from harness.agents.replication_checks import (RATE_KEYS, TOKEN, broker_configs, broker_down, cli,
+                                        create_topic, assert_equal, eventually, lists, produce, sidecar_properties)
+from harness.agents.sidecar_process import SidecarFleet, http
 from quota_sidecar.decide.cordons import KEY as CORDONED
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -40,7 +40,7 @@ def test_cleanup_hands_back_what_every_stopped_agent_left_but_a_value_changed_si
     create_topic(cluster, topic, {0: [1, 2]})
     produce(cluster, topic, [0])  # before the default user's quota: at 5000 B/s it would take ten minutes
     admin.alter_user_quotas({None: {PRODUCE: DEFAULT_RATE}, alice: {PRODUCE: TENANT_RATE}})
-    eventually(lambda: equal(admin.describe_user_quotas([None, alice]),
+    eventually(lambda: assert_equal(admin.describe_user_quotas([None, alice]),
                              {None: {PRODUCE: DEFAULT_RATE}, alice: {PRODUCE: TENANT_RATE}}))
     before = _left(cluster)
     try:
@@ -48,17 +48,17 @@ def test_cleanup_hands_back_what_every_stopped_agent_left_but_a_value_changed_si
         assert http("PUT", agents[2].url + "/throttle/2", {"rate": 2_000_002}, TOKEN)[0] == 200
         with broker_down(cluster, 3):
             admin.alter_reassignments({(topic, 0): [2, 3]})
-            eventually(lambda: equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2"}))
-        eventually(lambda: equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3"}))
-        eventually(lambda: equal(set(broker_configs(admin, 3)), {FOLLOWER_RATE}))  # 1 B/s: its disk is "full"
-        eventually(lambda: equal(broker_configs(admin, 2), {LEADER_RATE: 2_000_002, FOLLOWER_RATE: 2_000_002}))
-        eventually(lambda: equal(admin.describe_user_quotas([None, alice]), {None: {PRODUCE: 1.0},
+            eventually(lambda: assert_equal(lists(admin, topic)[LEADER_REPLICAS], {"0:1", "0:2"}))
+        eventually(lambda: assert_equal(lists(admin, topic)[FOLLOWER_REPLICAS], {"0:3"}))
+        eventually(lambda: assert_equal(set(broker_configs(admin, 3)), {FOLLOWER_RATE}))  # 1 B/s: its disk is "full"
+        eventually(lambda: assert_equal(broker_configs(admin, 2), {LEADER_RATE: 2_000_002, FOLLOWER_RATE: 2_000_002}))
+        eventually(lambda: assert_equal(admin.describe_user_quotas([None, alice]), {None: {PRODUCE: 1.0},
                                                                              alice: {PRODUCE: 1.0}}))
-        eventually(lambda: equal(admin.describe_configs("broker", [1], [CORDONED])["1"],
+        eventually(lambda: assert_equal(admin.describe_configs("broker", [1], [CORDONED])["1"],
                                  {CORDONED: cluster.log_dirs(1)[0]}))
         assert agents.stop([2, 3]) == {2: 0, 3: 0}  # as a pod stops: nothing handed back; agent 1 runs on
         admin.alter_user_quotas({alice: {PRODUCE: OPERATORS_RATE}})  # an operator, meanwhile
-        eventually(lambda: equal(admin.describe_user_quotas([alice]), {alice: {PRODUCE: OPERATORS_RATE}}))
+        eventually(lambda: assert_equal(admin.describe_user_quotas([alice]), {alice: {PRODUCE: OPERATORS_RATE}}))
         in_force = _left(cluster)
         config = str(agents[1].config_path)
 

@@ -1,4 +1,4 @@
-"""What a move of the move lab (tests/harness/move_lab.py) measures: a `Sample` every half second, and the
+"""What a move of the move lab (tests/harness/network/move_lab.py) measures: a `Sample` every half second, and the
 `MoveResult` summed up from them (`summarize`): its duration, the destination replica's growth while a
 throttle was in force against the throttle in force (the smaller of the source's leader rate and the
 destination's follower rate, as read back from the brokers), and the client's throughput; `PassWatch`
@@ -11,7 +11,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from harness.lab_clients import LoadProfile
+from harness.clients.lab_clients import LoadProfile
 
 
 @dataclass

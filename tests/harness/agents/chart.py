@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "quota-sidecar"
 # The Prometheus operator's kinds: kubernetes-validate has no schema for them, the API server has their CRDs.
 OPERATOR_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}

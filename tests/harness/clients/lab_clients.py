@@ -1,4 +1,4 @@
-"""The clients of the move lab (tests/harness/move_lab.py): a producer at a fixed rate into a topic of the
+"""The clients of the move lab (tests/harness/network/move_lab.py): a producer at a fixed rate into a topic of the
 source broker, a reader tailing what it writes and one re-reading the topic's history in bursts (peak, then
 quiet, again and again), so that the source sends the clients' bytes on the same link the replication uses.
 """
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import kafka_tools
+from harness.cluster import kafka_tools
 
 RECORD_BYTES = 32 << 10
 
@@ -55,7 +55,7 @@ class LoadProfile:
 
 class ClientLoad:
     """The producer (Kafka's ProducerPerformance at a fixed record rate) and the two readers
-    (tests/harness/client_load.py), each a process of its own, so that none competes for this process's GIL
+    (tests/harness/clients/client_load.py), each a process of its own, so that none competes for this process's GIL
     with the measurements. `origin` is the start of a peak phase; `wait_for_phase()` waits for the next
     start of a peak or of a quiet phase.
     """
@@ -137,7 +137,7 @@ class ClientLoad:
 
 def producer_performance(bootstrap_servers: str, topic: str, records: int, throughput: float,
                          log_file: Path) -> subprocess.Popen:
-    """Kafka's own producer at a fixed record rate (harness.kafka_tools)."""
+    """Kafka's own producer at a fixed record rate (harness.cluster.kafka_tools)."""
     return kafka_tools.producer_performance(bootstrap_servers, topic, records, RECORD_BYTES, throughput, log_file,
                                             acks=1, **{"linger.ms": 5, "batch.size": 8 * RECORD_BYTES,
                                                        "compression.type": "none"})

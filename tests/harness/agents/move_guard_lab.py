@@ -9,10 +9,10 @@ import os
 import time
 from pathlib import Path
 
-from harness.kafka_tools import producer_performance
+from harness.cluster.kafka_tools import producer_performance
 from harness.periodic import Periodic
-from harness.replication_checks import sidecar_properties
-from harness.sidecar_process import SidecarFleet
+from harness.agents.replication_checks import sidecar_properties
+from harness.agents.sidecar_process import SidecarFleet
 from quota_sidecar.configuration.properties import PREFIX
 
 MiB = 1 << 20

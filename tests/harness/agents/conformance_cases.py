@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PROJECT_CASES = Path(__file__).resolve().parents[1]
+PROJECT_CASES = Path(__file__).resolve().parents[2]
 
 
 def case_folders(conformance: Path) -> list[Path]:

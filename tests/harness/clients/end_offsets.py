@@ -6,7 +6,7 @@ import time
 
 from kafka import KafkaConsumer, TopicPartition
 
-from .periodic import Periodic
+from harness.periodic import Periodic
 
 
 class EndOffsets(Periodic):

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from harness.ports import free_loopback_ports
+from harness.cluster.ports import free_loopback_ports
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 

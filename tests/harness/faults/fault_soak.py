@@ -34,15 +34,15 @@ from quota_sidecar.decide import cordons
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.observe.admin import ClusterAdmin
 
-from .aggregator import Aggregator
-from .disk import DiskSampler, what_uses
-from .invariants import Convergence, Ledger, MemoryGrowth, Recovery
-from .kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
+from harness.spark.aggregator import Aggregator
+from harness.cluster.disk import DiskSampler, what_uses
+from harness.faults.invariants import Convergence, Ledger, MemoryGrowth, Recovery
+from harness.cluster.kafka_tools import (acknowledged_so_far, active_controller, elect_preferred_leader, producer_performance,
                           read_back, reassign_partitions)
-from .local_cluster import LocalKafkaCluster
-from .nemesis import Fault, Nemesis
-from .netns import TestNetwork
-from .sidecar_process import SidecarFleet
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.faults.nemesis import Fault, Nemesis
+from harness.network.netns import TestNetwork
+from harness.agents.sidecar_process import SidecarFleet
 
 MiB = 1 << 20
 BROKERS = (1, 2, 3)

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from harness.sidecar_process import SidecarProcess
+from harness.agents.sidecar_process import SidecarProcess
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.pipeline.transport import Pipeline
 

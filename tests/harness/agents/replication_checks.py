@@ -16,8 +16,8 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness import waiting
-from harness.local_cluster import LocalKafkaCluster
-from harness.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess
+from harness.cluster.local_cluster import LocalKafkaCluster
+from harness.agents.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProcess
 from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -161,6 +161,8 @@ def moving(admin: ClusterAdmin, topic: str) -> list[int]:
 # ---------------------------------------------------------------- helpers for eventually()
 
 
-def equal(actual, expected):
-    assert actual == expected
+def assert_equal(actual, expected):
+    """`actual` if it equals `expected`: the check of eventually(lambda: assert_equal(read(), expected)), whose
+    failure then names both."""
+    assert actual == expected, f"{actual!r} != {expected!r}"
     return actual

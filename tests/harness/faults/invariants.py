@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from .nemesis import Event
+from harness.faults.nemesis import Event
 
 # The promises (issue 19), by name: what each checks.
 INVARIANTS = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from harness.kafka_builds import LocalClusterError
+from harness.cluster.kafka_builds import LocalClusterError
 
 
 class SmallFilesystemUnavailable(LocalClusterError):

@@ -13,7 +13,7 @@ from pathlib import Path
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
+from harness.cluster.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
 
 TOOLS_CLASSPATH_FILE = DEFAULT_CLASSPATH_FILE.with_name("kafka-tools.classpath")
 REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import quota_sidecar
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VERSION = quota_sidecar.__version__
 AGENT, SPARK, KAFKA = (f"{name}:{VERSION}" for name in ("quota-sidecar", "quota-sidecar-spark", "quota-sidecar-kafka"))
 PROJECT_ENGINE = ROOT / "build" / "docker" / "docker.sock"

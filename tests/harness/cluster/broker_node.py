@@ -14,7 +14,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 from kafka.protocol.metadata import MetadataRequest
 
-from harness.ports import free_loopback_ports
+from harness.cluster.ports import free_loopback_ports
 
 ZOOKEEPER_CHROOT = "/kafka"
 
@@ -37,7 +37,7 @@ KRAFT_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
     "broker.session.timeout.ms": "3000",
 }
 ZOOKEEPER_BROKER_PROPERTIES = TEST_BROKER_PROPERTIES | {
-    # Likewise for a broker's ZooKeeper registration; ZooKeeper grants at most 10 s (harness/zookeeper_server.py).
+    # Likewise for a broker's ZooKeeper registration; ZooKeeper grants at most 10 s (harness/cluster/zookeeper_server.py).
     "zookeeper.session.timeout.ms": "6000",
 }
 

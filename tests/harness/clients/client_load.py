@@ -1,4 +1,4 @@
-"""The reading side of the client load of tests/harness/lab_clients.py, each reader in a process of its own.
+"""The reading side of the client load of tests/harness/clients/lab_clients.py, each reader in a process of its own.
 
     python client_load.py tail BOOTSTRAP TOPIC
     python client_load.py replay BOOTSTRAP TOPIC PEAK QUIET PEAK_SECONDS QUIET_SECONDS ORIGIN

@@ -29,10 +29,10 @@ import psutil
 from kafka import KafkaConsumer
 from kafka.errors import KafkaError
 
-from harness.lab_clients import RECORD_BYTES, ClientLoad, LoadProfile, producer_performance
-from harness.move_result import MoveResult, PassWatch, Sample, summarize
-from harness.netns import TestNetwork
-from harness.sidecar_process import SidecarError, SidecarProcess
+from harness.clients.lab_clients import RECORD_BYTES, ClientLoad, LoadProfile, producer_performance
+from harness.network.move_result import MoveResult, PassWatch, Sample, summarize
+from harness.network.netns import TestNetwork
+from harness.agents.sidecar_process import SidecarError, SidecarProcess
 from harness.waiting import WaitTimeout, eventually
 from quota_sidecar.common.errors import AdminError
 from quota_sidecar.configuration.properties import PREFIX
@@ -103,7 +103,7 @@ class MoveLab:
         self.stop()
 
     def start(self) -> None:
-        from harness.aggregator import Aggregator
+        from harness.spark.aggregator import Aggregator
 
         self.network.create()
         namespaces = {broker: (self.network.namespace(broker), self.network.ip(broker)) for broker in BROKERS}
@@ -111,7 +111,7 @@ class MoveLab:
                      # Two segments a second per link at most; fewer files than 1 MiB segments.
                      "broker_properties": {"log.segment.bytes": str(16 << 20)}}
         if self._make_cluster is None:
-            from harness.local_cluster import LocalKafkaCluster
+            from harness.cluster.local_cluster import LocalKafkaCluster
             self.cluster = LocalKafkaCluster(**arguments).start()
         else:
             self.cluster = self._make_cluster(**arguments)

@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 from typing import Sequence
 
-from harness.ports import free_loopback_ports
+from harness.cluster.ports import free_loopback_ports
 
 log = logging.getLogger(__name__)
 

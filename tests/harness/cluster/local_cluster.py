@@ -10,7 +10,7 @@ voters form a static controller quorum; the nodes listen on free loopback ports:
 - CONTROLLER: the KRaft quorum.
 
 With zookeeper=True the cluster is ZooKeeper-era instead: one ZooKeeper server
-(harness/zookeeper_server.py) and brokers in ZooKeeper mode under the chroot /kafka, started from
+(harness/cluster/zookeeper_server.py) and brokers in ZooKeeper mode under the chroot /kafka, started from
 build/kafka-zookeeper.classpath (Kafka 3.9, the last release with ZooKeeper) or, with
 classpath_file=KAFKA_3_2_CLASSPATH_FILE, Kafka 3.2 (before KIP-827: DescribeLogDirs without sizes). Same
 listeners (no CONTROLLER), JBOD and small filesystems.
@@ -42,18 +42,18 @@ import uuid
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from harness import exit_cleanup
-from harness.broker_node import (KRAFT_BROKER_PROPERTIES, LOG4J2_CONFIG, ZOOKEEPER_BROKER_PROPERTIES,
+from harness.cluster import exit_cleanup
+from harness.cluster.broker_node import (KRAFT_BROKER_PROPERTIES, LOG4J2_CONFIG, ZOOKEEPER_BROKER_PROPERTIES,
                                  ZOOKEEPER_CHROOT, BrokerNode, controller_properties, java_command, lay_out_nodes,
                                  properties_text, serving_broker_ids, server_properties)
-from harness.cluster_arguments import check_arguments
-from harness.kafka_builds import (BEFORE_KIP_827, BEFORE_KIP_827_NAME, DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS,
+from harness.cluster.cluster_arguments import check_arguments
+from harness.cluster.kafka_builds import (BEFORE_KIP_827, BEFORE_KIP_827_NAME, DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS,
                                   GENERATIONS, KAFKA_3_2_CLASSPATH_FILE, ZOOKEEPER_CLASSPATH_FILE, LocalClusterError,
                                   read_classpath)
-from harness.secure_lab import SECURE_LISTENERS, SecureLab
-from harness.small_filesystem import SmallFilesystemUnavailable, mount_small_filesystem, unmount
-from harness.zookeeper_server import LOG4J_CONFIG as LOG4J1_CONFIG
-from harness.zookeeper_server import LocalZooKeeper, tail
+from harness.cluster.secure_lab import SECURE_LISTENERS, SecureLab
+from harness.cluster.small_filesystem import SmallFilesystemUnavailable, mount_small_filesystem, unmount
+from harness.cluster.zookeeper_server import LOG4J_CONFIG as LOG4J1_CONFIG
+from harness.cluster.zookeeper_server import LocalZooKeeper, tail
 
 # What callers import from here, wherever it is defined.
 __all__ = ["BEFORE_KIP_827", "BEFORE_KIP_827_NAME", "DEFAULT_CLASSPATH_FILE", "DEFAULT_JVM_OPTIONS", "DEFAULT_USERS",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_BUILD = Path(__file__).resolve().parents[2] / "build"
+_BUILD = Path(__file__).resolve().parents[3] / "build"
 DEFAULT_CLASSPATH_FILE = _BUILD / "kafka.classpath"
 ZOOKEEPER_CLASSPATH_FILE = _BUILD / "kafka-zookeeper.classpath"  # Kafka 3.9 and its ZooKeeper server
 KAFKA_3_2_CLASSPATH_FILE = _BUILD / "kafka-3.2.classpath"  # ZooKeeper mode only; its ZooKeeper is 3.6

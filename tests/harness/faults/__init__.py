@@ -1,0 +1,1 @@
+"""The fault soak: its lab, the nemesis and the invariants it checks."""

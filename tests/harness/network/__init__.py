@@ -1,0 +1,1 @@
+"""Brokers in network namespaces behind rate-limited links, and the moves measured across them."""

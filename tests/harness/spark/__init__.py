@@ -1,0 +1,1 @@
+"""The aggregator and a Spark Connect server, started from the installed pyspark."""
