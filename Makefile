@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: setup venv kafka browser test unit spark integration imports conformance demo bench clean test-chart image test-docker \
-        soak-tests test-harness test-network test-security test-zookeeper test-capacity chart-acls
+        soak-tests test-harness test-network test-security test-zookeeper test-capacity chart-acls docs test-docs
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -15,7 +15,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[spark,test]'
+	$(BIN)/pip install -q -e '.[spark,test,docs]'
 	touch $@
 
 # The Kafka broker's classpath, resolved by Maven from pom.xml, and its command-line tools' from
@@ -44,7 +44,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
 # `make conformance` runs them through evaluate on Spark Connect, `make test-harness` the lab's own tests.
 test: setup imports browser
-	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker -m "not harness and not security and not zookeeper and not capacity and not network_lab"
+	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker --ignore=tests/docs -m "not harness and not security and not zookeeper and not capacity and not network_lab"
 
 # The network lab (tests/integration/test_network_throttle.py): brokers behind 6 MB/s links, a move throttled by the
 # sidecars against one at kafka-reassign-partitions' static rate, ~4 min; CI runs it after make test (make test has
@@ -147,6 +147,16 @@ image: setup
 # it fails in one line (skips would prove nothing).
 test-docker: setup $(HELM)
 	PYTHON=$(abspath $(BIN)/python) deploy/test-docker.sh
+
+# The documentation site (mkdocs.yml) into build/site: docs/, with the configuration, CLI and ACL pages generated
+# from the code at build time (docs/gen_pages.py, mkdocs-click); --strict fails on a broken link. Seconds.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --site-dir build/site
+
+# The README's quick start as a newcomer copies it (tests/docs): its Kubernetes `helm template` rendered by helm,
+# installed as make test-chart does (~2 min once); then the site. CI runs it after make test.
+test-docs: venv $(HELM) docs
+	HELM=$(abspath $(HELM)) $(BIN)/pytest tests/docs
 
 demo: setup
 	$(BIN)/python examples/demo.py
