@@ -76,7 +76,7 @@ INTRO = f"""# Configuration
 
 Every key the sidecar reads, generated from its key table (`quota_sidecar/configuration/keys.py`): `quota-sidecar
 keys` prints the same. Each key starts with `{PREFIX}` (the Strimzi plugin's keys where they overlap); `--set
-KEY=VALUE` may leave the prefix out. Durations are ISO-8601 (`PT30S`, `PT5M`, `P1D`). Keys outside the prefix are
+KEY=VALUE` may leave the prefix out; each key's type says what it accepts. Keys outside the prefix are
 ignored, except `node.id` / `broker.id` and `log.dirs`, which tell a sidecar reading its broker's `server.properties`
 which broker it sits beside and what to watch. A value the sidecar cannot use stops it at start with one line naming
 the key.
