@@ -112,9 +112,14 @@ conformance: setup
 # package (as root); without them the tests skip and say why.
 HELM_VERSION ?= v3.22.0
 HELM := build/tools/bin/helm
+# The Kubernetes version helm assumes offline (helm template), set as helm's own release build sets it (its Makefile's
+# LDFLAGS, from its client-go): without it helm says 1.20, which the chart (kubeVersion >= 1.28) refuses.
+HELM_KUBE_MINOR ?= 37
+HELM_LDFLAGS := $(foreach pkg,chartutil lint/rules,-X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMajor=1 \
+                -X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMinor=$(HELM_KUBE_MINOR))
 $(HELM):
 	@if command -v go >/dev/null; then echo "installing helm $(HELM_VERSION) into build/tools"; \
-	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+	 GOBIN=$(abspath build/tools/bin) go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
 # The ACL table of the chart's NOTES: what the agent needs with the chart's default ConfigMap, which names the data
 # volume's log dirs but no broker id (the pod's ordinal or the broker's server.properties give it), as an operator
 # would print it (a unit test checks it is what `quota-sidecar acls` prints today).
