@@ -91,8 +91,8 @@ def test_the_report_counts_checks_and_places_a_violation_after_the_faults_before
 
 
 def test_a_difference_that_begins_after_the_quotas_agreed_is_a_violation_once_it_outlasts_its_allowance():
-    """Before, a difference was counted only from a heal until the quotas first agreed after it: one that began
-    later (a throttle left in force for the rest of seed 2's half hour) was never looked at."""
+    """Counted only from a heal until the quotas first agreed after it, a difference that began later (a throttle
+    left in force for the rest of a soak) would never be looked at."""
     convergence = Convergence(within=80.0)
     convergence.healed("kill-agent", 10.0)
     assert convergence.differ(11.0) is None
