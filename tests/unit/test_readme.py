@@ -3,6 +3,8 @@ with a link, its links pointing at files that exist, its quick start marked for 
 
 import re
 
+from markdown.extensions.toc import slugify
+
 from harness.docs import README, quick_start
 
 TEXT = README.read_text()
@@ -24,6 +26,14 @@ def test_every_relative_link_points_at_a_file_of_the_repository():
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", TEXT)
     missing = [link for link in links if not link.startswith("http") and not (README.parent / link).exists()]
     assert links and not missing, f"README.md links to files that are not there: {missing}"
+
+
+def test_every_link_to_a_heading_finds_it_as_the_site_names_it():
+    links = re.findall(r"\]\(([^)#:]+\.md)#([^)]+)\)", TEXT)
+    missing = [f"{page}#{anchor}" for page, anchor in links
+               if anchor not in {slugify(heading, "-") for heading in
+                                 re.findall(r"^#+ (.+)$", (README.parent / page).read_text(), re.M)}]
+    assert links and not missing, f"README.md links to headings that are not there: {missing}"
 
 
 def test_the_kubernetes_quick_start_starts_with_helm_template():
