@@ -158,8 +158,9 @@ test-docker: setup $(HELM)
 docs: venv
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --site-dir build/site
 
-# The README's quick start as a newcomer copies it (tests/docs): its Kubernetes `helm template` rendered by helm,
-# installed as make test-chart does (~2 min once); then the site. CI runs it after make test.
+# The site (make docs), then tests/docs: the README's Kubernetes quick start as a newcomer copies it (its `helm
+# template`, helm installed as make test-chart does, ~2 min once) and the site's command-line page. CI runs it after
+# make test.
 test-docs: venv $(HELM) docs
 	HELM=$(abspath $(HELM)) $(BIN)/pytest tests/docs
 

@@ -7,8 +7,8 @@ import click
 import pytest
 import yaml
 
-from harness.agents.chart import ROOT, helm_or_skip
-from harness.docs import quick_start
+from harness.agents.chart import helm_or_skip
+from harness.docs import ROOT, quick_start
 from quota_sidecar.cli import main
 
 
