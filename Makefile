@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: setup venv kafka browser test unit spark integration imports conformance demo bench clean test-chart image test-docker \
-        soak-tests test-harness test-network test-security test-zookeeper test-capacity chart-acls
+        soak-tests test-harness test-network test-security test-zookeeper test-capacity chart-acls docs test-docs
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -15,7 +15,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[spark,test]'
+	$(BIN)/pip install -q -e '.[spark,test,docs]'
 	touch $@
 
 # The Kafka broker's classpath, resolved by Maven from pom.xml, and its command-line tools' from
@@ -44,7 +44,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
 # `make conformance` runs them through evaluate on Spark Connect, `make test-harness` the lab's own tests.
 test: setup imports browser
-	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker -m "not harness and not security and not zookeeper and not capacity and not network_lab"
+	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker --ignore=tests/docs -m "not harness and not security and not zookeeper and not capacity and not network_lab"
 
 # The network lab (tests/integration/test_network_throttle.py): brokers behind 6 MB/s links, a move throttled by the
 # sidecars against one at kafka-reassign-partitions' static rate, ~4 min; CI runs it after make test (make test has
@@ -112,9 +112,14 @@ conformance: setup
 # package (as root); without them the tests skip and say why.
 HELM_VERSION ?= v3.22.0
 HELM := build/tools/bin/helm
+# The Kubernetes version helm assumes offline (helm template), set as helm's own release build sets it (its Makefile's
+# LDFLAGS, from its client-go): without it helm says 1.20, which the chart (kubeVersion >= 1.28) refuses.
+HELM_KUBE_MINOR ?= 37
+HELM_LDFLAGS := $(foreach pkg,chartutil lint/rules,-X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMajor=1 \
+                -X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMinor=$(HELM_KUBE_MINOR))
 $(HELM):
 	@if command -v go >/dev/null; then echo "installing helm $(HELM_VERSION) into build/tools"; \
-	 GOBIN=$(abspath build/tools/bin) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+	 GOBIN=$(abspath build/tools/bin) go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
 # The ACL table of the chart's NOTES: what the agent needs with the chart's default ConfigMap, which names the data
 # volume's log dirs but no broker id (the pod's ordinal or the broker's server.properties give it), as an operator
 # would print it (a unit test checks it is what `quota-sidecar acls` prints today).
@@ -147,6 +152,17 @@ image: setup
 # it fails in one line (skips would prove nothing).
 test-docker: setup $(HELM)
 	PYTHON=$(abspath $(BIN)/python) deploy/test-docker.sh
+
+# The documentation site (mkdocs.yml) into build/site: docs/, with the configuration, CLI and ACL pages generated
+# from the code at build time (docs/gen_pages.py, mkdocs-click); --strict fails on a broken link. Seconds.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --site-dir build/site
+
+# The site (make docs), then tests/docs: the README's Kubernetes quick start as a newcomer copies it (its `helm
+# template`, helm installed as make test-chart does, ~2 min once) and the site's command-line page. CI runs it after
+# make test.
+test-docs: venv $(HELM) docs
+	HELM=$(abspath $(HELM)) $(BIN)/pytest tests/docs
 
 demo: setup
 	$(BIN)/python examples/demo.py

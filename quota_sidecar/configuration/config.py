@@ -348,7 +348,7 @@ def _parse_known(ours: Mapping[str, str], handled_elsewhere: set[str]) -> dict[s
 def _unknown_key_message(key: str) -> str:
     candidates = [k.name for k in KEYS] + [CAPACITY_KEY + ".<broker id>", ADMIN_PREFIX + "bootstrap.servers"]
     close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
-    hint = f"; did you mean {PREFIX}{close[0]}?" if close else "; see the README for the keys"
+    hint = f"; did you mean {PREFIX}{close[0]}?" if close else "; quota-sidecar keys lists them"
     return f"{PREFIX}{key} is not a known key{hint}"
 
 

@@ -1,7 +1,7 @@
 """The sidecar's keys, described once: name, parser, default and meaning.
 
-KEYS is the one description of the keys: the README's table is `quota-sidecar keys`, and a test holds
-the two together; config.py parses a configuration with them.
+KEYS is the one description of the keys: `quota-sidecar keys` prints it, the docs' configuration page is made
+from it (docs/gen_pages.py), and config.py parses a configuration with them.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class Key:
     name: str
     parse: Callable[[str], object]
     default: object
-    doc: str                   # what it means, for the README table and `quota-sidecar keys`
+    doc: str                   # what it means, for the configuration page and `quota-sidecar keys`
     default_doc: str = ""      # the default in words, where the value alone does not say it
 
     @property
@@ -271,7 +271,7 @@ KEYS: tuple[Key, ...] = (
 )
 KEYS_BY_NAME = {key.name: key for key in KEYS}
 PER_BROKER_CAPACITY = re.compile(re.escape(CAPACITY_KEY) + r"\.(\d+)$")
-# The admin client's keys are checked by admin_client.client_kwargs; the README lists what it accepts.
+# The admin client's keys are checked by admin_client.client_kwargs; the configuration page lists what it accepts.
 ADMIN_KEYS_DOC = (
     (ADMIN_PREFIX + "bootstrap.servers", "required", "a comma-separated list of host:port",
      "the cluster the sidecar watches"),

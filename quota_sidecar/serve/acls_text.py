@@ -1,5 +1,5 @@
 """`quota-sidecar acls` as people and machines read it: the kafka-acls commands, each after what needs it and
-what happens without it; the README's table; JSON. What is needed is decide/acls.py's."""
+what happens without it; the docs' table (least-privilege.md); JSON. What is needed is decide/acls.py's."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _servers(config: SidecarConfig, cluster: str) -> str:
 def commands(found, config: SidecarConfig, principal: str, processes: list[str], command_config: str | None) -> str:
     """The kafka-acls.sh commands, grouped by the cluster they go to."""
     lines = [f"# What {principal} needs for {', '.join(permissions.SHOWN[p] for p in processes)} with this "
-             "configuration, as Kafka's authorizer checks it (README: Least privilege).",
+             "configuration, as Kafka's authorizer checks it (docs: Least privilege).",
              "# Not listed: what a listed ACL implies (READ, WRITE and ALTER imply DESCRIBE, ALTER_CONFIGS implies "
              "DESCRIBE_CONFIGS), and ZooKeeper, reached with its own authentication."]
     if any(acl.condition for acl in found):
@@ -63,7 +63,7 @@ def _feature(acl, need) -> str:
 
 
 def table(*acl_sets) -> str:
-    """The ACLs as a Markdown table: one row per ACL of each set (the README's: one set per process), one line
+    """The ACLs as a Markdown table: one row per ACL of each set (the docs': one set per process), one line
     per feature in a cell."""
     def by_feature(acl, text, when: bool = False) -> str:
         grouped: dict[str, list[str]] = {}

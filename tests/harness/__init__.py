@@ -11,5 +11,6 @@ it through `pythonpath = tests`, the benchmarks and the demo put tests/ on sys.p
 - faults: the fault soak's lab, its nemesis and its invariants
 - agents: `quota-sidecar run` as a subprocess, its image and chart, what the replication tests read, the decision
   cases' folders
+- docs: the README's quick-start commands as a newcomer copies them, and the site's page generator
 - waiting, periodic: bounded waits, and something sampled every few seconds
 """

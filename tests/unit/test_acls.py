@@ -2,11 +2,11 @@
 printed as kafka-acls commands, a table and JSON (serve/acls_text.py, cli.py)."""
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from harness.docs import site_pages
 from quota_sidecar.cli import main
 from quota_sidecar.serve.acls_text import table as acl_table
 from quota_sidecar.configuration import config as configuration
@@ -342,10 +342,10 @@ def test_bad_input_is_one_line_and_exit_code_2(args, says):
     assert result.output.count("\n") == 1 and says in result.output, result.output
 
 
-def test_the_readme_has_the_table_of_every_process():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_least_privilege_page_has_the_table_of_every_process():
+    """docs/least-privilege.md's table, made by `quota-sidecar acls --table` once per process when the site is built."""
     table = acl_table(*(acls.required(configuration.load((), EVERYTHING, p == AGGREGATE), [p]) for p in PROCESSES))
-    assert table in readme, "the README's ACL table is stale: paste tests/unit/test_acls.py's acl_table(...)"
+    assert site_pages().acl_table() == table
 
 
 def test_apply_says_in_one_line_that_nothing_was_applied_when_the_cluster_cannot_be_reached(tmp_path):

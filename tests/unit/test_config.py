@@ -1,11 +1,11 @@
-"""Configuration: every accepted form and every rejected case of the README's key table."""
+"""Configuration: every accepted form and every rejected case of the key table."""
 
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
+from harness.docs import site_pages
 from quota_sidecar.common.errors import ConfigError
 from quota_sidecar.common.vocabulary import StorageLimit
 from quota_sidecar.configuration import config as cfg
@@ -290,8 +290,8 @@ def test_unreadable_file_is_one_line(tmp_path):
         cfg.load(str(tmp_path / "missing.properties"))
 
 
-def test_readme_table_is_the_one_the_keys_describe():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert keys.keys_table() in readme, "the README's key table is stale: paste the output of `quota-sidecar keys`"
-    missing = [key.name for key in keys.KEYS if f"`{key.name}`" not in readme]
-    assert not missing, f"keys missing from the README's table: {missing}"
+def test_the_configuration_page_has_every_key_under_its_feature():
+    page = site_pages().configuration_page()
+    missing = [key.name for key in keys.KEYS if f"| `{key.name}` | {key.allowed} |" not in page.replace("\\|", "|")]
+    assert not missing, f"keys missing from docs/configuration.md: {missing}"
+    assert page.count("\n## ") == len(site_pages().FEATURES)
