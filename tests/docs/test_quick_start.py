@@ -39,3 +39,14 @@ def test_the_built_sites_command_line_page_has_every_command():
     with click.Context(main) as ctx:
         missing = [name for name in main.list_commands(ctx) if f'id="quota-sidecar-{name}"' not in html]
     assert not missing, f"commands missing from the site's command-line page: {missing}"
+
+
+def test_the_readmes_make_demo_stalls_the_flood_and_lifts_it_twice():
+    """`make demo`, copied out of the README's quick start: the flood stalled and the throttle lifted with the
+    aggregator and again after it was killed and restarted, everything handed back (the demo exits 1 otherwise)."""
+    commands = quick_start("demo")
+    assert commands == [["make", "demo"]], commands
+    shown = subprocess.run(commands[0], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert shown.returncode == 0, shown.stdout[-4000:] + shown.stderr[-2000:]
+    assert "DEMO FAILED" not in shown.stdout
+    assert "after the sidecars' clean-up no quota is left" in shown.stdout, shown.stdout[-4000:]
