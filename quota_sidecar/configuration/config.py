@@ -16,11 +16,11 @@ import isodate
 
 from ..common.errors import ConfigError
 from ..common.vocabulary import StorageLimit
-from ..pipeline.topics import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from .admin_client import client_kwargs
 from .history import CapacityConfig, HistoryConfig
-from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DEFAULT_POLL_TIMEOUT, HARD_KEYS, KEYS, KEYS_BY_NAME, LOG_DIR_KEYS,
-                   PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN, SOFT_KEYS, DESCENT_KEYS)
+from .keys import (BROKER_ID_KEYS, CAPACITY_KEY, DECISIONS_TOPIC, DEFAULT_POLL_TIMEOUT, HARD_KEYS, HEARTBEATS_TOPIC,
+                   KEYS, KEYS_BY_NAME, LOG_DIR_KEYS, OBSERVATIONS_TOPIC, PER_BROKER_CAPACITY, POLL_TIMEOUT_MARGIN,
+                   SOFT_KEYS, DESCENT_KEYS)
 from .properties import (ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, is_secret, non_negative_int,
                          parse_value, path_list, positive_int, read_properties)
 

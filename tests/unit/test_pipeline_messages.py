@@ -11,7 +11,7 @@ from quota_sidecar.common.observation import (BrokerLoad, MovingReplica, Reassig
 from quota_sidecar.configuration.config import ReplicationConfig
 from quota_sidecar.decide.throttles import rate_inputs
 from quota_sidecar.pipeline import messages, schema
-from quota_sidecar.pipeline.topics import DECISIONS_TOPIC, HEARTBEATS_TOPIC
+from quota_sidecar.configuration.keys import DECISIONS_TOPIC, HEARTBEATS_TOPIC
 
 AT = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
 
