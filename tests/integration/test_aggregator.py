@@ -22,7 +22,7 @@ from harness.cluster.ports import free_loopback_ports
 from harness.agents.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.common.observation import BrokerLoad, Reassignment, ReplicationObservation
-from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.configuration.settings import ReplicationConfig
 from quota_sidecar.configuration.properties import PREFIX as P
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import rate_inputs

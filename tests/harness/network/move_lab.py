@@ -150,7 +150,7 @@ class MoveLab:
         unthrottled for that long before any agent could set a rate.
         """
         from quota_sidecar.common.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
-        from quota_sidecar.configuration.config import ReplicationConfig
+        from quota_sidecar.configuration.settings import ReplicationConfig
         from quota_sidecar.pipeline.transport import Pipeline
         from quota_sidecar.decide.throttles import rate_inputs
 
