@@ -26,7 +26,7 @@ from poll_cost import ReceivedBytes, TOPIC_PARTITIONS
 
 from harness.cluster.local_cluster import LocalKafkaCluster
 from quota_sidecar.pipeline import messages
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 TITLE = "Covering a broker whose agent is down"  # its subsection of "## Disk protection" in docs/benchmarks.md
 COVERED = 3

@@ -40,7 +40,7 @@ from harness.cluster.disk import DiskSampler
 from harness.cluster.kafka_tools import kafka_configs, producer_performance
 from harness.cluster.local_cluster import DEFAULT_USERS, LocalKafkaCluster
 from quota_sidecar.common.errors import AdminError
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 TITLE = "Throttle latency against Kafka's Java producer"
 LIMIT, MARGIN = 256 * MiB, 160 * MiB

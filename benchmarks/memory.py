@@ -31,7 +31,7 @@ from common import (MiB, LoadWatch, Result, Stats, cell, print_result, provenanc
 from harness.spark.aggregator import Aggregator
 from harness.cluster.local_cluster import LocalKafkaCluster
 from quota_sidecar.pipeline.messages import encode, key, observation
-from quota_sidecar.pipeline.topics import OBSERVATIONS_TOPIC
+from quota_sidecar.configuration.keys import OBSERVATIONS_TOPIC
 
 TITLE = "Memory"  # its subsection of "## Disk protection" in docs/benchmarks.md
 EMBEDDED_SIDECAR_MIB = 605  # one sidecar with its own embedded Spark, as this section last measured it

@@ -46,7 +46,7 @@ from harness.cluster.local_cluster import LocalKafkaCluster
 from harness.agents.move_guard_lab import BROKER_PROPERTIES, LIMIT, SMALL, VOLUME, FreeSpace, fill, guard_fleet
 from harness.agents.replication_checks import create_topic
 from quota_sidecar.common.errors import AdminError
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 MiB = 1 << 20
 TOTAL = 560_000_000  # more than broker 3's whole volume

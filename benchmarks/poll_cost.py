@@ -1,7 +1,7 @@
 """What one poll costs the sidecar and the cluster, at 100 and at 10,000 partitions.
 
 A poll is what the sidecar sends every check interval to see the volumes, through its own
-quota_sidecar.observe.admin.ClusterAdmin: DescribeCluster (the live brokers), then DescribeLogDirs with an
+quota_sidecar.kafka_clients.admin.ClusterAdmin: DescribeCluster (the live brokers), then DescribeLogDirs with an
 empty topic list to every live broker at once. Measured on a local 3-broker cluster holding the given
 number of partitions (replication factor 1, topics of up to 500 partitions, spread by Kafka):
 
@@ -25,7 +25,7 @@ from kafka.protocol.admin import DescribeLogDirsRequest
 
 from common import (LoadWatch, Result, Stats, cell, create_topics, print_result, provenance, raise_file_limit,
                     table, this_command, uptime)
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from harness.cluster.local_cluster import LocalKafkaCluster
 
 TITLE = "Poll cost"  # its subsection of "## Disk protection" in docs/benchmarks.md

@@ -35,7 +35,7 @@ from quota_sidecar.common import records
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import PRODUCE
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
 
 TITLE = "Tenants: producers with a quota of their own"  # its subsection of "## Disk protection" in docs/benchmarks.md

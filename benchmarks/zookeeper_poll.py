@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 from common import LoadWatch, Result, Stats, cell, print_result, provenance, table, this_command, uptime
 from harness.cluster.local_cluster import LocalKafkaCluster
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from quota_sidecar.observe.local_watch import own_volumes
 from quota_sidecar.observe.znode_volumes import ZnodeVolumes
 from quota_sidecar.observe.zookeeper_session import ZooKeeperSession

@@ -36,7 +36,7 @@ from harness.waiting import WaitTimeout, eventually  # noqa: E402
 from quota_sidecar.common.errors import AdminError  # noqa: E402
 from quota_sidecar.configuration.properties import PREFIX, SIDECAR_CLIENT_ID  # noqa: E402
 from quota_sidecar.decide.quotas import entity_label  # noqa: E402
-from quota_sidecar.observe.admin import ClusterAdmin  # noqa: E402
+from quota_sidecar.kafka_clients.admin import ClusterAdmin  # noqa: E402
 
 MiB = 1 << 20
 SMALL_BROKER = 3

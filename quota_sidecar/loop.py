@@ -26,7 +26,7 @@ from .common.errors import AdminError, DecisionFailed, HandedBack, RetryableAdmi
 from .common.failure_report import FailureReport, report_pass
 from .common.observation import Observation, Volume
 from .common.refusals import REFUSALS
-from .configuration.config import SidecarConfig
+from .configuration.settings import SidecarConfig
 from .decide import descent, quotas
 from .decide.decider import Decider, Decision
 from .observe.cover_watch import CoverWatch

@@ -23,8 +23,8 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     from .decide import acls
     from .decide.decider import Decider
     from .decide.refusal_lines import RefusalLines
+    from .kafka_clients.admin import ClusterAdmin
     from .loop import Sidecar
-    from .observe.admin import ClusterAdmin
 
     # A permission refused is said in one line naming what stops without it (clean-up asks for what run does).
     REFUSALS.explain = RefusalLines(config, [acls.RUN if running else acls.STATUS_DIRECT]).explain
@@ -87,7 +87,7 @@ def build_cover(config: configuration.SidecarConfig, admin, pipeline):
         return None
     from .decide.cover import Cover
     from .observe.cover_watch import CoverWatch
-    from .observe.heartbeats import Heartbeats
+    from .pipeline.heartbeats import Heartbeats
 
     after, interval = config.cover_after.total_seconds(), config.cover_interval.total_seconds()
     topic = config.pipeline.heartbeats_topic
@@ -101,7 +101,7 @@ def build_handback(config: configuration.SidecarConfig, dry_run: bool = False):
     """`quota-sidecar cleanup`'s Handback, its clients' closing, for the watched cluster and the pipeline's."""
     from .act.cluster_store import ClusterStore
     from .act.handback import DryRun, Handback
-    from .observe.admin import ClusterAdmin
+    from .kafka_clients.admin import ClusterAdmin
 
     opened = []
 

@@ -48,7 +48,7 @@ def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: s
     needs_spark("plan")
     from quota_sidecar.configuration.properties import positive_duration
     from quota_sidecar.decide.planning import PlanError, plan_rows, read_cluster, read_plan, render, summary
-    from quota_sidecar.observe.admin import ClusterAdmin
+    from quota_sidecar.kafka_clients.admin import ClusterAdmin
     from spark_jobs import move_plan
     from spark_jobs.judges import on_spark
 
@@ -132,7 +132,7 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     from quota_sidecar.common.refusals import REFUSALS
     from quota_sidecar.decide import acls
     from quota_sidecar.decide.refusal_lines import RefusalLines
-    from quota_sidecar.observe.admin import ClusterAdmin
+    from quota_sidecar.kafka_clients.admin import ClusterAdmin
     from quota_sidecar.pipeline.topics import ensure_topics
     from quota_sidecar.pipeline.transport import end_offsets
     from quota_sidecar.shutdown import GracefulShutdown

@@ -13,7 +13,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import (ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern,
                          ResourcePatternFilter, ResourceType)
 
-from ..observe.kafka_client import admin_error, open_client
+from ..kafka_clients.kafka_client import admin_error, open_client
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from ..common import deadline, text
 from ..common.errors import AdminError, PermanentAdminError, RetryableAdminError
 from ..common.records import TOPIC
-from ..observe.admin import ClusterAdmin
-from ..observe.kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client, with_cause
+from ..kafka_clients.admin import ClusterAdmin
+from ..kafka_clients.kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, open_client, with_cause
 
 DEFAULT_TOPIC = TOPIC
 DEFAULT_TIMEOUT_MS = 30_000

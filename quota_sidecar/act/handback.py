@@ -16,7 +16,7 @@ from typing import Callable
 
 from ..common import records
 from ..common.errors import AdminError
-from ..configuration.config import SidecarConfig
+from ..configuration.settings import SidecarConfig
 from .cordoning import Cordoner
 from .quota_writes import QuotaWriter
 from .replication import ReplicationRunner

@@ -12,7 +12,7 @@ The agent that covers brokers whose agent is down (observe/cover_watch.py) write
 
 The other agents' decisions, made on DescribeLogDirs and not on the verdict's samples, see no violation in a dir
 judged within its reaction time of the limit: each agent's heartbeat says whether its verdict holds
-(observe/heartbeats.py), and while a live agent's does, the others lift nothing either: a lift while another
+(pipeline/heartbeats.py), and while a live agent's does, the others lift nothing either: a lift while another
 agent's verdict holds would let the flood write again until that verdict's next write.
 """
 

@@ -10,7 +10,7 @@ import logging
 from datetime import datetime
 
 from ..common import records
-from ..configuration.config import QuotaConfig
+from ..configuration.settings import QuotaConfig
 from ..decide import quotas
 from . import last_resort, ownership
 from .snapshot import Counters, utcnow

@@ -17,7 +17,7 @@ from ..common import records
 from ..common.errors import AdminError, UnknownTopicError
 from ..common.observation import FOLLOWER, LEADER, ROLES, BrokerLoad, Reassignment, ReplicaSizes, ReplicationObservation
 from ..common.vocabulary import DISK_GUARD, KEPT, UNCHANGED
-from ..configuration.config import ReplicationConfig
+from ..configuration.settings import ReplicationConfig
 from ..decide.throttles import (DIR_COPY_RATE, FOLLOWER_RATE, LIST_KEY, RATE_KEY, ReplicationDecider,
                                 ReplicationDecision, catching_up, config_reasons, entries_of, foreign_cleanup_due,
                                 global_override_expired, growth_rate, link_rates, list_change, measured_replicas,

@@ -11,7 +11,7 @@ from typing import Mapping
 
 from ..common.observation import Entity, ReplicationObservation
 from ..common.refusals import Refusal
-from ..configuration.config import SidecarConfig
+from ..configuration.settings import SidecarConfig
 from ..decide.decider import Decision
 from ..decide.quotas import TenantCount
 from ..decide.throttle_factor import FactorState

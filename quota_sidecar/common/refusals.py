@@ -1,6 +1,6 @@
 """What Kafka's authorizer refused this process lately, for its log lines, status and metric.
 
-Every client's failures are typed in one place (observe/kafka_client.admin_error), which hands each refusal
+Every client's failures are typed in one place (kafka_clients/kafka_client.admin_error), which hands each refusal
 to REFUSALS. The process's explainer (decide/refusal_lines.py, set by wiring.py) says which permission the refusal
 means and which features stop without it: that one line becomes the error's message, so that the failed poll,
 pass or write that reports it says it, once a pass, without a traceback (a refusal is a PermanentAdminError:

@@ -13,7 +13,6 @@ from typing import Callable
 
 import isodate
 
-from ..pipeline.topics import DECISIONS_TOPIC, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
 from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent,
                          optional_port, optional_readable_file, path_list, percent, port, positive_duration,
                          positive_int, positive_number, principal, principal_list, ratio, spark_url, state_store, text,
@@ -26,6 +25,10 @@ DESCENT_KEYS = ("storage.per.volume.descent.min.available.bytes", "storage.per.v
 # A poll's deadline when poll.timeout is not set: this, or the admin request timeout and a margin when shorter.
 DEFAULT_POLL_TIMEOUT = timedelta(seconds=10)
 POLL_TIMEOUT_MARGIN = timedelta(seconds=5)
+# The pipeline's topics when pipeline.*.topic is not set (their settings and creation: pipeline/topics.py).
+OBSERVATIONS_TOPIC = "__quota_sidecar_observations"
+DECISIONS_TOPIC = "__quota_sidecar_decisions"
+HEARTBEATS_TOPIC = "__quota_sidecar_heartbeats"
 # Keys read from the broker's own server.properties (no prefix) when the sidecar sits beside it.
 BROKER_ID_KEYS = ("node.id", "broker.id")
 LOG_DIR_KEYS = ("log.dirs", "log.dir")  # Kafka reads log.dirs first

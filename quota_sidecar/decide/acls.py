@@ -27,7 +27,7 @@ from itertools import combinations
 from typing import Iterable
 
 from ..common import records
-from ..configuration.config import SidecarConfig
+from ..configuration.settings import SidecarConfig
 
 RUN, AGGREGATE, STATUS_DIRECT, PLAN, CLEANUP = "run", "aggregate", "status-direct", "plan", "cleanup"
 PROCESSES = (RUN, AGGREGATE, STATUS_DIRECT, PLAN, CLEANUP)

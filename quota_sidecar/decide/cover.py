@@ -5,7 +5,7 @@ stopped (a long pause, an OOM kill, a restart), its broker's disk is seen only a
 minute apart by default, and a producer fills a disk in seconds. So the live agent of the lowest broker id
 watches the volumes of the brokers whose agent is down (observe/cover_watch.py) until it is back.
 
-Liveness is read from the agents' heartbeats (observe/heartbeats.py), timed on this agent's own clock.
+Liveness is read from the agents' heartbeats (pipeline/heartbeats.py), timed on this agent's own clock.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Mapping
 
-from ..observe.heartbeats import Heartbeats
+from ..pipeline.heartbeats import Heartbeats
 
 log = logging.getLogger(__name__)
 

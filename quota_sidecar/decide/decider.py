@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 from ..common.errors import SparkUnavailable
 from ..common.observation import Observation, ReplicationObservation, Volume
-from ..configuration.config import SidecarConfig
+from ..configuration.settings import SidecarConfig
 from ..observe.volumes import History, by_broker, recorded, remember, with_history
 from . import descent, quotas
 from .throttle_factor import FALLBACK, LAST_VALID, FactorState, after_failure, after_incomplete, after_success

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..common.observation import Entity
-from ..configuration.config import QuotaConfig
+from ..configuration.settings import QuotaConfig
 from .quotas import PRODUCE, ClientQuotas
 
 LAST_RESORT = 1.0  # the hard limit's producer quota, bytes/s

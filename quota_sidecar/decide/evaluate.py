@@ -9,7 +9,7 @@ from typing import Any
 from ..common.observation import (BrokerLoad, Observation, Overrides, Reassignment, ReplicaSizes,
                                   ReplicationObservation, Volume)
 from ..configuration import json_file
-from ..configuration.config import SidecarConfig
+from ..configuration.settings import SidecarConfig
 from ..observe.moves import MoveHistory
 from .decider import Decider, VolumeJudge
 from .throttles import RateJudge, ReplicationDecider

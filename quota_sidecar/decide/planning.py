@@ -15,7 +15,7 @@ from typing import Callable
 from ..common.observation import FOLLOWER, LEADER, Partition
 from ..common.text import duration, size, table
 from ..configuration import json_file
-from ..configuration.config import ReplicationConfig
+from ..configuration.settings import ReplicationConfig
 from .throttles import FOLLOWER_RATE, LEADER_RATE
 
 

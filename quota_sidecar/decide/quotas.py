@@ -18,7 +18,7 @@ from typing import Mapping, NamedTuple
 
 from ..common.observation import UNLIMITED as LONG_MAX, Entity
 from ..common.records import Owned
-from ..configuration.config import QuotaConfig
+from ..configuration.settings import QuotaConfig
 from ..configuration.properties import SIDECAR_CLIENT_ID
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"

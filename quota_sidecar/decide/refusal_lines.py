@@ -15,7 +15,7 @@ import re
 from typing import Iterable
 
 from ..common.errors import AuthorizationRefused
-from ..configuration.config import SidecarConfig
+from ..configuration.settings import SidecarConfig
 from . import acls
 
 # The Kafka APIs the agent's clients send that Kafka's authorizer checks, as acls.Need.api names them.

@@ -17,7 +17,7 @@ from ..common.observation import (FOLLOWER, LEADER, ROLES, UNLIMITED, BrokerLoad
                                   ReplicaSizes, ReplicationObservation)
 from ..common.errors import DecisionFailed
 from ..common.vocabulary import BROKER_OVERRIDE, DISK_GUARD, FAIL_SAFE, GLOBAL_OVERRIDE, KEPT
-from ..configuration.config import ReplicationConfig
+from ..configuration.settings import ReplicationConfig
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"

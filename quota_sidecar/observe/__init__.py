@@ -1,1 +1,2 @@
-"""Observe: the cluster (Kafka admin I/O, ZooKeeper) and this host (log dirs, network) read into observations."""
+"""Observe: the cluster (through the Kafka admin client, ZooKeeper) and this host (log dirs, network) read into
+observations."""

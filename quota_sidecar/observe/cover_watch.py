@@ -20,7 +20,7 @@ from ..common.errors import AdminError
 from ..common.failure_report import FailureReport
 from ..common.periodic import PeriodicWorker
 from ..common.vocabulary import StorageLimit
-from .heartbeats import Heartbeats
+from ..pipeline.heartbeats import Heartbeats
 from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, predicted, time_left
 
 log = logging.getLogger(__name__)

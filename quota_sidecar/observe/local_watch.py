@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Mapping
 from ..common.observation import Volume
 from ..common.periodic import PeriodicWorker
 from ..common.vocabulary import StorageLimit
-from ..configuration.config import LocalWatchConfig
+from ..configuration.settings import LocalWatchConfig
 from .volumes import (GUARD_HORIZON_SECONDS, REACTION_MEMORY_SECONDS, REACTION_WRITES, TRIGGER_WINDOW_SECONDS,
                       VERDICT_WRITE_SECONDS, LocalSample, at_the_limit, current_fill_rate, in_danger, predicted,
                       time_left, until_judged)

@@ -49,7 +49,7 @@ def observation(cluster: str, agent: int | None, at: datetime, volumes: list[dic
 
 
 def heartbeat(cluster: str, agent: int, at: datetime, holding: bool = False) -> dict:
-    """An agent saying it is alive (observe/heartbeats.py), and whether its local verdict holds (the other agents
+    """An agent saying it is alive (heartbeats.py), and whether its local verdict holds (the other agents
     then lift nothing: act/local_verdict.py); `at` for people reading the topic: readers time a beat by their own
     clock."""
     return schema.HEARTBEAT.shape({"version": VERSION, "cluster": cluster, "agent": agent, "at": at.isoformat(),

@@ -138,7 +138,7 @@ DECISION = (struct(Field("version", INT), Field("answers", STRING)) + ASKER.with
             + struct(Field("decided_at", STRING), Field("aggregator", STRING)))
 DECISION_NAMES = DECISION.names + KINDS.names
 
-# An agent saying it is alive, and whether its local verdict holds (observe/heartbeats.py).
+# An agent saying it is alive, and whether its local verdict holds (heartbeats.py).
 HEARTBEAT = struct(
     Field("version", INT),
     Field("cluster", STRING),

@@ -1,16 +1,14 @@
-"""The pipeline's topics: their default names, their settings, and their creation by whichever process comes first.
+"""The pipeline's topics: their settings, and their creation by whichever process comes first.
 
 Three topics of the pipeline cluster (the watched cluster itself unless pipeline.bootstrap.servers names another):
-the agents' observations (kept by time), the aggregator's decisions (compacted) and the agents' heartbeats.
+the agents' observations (kept by time), the aggregator's decisions (compacted) and the agents' heartbeats. Their
+names are settings (pipeline.*.topic), whose defaults configuration/keys.py holds.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, Protocol
 
-OBSERVATIONS_TOPIC = "__quota_sidecar_observations"
-DECISIONS_TOPIC = "__quota_sidecar_decisions"
-HEARTBEATS_TOPIC = "__quota_sidecar_heartbeats"
 PARTITIONS = 6  # the observations' and the decisions' (the heartbeats' topic has one, which every agent reads)
 MiB = 1 << 20
 # The pipeline's topics live on every broker's disk, a full one's too, and the sidecars' own clients are exempt
@@ -30,7 +28,7 @@ COMPRESSION = "gzip"
 
 
 class TopicAdmin(Protocol):
-    """What creating the topics needs of an admin client (observe/admin.ClusterAdmin)."""
+    """What creating the topics needs of an admin client (kafka_clients/admin.ClusterAdmin)."""
 
     def live_broker_ids(self) -> list[int]: ...
 

@@ -20,9 +20,10 @@ from kafka.partitioner.default import murmur2
 
 from ..common import deadline
 from ..common.errors import AdminError, DecisionFailed, RetryableAdminError
-from ..observe.admin import ClusterAdmin
-from ..observe.kafka_client import (CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client,
-                                    with_cause)
+from ..configuration.keys import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from ..kafka_clients.admin import ClusterAdmin
+from ..kafka_clients.kafka_client import (CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls,
+                                          open_client, with_cause)
 from . import messages, topics
 
 WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent's local verdict a turn
@@ -33,8 +34,8 @@ WRITES_KEEP = 0.3
 
 class Pipeline:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int | None,
-                 timeout: float, observations_topic: str = topics.OBSERVATIONS_TOPIC,
-                 decisions_topic: str = topics.DECISIONS_TOPIC, create_topics: bool = True):
+                 timeout: float, observations_topic: str = OBSERVATIONS_TOPIC,
+                 decisions_topic: str = DECISIONS_TOPIC, create_topics: bool = True):
         self._client_config = dict(client_config)
         self.create_topics = create_topics  # False for a look (status --direct) that must create nothing
         self.timeout = timeout  # at most this per question, within the pass's own deadline

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..configuration.config import SidecarConfig
+from ..configuration.settings import SidecarConfig
 from ..decide import acls as permissions
 
 

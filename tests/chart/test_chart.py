@@ -33,7 +33,7 @@ from harness.agents.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 from quota_sidecar.decide.quotas import PRODUCE
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = pytest.mark.chart
 

@@ -58,7 +58,7 @@ FLOOD = ("import sys, time\n"
 # The client quotas in force on the pod's broker, every entity with a user in it, read with a client of their own
 # from inside the pod: {entity: {key: value}}, the entity as Python writes it (None: the default user).
 QUOTAS = ("import json, sys\n"
-          "from quota_sidecar.observe.admin import ClusterAdmin\n"
+          "from quota_sidecar.kafka_clients.admin import ClusterAdmin\n"
           "with ClusterAdmin({'bootstrap_servers': [sys.argv[1]]}) as admin:\n"
           "    found = admin.describe_user_quotas()\n"
           "print(json.dumps({repr(entity): keys for entity, keys in found.items() if keys}))\n")

@@ -19,7 +19,7 @@ from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common.errors import AdminError, PermanentAdminError, RetryableAdminError, UnknownTopicError
 from quota_sidecar.common.observation import Reassignment
 from quota_sidecar.configuration.admin_client import client_kwargs
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'

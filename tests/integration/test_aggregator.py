@@ -22,13 +22,13 @@ from harness.cluster.ports import free_loopback_ports
 from harness.agents.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.common.observation import BrokerLoad, Reassignment, ReplicationObservation
-from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.configuration.settings import ReplicationConfig
 from quota_sidecar.configuration.properties import PREFIX as P
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import rate_inputs
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from quota_sidecar.pipeline import messages
-from quota_sidecar.pipeline.topics import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from quota_sidecar.configuration.keys import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from quota_sidecar.pipeline.transport import Pipeline
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ from harness.spark.aggregator import Aggregator
 from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
-from quota_sidecar.observe.admin import ClusterAdmin
-from quota_sidecar.pipeline.topics import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
+from quota_sidecar.configuration.keys import DECISIONS_TOPIC, OBSERVATIONS_TOPIC
 from spark_jobs.checkpoint import MARKER, Owner
 
 pytestmark = pytest.mark.integration

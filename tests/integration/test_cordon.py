@@ -11,7 +11,7 @@ from harness.waiting import equal, eventually
 from quota_sidecar.common import records
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.cordons import KEY
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
 
 pytestmark = pytest.mark.integration

@@ -25,8 +25,8 @@ from harness.waiting import eventually, within
 from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.quotas import PRODUCE
-from quota_sidecar.observe.admin import ClusterAdmin
-from quota_sidecar.observe.heartbeats import Heartbeats
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
+from quota_sidecar.pipeline.heartbeats import Heartbeats
 from quota_sidecar.wiring import build_sidecar
 
 pytestmark = [pytest.mark.integration, pytest.mark.netns]

@@ -17,7 +17,7 @@ from quota_sidecar.common import records
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide.quotas import PRODUCE, UNLIMITED
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from quota_sidecar.wiring import build_sidecar
 
 pytestmark = pytest.mark.integration

@@ -31,7 +31,7 @@ from harness.cluster.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, G
 from harness.agents.sidecar_process import LogLine, SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

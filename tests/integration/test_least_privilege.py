@@ -25,8 +25,8 @@ from quota_sidecar.configuration.properties import ADMIN_PREFIX, PREFIX
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, LEADER_RATE
-from quota_sidecar.observe.admin import ClusterAdmin
-from quota_sidecar.pipeline.topics import HEARTBEATS_TOPIC
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
+from quota_sidecar.configuration.keys import HEARTBEATS_TOPIC
 
 pytestmark = [pytest.mark.integration]
 

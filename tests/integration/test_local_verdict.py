@@ -20,8 +20,8 @@ from quota_sidecar.common.errors import AdminError, RetryableAdminError
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import PRODUCE
-from quota_sidecar.observe.admin import ClusterAdmin
-from quota_sidecar.pipeline.topics import OBSERVATIONS_TOPIC
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
+from quota_sidecar.configuration.keys import OBSERVATIONS_TOPIC
 from quota_sidecar.pipeline.transport import end_offsets
 from quota_sidecar.serve import status
 from quota_sidecar.serve.metrics import registry_for

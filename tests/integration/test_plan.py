@@ -11,7 +11,7 @@ import pytest
 from harness.cluster import kafka_tools
 from harness.agents.sidecar_process import EXECUTABLE
 from harness.waiting import eventually
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common import records
 from quota_sidecar.configuration.properties import PREFIX, SIDECAR_CLIENT_ID
 from quota_sidecar.decide.quotas import PRODUCE, entity_label
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

@@ -25,7 +25,7 @@ from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.decide.quotas import PRODUCE
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

@@ -6,7 +6,7 @@ import logging
 from datetime import datetime, timezone
 
 from quota_sidecar.pipeline import messages
-from quota_sidecar.pipeline.topics import OBSERVATIONS_TOPIC
+from quota_sidecar.configuration.keys import OBSERVATIONS_TOPIC
 from spark_jobs import aggregation, replication_rates, volume_violations
 from test_move_progress_rule import broker_role, replica
 

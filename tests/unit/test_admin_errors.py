@@ -5,8 +5,8 @@ import pytest
 
 from quota_sidecar.common.errors import PermanentAdminError, RetryableAdminError, UnknownTopicError
 from quota_sidecar.configuration.admin_client import client_kwargs
-from quota_sidecar.observe.admin import ClusterAdmin
-from quota_sidecar.observe.kafka_client import admin_error
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.kafka_client import admin_error
 
 SASL = {"bootstrap.servers": "127.0.0.1:9092", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";'

@@ -9,7 +9,7 @@ import pytest
 from quota_sidecar.common import deadline
 from quota_sidecar.common.errors import AdminError, PassTimeout, RetryableAdminError
 from quota_sidecar.pipeline.transport import Pipeline
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 from builders import Clock
 

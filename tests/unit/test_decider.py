@@ -145,7 +145,7 @@ def test_the_rate_question_asked_ahead_is_the_one_judged_unless_this_polls_viola
     come from the last poll's violations, so a broker catching up outside a move that violates only now is
     asked about after the volumes, as before."""
     from quota_sidecar.common.observation import BrokerLoad, Reassignment, ReplicationObservation
-    from quota_sidecar.configuration.config import ReplicationConfig
+    from quota_sidecar.configuration.settings import ReplicationConfig
     from quota_sidecar.decide.throttles import ReplicationDecider
 
     asked, judged = [], []

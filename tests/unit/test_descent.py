@@ -10,7 +10,7 @@ from builders import AT, Clock, MemoryStore, OneVolumeAdmin, sidecar_config
 from quota_sidecar.common import records
 from quota_sidecar.common.observation import Observation
 from quota_sidecar.common.records import Owned
-from quota_sidecar.configuration.config import QuotaConfig
+from quota_sidecar.configuration.settings import QuotaConfig
 from quota_sidecar.decide import descent, quotas
 from quota_sidecar.decide.decider import Decider
 from quota_sidecar.decide.descent import Written

@@ -9,7 +9,7 @@ from harness.waiting import eventually
 from quota_sidecar.common.observation import Volume
 from quota_sidecar.common.vocabulary import StorageLimit
 from quota_sidecar.configuration import config as cfg
-from quota_sidecar.configuration.config import LocalWatchConfig
+from quota_sidecar.configuration.settings import LocalWatchConfig
 from quota_sidecar.observe.host_checks import check_host
 from quota_sidecar.observe.local_watch import LocalWatch
 from quota_sidecar.observe.volumes import (LocalSample, at_the_limit, default_horizon, fill_rate, foreign_dirs,

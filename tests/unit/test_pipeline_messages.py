@@ -8,10 +8,10 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from quota_sidecar.common.observation import (BrokerLoad, MovingReplica, Reassignment, ReplicationObservation,
                                               Volume)
-from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.configuration.settings import ReplicationConfig
 from quota_sidecar.decide.throttles import rate_inputs
 from quota_sidecar.pipeline import messages, schema
-from quota_sidecar.pipeline.topics import DECISIONS_TOPIC, HEARTBEATS_TOPIC
+from quota_sidecar.configuration.keys import DECISIONS_TOPIC, HEARTBEATS_TOPIC
 
 AT = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from quota_sidecar.common.observation import Partition
-from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.configuration.settings import ReplicationConfig
 from quota_sidecar.decide.planning import ClusterReading, PlanError, PlannedMove, plan_rows, read_plan, summary
 
 

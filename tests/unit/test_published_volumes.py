@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from harness.waiting import eventually
 from quota_sidecar.common.observation import Volume
 from quota_sidecar.common.vocabulary import StorageLimit
-from quota_sidecar.configuration.config import LocalWatchConfig
+from quota_sidecar.configuration.settings import LocalWatchConfig
 from quota_sidecar.observe.local_watch import LocalWatch, as_volumes
 from quota_sidecar.observe.volumes import LocalSample, with_published
 from quota_sidecar.observe.znode_volumes import VOLUMES_PATH, ZnodeVolumes

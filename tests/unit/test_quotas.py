@@ -5,7 +5,7 @@ import pytest
 from quota_sidecar.act import ownership
 from quota_sidecar.act.ownership import Write
 from quota_sidecar.common.records import Owned
-from quota_sidecar.configuration.config import QuotaConfig
+from quota_sidecar.configuration.settings import QuotaConfig
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.quotas import FETCH, PRODUCE, REQUEST, UNLIMITED
 

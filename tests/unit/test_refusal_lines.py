@@ -11,7 +11,7 @@ from quota_sidecar.common.refusals import REFUSALS, Refusals
 from quota_sidecar.configuration import config as configuration
 from quota_sidecar.decide import acls
 from quota_sidecar.decide.refusal_lines import RefusalLines, apis_of
-from quota_sidecar.observe.kafka_client import CONSUMING, PRODUCING, admin_error, error_for_code
+from quota_sidecar.kafka_clients.kafka_client import CONSUMING, PRODUCING, admin_error, error_for_code
 from quota_sidecar.serve import status as status_module
 from quota_sidecar.serve.metrics import registry_for
 

@@ -9,7 +9,7 @@ from quota_sidecar.act.replication import ReplicationRunner
 from quota_sidecar.common import records
 from quota_sidecar.common.observation import Reassignment, ReplicationObservation
 from quota_sidecar.common.vocabulary import COMPUTED, UNCHANGED
-from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.configuration.settings import ReplicationConfig
 from quota_sidecar.decide.throttles import LEADER_RATE, BrokerRates, ReplicationDecision
 
 NOW = datetime(2026, 11, 26, 17, 0, tzinfo=timezone.utc)

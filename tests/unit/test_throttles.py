@@ -8,7 +8,7 @@ from quota_sidecar.common.observation import (FOLLOWER, LEADER, UNLIMITED, Broke
                                               Reassignment, ReplicaSizes)
 from quota_sidecar.common.vocabulary import (BROKER_OVERRIDE, COMPUTED, DISK_GUARD, FAIL_SAFE, GLOBAL_OVERRIDE, KEEP_UP,
                                              KEPT, UNCHANGED)
-from quota_sidecar.configuration.config import ReplicationConfig
+from quota_sidecar.configuration.settings import ReplicationConfig
 from quota_sidecar.decide.throttles import (DIR_COPY_RATE, FOLLOWER_RATE, LEADER_RATE, REMOTE_COPY, REMOTE_FETCH,
                                             BrokerRates, ListChange, catching_up, count_failures, entries_of,
                                             foreign_cleanup_due, global_override_expired, growth_rate, link_rates,

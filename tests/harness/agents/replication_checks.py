@@ -21,7 +21,7 @@ from harness.agents.sidecar_process import EXECUTABLE, SidecarFleet, SidecarProc
 from quota_sidecar.act.cluster_store import ClusterStore
 from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 PREFIX = "client.quota.callback.static."
 TOKEN = "replication-test-token"

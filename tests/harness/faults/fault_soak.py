@@ -32,7 +32,7 @@ from quota_sidecar.common.records import TOPIC as RECORDS_TOPIC
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.decide import cordons
 from quota_sidecar.decide.quotas import PRODUCE
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 from harness.spark.aggregator import Aggregator
 from harness.cluster.disk import DiskSampler, what_uses

@@ -37,7 +37,7 @@ from harness.waiting import WaitTimeout, eventually
 from quota_sidecar.common.errors import AdminError
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class MoveLab:
         unthrottled for that long before any agent could set a rate.
         """
         from quota_sidecar.common.observation import BrokerLoad, MovingReplica, Reassignment, ReplicationObservation
-        from quota_sidecar.configuration.config import ReplicationConfig
+        from quota_sidecar.configuration.settings import ReplicationConfig
         from quota_sidecar.pipeline.transport import Pipeline
         from quota_sidecar.decide.throttles import rate_inputs
 

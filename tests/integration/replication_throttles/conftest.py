@@ -17,7 +17,7 @@ from harness import waiting
 from harness.cluster.local_cluster import BEFORE_KIP_827, BEFORE_KIP_827_NAME, GENERATIONS, LocalKafkaCluster
 from harness.agents.replication_checks import BROKER_PROPERTIES, RATE_KEYS, assert_equal, eventually, fleet_of, sidecar_records
 from quota_sidecar.act.cluster_store import ClusterStore
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 
 class _FailureReport:

@@ -26,7 +26,7 @@ from harness.agents.replication_checks import broker_configs, create_topic, asse
 from quota_sidecar.act.replication import DIR_COPY_GUARD
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.throttles import DIR_COPY_RATE
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 from .conftest import ClusterLogs
 

@@ -18,7 +18,7 @@ from harness.agents.replication_checks import (BROKER_PROPERTIES, broker_configs
 from quota_sidecar.common.observation import UNLIMITED
 from quota_sidecar.decide.throttles import (FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, REMOTE_COPY,
                                             REMOTE_FETCH)
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 

@@ -23,7 +23,7 @@ from harness.agents.move_guard_lab import (BROKER_PROPERTIES, LIMIT, SLOW_GUARD,
 from harness.agents.replication_checks import broker_configs, create_topic, assert_equal, eventually, lists
 from quota_sidecar.decide.cordons import KEY as CORDONED_LOG_DIRS
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 from .conftest import ClusterLogs
 

@@ -28,7 +28,7 @@ from harness.agents.replication_checks import (MAX_RATE, MIN_RATE, TOKEN, assert
 from harness.agents.sidecar_process import SidecarProcess, http
 from quota_sidecar.common.vocabulary import RULE_REASONS
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_connect]
 

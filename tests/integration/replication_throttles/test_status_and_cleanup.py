@@ -20,7 +20,7 @@ from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 from quota_sidecar.decide.cordons import KEY as CORDONED
 from quota_sidecar.decide.quotas import PRODUCE
 from quota_sidecar.decide.throttles import FOLLOWER_RATE, LEADER_RATE
-from quota_sidecar.observe.admin import ClusterAdmin
+from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from quota_sidecar.observe.znode_volumes import VOLUMES_PATH
 from quota_sidecar.observe.zookeeper_session import ZooKeeperSession
 

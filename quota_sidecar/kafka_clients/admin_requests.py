@@ -1,8 +1,8 @@
 """The protocol requests ClusterAdmin sends, built from the sidecar's own types, and what it reads of answers.
 
-Pure functions, no I/O: admin.py sends these through kafka-python's connection manager, because its
-high-level methods leave out what we need (user-only quota entities, DescribeLogDirs with an empty topic
-list) or hide per-entry error codes.
+Pure functions, no I/O: the admin calls (log_dirs.py, client_quotas.py, configs.py, topics.py) send these through
+kafka-python's connection manager (admin_connection.py), because its high-level methods leave out what we need
+(user-only quota entities, DescribeLogDirs with an empty topic list) or hide per-entry error codes.
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ from kafka import errors as Errors
 from ..common.errors import AdminError, PermanentAdminError
 from ..common.failure_report import FailureReport
 from ..common.periodic import PeriodicWorker
-from ..pipeline import messages
-from .kafka_client import CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls, open_client
+from ..kafka_clients.kafka_client import (CONSUMING, PRODUCING, admin_error, close_clients, for_frequent_polls,
+                                          open_client)
+from . import messages
 
 log = logging.getLogger(__name__)
 
