@@ -317,7 +317,8 @@ _DEFAULT_URL = ("default this host's: http.host and http.plain.port when set, el
                 "trusting exactly its certificate file)")
 
 
-@main.command(epilog=epilog("status", "quota-sidecar status", "quota-sidecar status --url https://kafka-0.kafka:8080 -o json",
+@main.command(epilog=epilog("status", "quota-sidecar status",
+                            "quota-sidecar status --url https://kafka-0.kafka:8080 -o json",
                             "quota-sidecar status --direct --config server.properties --timeout 30s"))
 @config_options
 @click.option("--url", help=f"A running sidecar's HTTP endpoint; {_DEFAULT_URL}.")
@@ -460,8 +461,9 @@ def _override_text(answer: dict) -> str:
     return "\n".join(lines)
 
 
-@replication_overrides.command("get", epilog=epilog("replication-overrides get", "quota-sidecar replication-overrides get",
-                                                    "quota-sidecar replication-overrides get --broker 1 -o json"))
+@replication_overrides.command("get", epilog=epilog(
+    "replication-overrides get", "quota-sidecar replication-overrides get",
+    "quota-sidecar replication-overrides get --broker 1 -o json"))
 @override_options
 def override_get(config_paths, overrides, url, broker_id, output) -> None:
     """Show the global override, or one broker's."""
@@ -469,7 +471,8 @@ def override_get(config_paths, overrides, url, broker_id, output) -> None:
 
 
 @replication_overrides.command("set", epilog=epilog(
-    "replication-overrides set", "QUOTA_SIDECAR_API_TOKEN=... quota-sidecar replication-overrides set 50000000 --autoremove",
+    "replication-overrides set",
+    "QUOTA_SIDECAR_API_TOKEN=... quota-sidecar replication-overrides set 50000000 --autoremove",
     "quota-sidecar replication-overrides set 20000000 --broker 2 --config server.properties"))
 @override_options
 @click.argument("rate", type=click.IntRange(min=1))
@@ -496,7 +499,8 @@ def throttle(ctx: click.Context) -> None:
     ctx.meta.setdefault("output alias", "json")
 
 
-@main.command(epilog=epilog("keys", "quota-sidecar keys --filter replication", "quota-sidecar keys --filter 'storage.*.bytes' -o json"))
+@main.command(epilog=epilog("keys", "quota-sidecar keys --filter replication",
+                            "quota-sidecar keys --filter 'storage.*.bytes' -o json"))
 @click.option("--filter", "pattern", metavar="TEXT",
               help="Only the keys whose name contains TEXT, or matches it as a glob when it has * ? or [ "
                    "(storage.*.bytes).")
@@ -512,7 +516,8 @@ def keys(pattern: str | None, output: str) -> None:
 @main.command("acls", epilog=epilog(
     "acls", "quota-sidecar acls --config server.properties --principal User:quota-sidecar",
     "quota-sidecar acls --config aggregator.properties --principal User:aggregator --for aggregate -o table",
-    "quota-sidecar acls --config server.properties --principal User:quota-sidecar --apply --command-config admin.properties"))
+    "quota-sidecar acls --config server.properties --principal User:quota-sidecar --apply "
+    "--command-config admin.properties"))
 @config_options
 @click.option("--principal", required=True, help="The principal the process runs as, Type:name (User:quota-sidecar).")
 @click.option("--for", "processes", multiple=True, metavar="PROCESS",

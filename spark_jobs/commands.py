@@ -79,7 +79,8 @@ def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: s
 @config_options
 @click.option("--snapshots", "snapshots_path", required=True, type=click.Path(dir_okay=False),
               help="A JSON list of recorded observations in time order.")
-def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str) -> None:
+@output_option("json")  # JSON only: -o json is taken as by every command
+def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str, output: str) -> None:
     """Replay recorded observations through the rules, without a cluster: in this process's Spark (batch),
     or by a running aggregator when pipeline.bootstrap.servers is set (as cluster evaluate-<random>). Prints the
     decisions as JSON."""
@@ -285,6 +286,12 @@ def _on_sparks_classpath(prefix: str) -> bool:
     return os.path.isdir(jars) and any(name.startswith(prefix) for name in os.listdir(jars))
 
 
+def _deprecated_json_file(_ctx, _param, path: str | None) -> str | None:
+    if path:
+        deprecated("--json FILE", "-o json > FILE")
+    return path
+
+
 @click.command(epilog=epilog("report", "quota-sidecar report --config aggregator.properties --out /tmp/report",
                              "quota-sidecar report --history s3a://bucket/history --since 7d --at-risk 30d -o json"))
 @config_options
@@ -297,7 +304,7 @@ def _on_sparks_classpath(prefix: str) -> bool:
               help=f"The folder of the page, {REPORT_PAGE}.")
 @output_option("table", "json")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), hidden=True,
-              callback=lambda _ctx, _param, path: path and deprecated("--json FILE", "-o json > FILE") or path,
+              callback=_deprecated_json_file,
               help="Deprecated: -o json. Also write the numbers as JSON to this file (- for stdout).")
 @click.option("--at-risk", default="90d", show_default=True, type=Duration(),
               help="A volume that reaches the limit within it gets a chart (90d, P90D).")

@@ -65,8 +65,8 @@ def test_a_bare_number_is_seconds_where_it_was_accepted_before():
 @pytest.mark.parametrize("arguments, line", [
     (["status", "--timeout", "soon"], "quota-sidecar: --timeout: 'soon': expected a duration longer than zero such "
                                       "as 30s, 5m, 2h, 30d, PT30S or P30D, or a number of seconds"),
-    (["plan", "--reassignment", "x.json", "--within", "0s"], "quota-sidecar: --within: '0s': expected a duration "
-                                                             "longer than zero such as 30s, 5m, 2h, 30d, PT30S or P30D"),
+    (["plan", "--reassignment", "x.json", "--within", "0s"],
+     "quota-sidecar: --within: '0s': expected a duration longer than zero such as 30s, 5m, 2h, 30d, PT30S or P30D"),
     (["report", "--at-risk", "P1Y"], "quota-sidecar: --at-risk: 'P1Y': expected a duration longer than zero such as "
                                      "30s, 5m, 2h, 30d, PT30S or P30D"),
 ])

@@ -76,7 +76,8 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
     assert records[("entries", 3, topic, "follower")] == {"entries": ["0:3", "1:3"]}
     assert records[("config", 3, FOLLOWER_RATE)]["replaced"] == 777777
 
-    done = cli("replication-overrides", "set", "-o", "json", "50000000", "--autoremove", "--url", fleet[2].url, token=TOKEN)
+    done = cli("replication-overrides", "set", "-o", "json", "50000000", "--autoremove", "--url", fleet[2].url,
+               token=TOKEN)
     assert done.returncode == 0, done.stderr
     eventually(lambda: assert_equal(moving(admin, topic), []))
     eventually(lambda: assert_equal(lists(admin, topic), operator_lists))

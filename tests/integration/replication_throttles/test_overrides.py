@@ -1,5 +1,5 @@
-"""Throttle overrides set through one sidecar's API, or `quota-sidecar replication-overrides`, take effect on every broker
-and survive restarts; a broker override throttles the catch-up of a restarted broker; changes without the
+"""Throttle overrides set through one sidecar's API, or `quota-sidecar replication-overrides`, take effect on every
+broker and survive restarts; a broker override throttles the catch-up of a restarted broker; changes without the
 token are refused.
 """
 
@@ -31,7 +31,8 @@ def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restar
     for broker in (2, 3):
         assert http("PUT", f"{fleet[1].url}/throttle/{broker}", {"rate": wanted[broker]}, TOKEN) == \
             (200, {"broker_id": broker, "override": {"rate": wanted[broker]}})
-    done = cli("replication-overrides", "set", "-o", "json", str(wanted[1]), "--broker", "1", "--url", fleet[1].url, token=TOKEN)
+    done = cli("replication-overrides", "set", "-o", "json", str(wanted[1]), "--broker", "1", "--url", fleet[1].url,
+               token=TOKEN)
     assert done.returncode == 0, done.stderr
 
     def in_force():
@@ -137,7 +138,8 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
 def test_over_https_the_token_sets_an_override_recorded_with_its_origin_and_the_cli_finds_the_sidecar(
         settled, cluster, pipeline, work_dir, report, tmp_path):
     """The endpoint over TLS (http.tls.*, a certificate the test's CA issues: none is committed), a plain listener
-    beside it (http.plain.port) for the probes; `quota-sidecar replication-overrides` and `status` with the sidecar's --config
+    beside it (http.plain.port) for the probes; `quota-sidecar replication-overrides` and `status` with the sidecar's
+    --config
     reach it without a --url."""
     ca = trustme.CA()
     files = {name: tmp_path / name for name in ("ca.crt", "tls.crt", "tls.key")}
