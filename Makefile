@@ -61,7 +61,7 @@ test-zookeeper: setup
 	$(BIN)/pytest -m zookeeper tests/integration
 
 # The history and the capacity report end to end: an agent and the aggregator on a real cluster whose disk fills in
-# retention's sawtooth, the history appended, `quota-sidecar report --json` (~4 min); CI runs it after make test.
+# retention's sawtooth, the history appended, `quota-sidecar report -o json` (~4 min); CI runs it after make test.
 test-capacity: setup
 	$(BIN)/pytest -m capacity tests/integration
 
@@ -123,7 +123,7 @@ $(HELM):
 # The ACL table of the chart's NOTES: what the agent needs with the chart's default ConfigMap, which names the data
 # volume's log dirs but no broker id (the pod's ordinal or the broker's server.properties give it), as an operator
 # would print it (a unit test checks it is what `quota-sidecar acls` prints today).
-CHART_ACLS := --principal User:quota-sidecar --table --set kafka.admin.bootstrap.servers=localhost:9092 \
+CHART_ACLS := --principal User:quota-sidecar -o table --set kafka.admin.bootstrap.servers=localhost:9092 \
               --set storage.per.volume.limit.min.available.bytes=5368709120 \
               --set storage.local.log.dirs=/var/lib/kafka/data
 chart-acls: venv

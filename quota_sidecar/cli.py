@@ -10,19 +10,55 @@ import json
 import logging
 import os
 import sys
+from datetime import timedelta
 from typing import NoReturn
 
 import click
 
 from . import __version__
 from .common.errors import AdminError, ConfigError
-from .configuration import config as configuration
+from .configuration import config as configuration, properties
 from .decide import acls as permissions
 from .observe import host_checks
 from .serve import acls_text
 
-# Exit codes, as `quota-sidecar --help` documents them.
+# Exit codes: one table for every command; each command's help lists its own, and tests/unit/test_cli_exit_codes.py
+# provokes each of them.
 OK, UNREACHABLE, BAD_CONFIGURATION = 0, 1, 2
+_USAGE = "bad configuration or usage"
+_SPARK = "a Spark that cannot start"
+EXIT_CODES = {
+    "run": {OK: "stopped by SIGTERM or Ctrl-C", BAD_CONFIGURATION: f"{_USAGE}, a port that cannot be listened on"},
+    "cleanup": {OK: "everything handed back, or nothing left to do",
+                UNREACHABLE: "the cluster not reached, or a part not handed back (run it again)",
+                BAD_CONFIGURATION: _USAGE},
+    "status": {OK: "the status printed", UNREACHABLE: "the cluster could not be read",
+               BAD_CONFIGURATION: f"{_USAGE}; no sidecar answered and no --config to read the cluster"},
+    **{f"replication-overrides {name}": {
+        OK: f"the override {done}", UNREACHABLE: "no sidecar answered, or it failed (HTTP 5xx)",
+        BAD_CONFIGURATION: f"{_USAGE}; the sidecar refused the request (HTTP 4xx: the token, the broker)"}
+       for name, done in (("get", "printed"), ("set", "set"), ("remove", "removed, or there was none"))},
+    "keys": {OK: "the keys printed", BAD_CONFIGURATION: _USAGE},
+    "acls": {OK: "the ACLs printed, or with --apply all there",
+             UNREACHABLE: "--apply: the cluster not reached, or an ACL not created",
+             BAD_CONFIGURATION: _USAGE},
+    "aggregate": {OK: "stopped by SIGTERM or Ctrl-C",
+                  UNREACHABLE: "the pipeline's cluster not reached, or the aggregation not started again",
+                  BAD_CONFIGURATION: f"{_USAGE}, a port that cannot be listened on, {_SPARK}"},
+    "evaluate": {OK: "the decisions printed", BAD_CONFIGURATION: f"{_USAGE}, a snapshots file not read, {_SPARK}"},
+    "plan": {OK: "the plan printed", UNREACHABLE: "the cluster could not be read",
+             BAD_CONFIGURATION: f"{_USAGE}, a reassignment file not read, {_SPARK}"},
+    "report": {OK: "the report written", BAD_CONFIGURATION: f"{_USAGE}, a history that cannot be read, {_SPARK}"},
+}
+
+
+def epilog(command: str, *examples: str) -> str:
+    """A command's help after its options: examples, then its exit codes (from EXIT_CODES)."""
+    lines = ["\b", "Examples:", *(f"  {example}" for example in examples), "", "\b", "Exit codes:"]
+    lines += [f"  {code}  {meaning}" for code, meaning in EXIT_CODES[command].items()]
+    return "\n".join(lines)
+
+
 # The libraries' loggers: their lines stay out of the log unless --log-level DEBUG (the sidecar says in one
 # line of its own what failed). kafka-python's DEBUG records hold whole requests, SASL passwords included.
 LIBRARY_LOGGERS = ("kafka", "py4j", "pyspark", "py.warnings")
@@ -51,6 +87,84 @@ def config_options(command):
                              "several (a later file's key wins), e.g. one of secrets mounted apart.")(command)
 
 
+def deprecated(old: str, new: str) -> None:
+    """The one line an old spelling prints on stderr; it keeps working for one release."""
+    click.echo(f"quota-sidecar: {old} is deprecated and goes in the next release: use {new}", err=True)
+
+
+class Duration(click.ParamType):
+    """30s, 5m, 2h, 30d, PT30S, P30D (and a bare number of seconds where `bare_seconds`), as a timedelta;
+    `words` are taken as they are (report's --since ALL)."""
+    name = "duration"
+
+    def __init__(self, bare_seconds: bool = False, words: tuple[str, ...] = ()):
+        self.bare_seconds, self.words = bare_seconds, words
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        if value.upper() in self.words:
+            return value.upper()
+        try:
+            return properties.command_line_duration(value, self.bare_seconds)
+        except ValueError:
+            allowed = properties.command_line_duration.allowed
+            self.fail(f"{value!r}: expected {allowed}" + (", or a number of seconds" if self.bare_seconds else "")
+                      + "".join(f", or {word}" for word in self.words), param, ctx)
+
+
+def output_option(*choices: str, aliases: dict[str, str] | None = None):
+    """-o/--output, its first choice the default; `aliases` maps the old flags (--json, --table) to a choice:
+    hidden, deprecated, still working."""
+    aliases = aliases or {}
+
+    def alias_given(flag: str):
+        def remember(ctx: click.Context, _param, given: bool) -> None:
+            if given:
+                deprecated(flag, f"-o {aliases[flag]}")
+                ctx.meta.setdefault("output alias", aliases[flag])
+        return remember
+
+    def resolved(ctx: click.Context, _param, value: str | None) -> str:
+        return value or ctx.meta.get("output alias") or choices[0]
+
+    def decorate(command):
+        for flag in aliases:
+            command = click.option(flag, is_flag=True, hidden=True, expose_value=False,
+                                   callback=alias_given(flag))(command)
+        return click.option("-o", "--output", type=click.Choice(choices), callback=resolved,
+                            help=f"What to print: {', '.join(choices)} (default {choices[0]}).")(command)
+    return decorate
+
+
+_LOG_LEVELS = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
+_LOG_LEVEL_HELP = "DEBUG also shows the libraries' own logs (kafka-python, py4j, pyspark) from INFO up."
+
+
+def set_log_level(level: str) -> None:
+    """The log on stderr at `level`; given twice (before and after the subcommand), the second one's."""
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level.upper())
+    logging.captureWarnings(True)  # warnings of libraries go through py.warnings, quiet like the rest
+    for library in LIBRARY_LOGGERS:
+        logging.getLogger(library).setLevel(logging.INFO if level.upper() == "DEBUG" else SILENT)
+
+
+# --log-level after the subcommand as well (quota-sidecar status --log-level DEBUG): the same option on every
+# command, applied when given; the group's own sets it before.
+_SUBCOMMAND_LOG_LEVEL = click.Option(["--log-level"], type=_LOG_LEVELS, expose_value=False, is_eager=True,
+                                     help=_LOG_LEVEL_HELP + " As before the subcommand.",
+                                     callback=lambda _ctx, _param, level: level and set_log_level(level))
+
+
+def with_global_options(command: click.Command) -> click.Command:
+    if _SUBCOMMAND_LOG_LEVEL not in command.params:
+        command.params.append(_SUBCOMMAND_LOG_LEVEL)
+    for each in getattr(command, "commands", {}).values():
+        with_global_options(each)
+    return command
+
+
 # Installed with pip install 'quota-sidecar[spark]'; a module of spark_jobs, never imported by the agent.
 SPARK_COMMANDS = {"aggregate": "spark_jobs.commands:aggregate", "evaluate": "spark_jobs.commands:evaluate",
                   "plan": "spark_jobs.commands:plan", "report": "spark_jobs.commands:report"}
@@ -58,34 +172,40 @@ SPARK_COMMANDS = {"aggregate": "spark_jobs.commands:aggregate", "evaluate": "spa
 
 class Commands(click.Group):
     """The agent's commands, and the Spark commands imported by name when called or listed (click's
-    documented lazy subcommands)."""
+    documented lazy subcommands); each with the global options, and a bad value said in one line."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *SPARK_COMMANDS])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in SPARK_COMMANDS:
-            return super().get_command(ctx, name)
-        module, attribute = SPARK_COMMANDS[name].split(":")
-        return getattr(importlib.import_module(module), attribute)
+            command = super().get_command(ctx, name)
+        else:
+            module, attribute = SPARK_COMMANDS[name].split(":")
+            command = getattr(importlib.import_module(module), attribute)
+        return command and with_global_options(command)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.BadParameter as error:  # one line, as the configuration's bad values
+            fail(f"{error.param.opts[-1] if error.param is not None else error.param_hint}: {error.message}")
 
 
-@click.group(cls=Commands, epilog="Exit codes: 0 ok; 1 the cluster could not be reached (status); 2 bad configuration or "
-                    "usage: an invalid key or value, a port that cannot be listened on, a Spark that cannot start.")
+@click.group(cls=Commands, epilog="\b\nExamples:\n  quota-sidecar status --log-level DEBUG\n"
+                                  "  quota-sidecar replication-overrides get -o json\n\n"
+                                  "Exit codes: 0 ok; 1 the cluster or a sidecar could not be reached, or a part "
+                                  "failed; 2 bad configuration or usage. Each command's --help lists its own.")
 @click.version_option(__version__, prog_name="quota-sidecar")
-@click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              help="DEBUG also shows the libraries' own logs (kafka-python, py4j, pyspark) from INFO up.")
+@click.option("--log-level", default="INFO", show_default=True, type=_LOG_LEVELS,
+              help=_LOG_LEVEL_HELP + " Before or after the subcommand.")
 def main(log_level: str) -> None:
     """A sidecar beside every Kafka broker: disk-full protection and replication throttles."""
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.captureWarnings(True)  # warnings of libraries go through py.warnings, quiet like the rest
-    for library in LIBRARY_LOGGERS:
-        logging.getLogger(library).setLevel(logging.INFO if log_level.upper() == "DEBUG" else SILENT)
+    set_log_level(log_level)
 
 
-@main.command()
+@main.command(epilog=epilog("run", "quota-sidecar run --config /etc/kafka/server.properties --config secret.properties",
+                            "quota-sidecar run --config server.properties --set http.port=8081 --cleanup"))
 @config_options
 @click.option("--cleanup", is_flag=True,
               help="When stopped, put back every quota the sidecars set, as it was before, and uncordon the log dirs "
@@ -140,7 +260,8 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         sidecar.close()
 
 
-@main.command()
+@main.command(epilog=epilog("cleanup", "quota-sidecar cleanup --config server.properties --dry-run",
+                            "quota-sidecar cleanup --config server.properties --topics"))
 @config_options
 @click.option("--dry-run", is_flag=True, help="Say what would be handed back; change nothing.")
 @click.option("--topics", "delete_topics", is_flag=True,
@@ -152,9 +273,7 @@ def cleanup(config_paths: tuple[str, ...], overrides: tuple[str, ...], dry_run: 
     the cordoned log dirs; forget the overrides and the cancelled moves. A value someone changed since the sidecars
     wrote it is left as it is. One line per change on stdout; a second run finds nothing left to do. Agents still
     running write nothing more once it has run (helm uninstall runs it in a pre-delete hook); a new start protects
-    again.
-
-    Exit code 1 when a part could not be handed back (one line each on stderr; run it again).
+    again. A part not handed back is said in one line on stderr.
     """
     from .wiring import build_handback
 
@@ -198,29 +317,30 @@ _DEFAULT_URL = ("default this host's: http.host and http.plain.port when set, el
                 "trusting exactly its certificate file)")
 
 
-@main.command()
+@main.command(epilog=epilog("status", "quota-sidecar status",
+                            "quota-sidecar status --url https://kafka-0.kafka:8080 -o json",
+                            "quota-sidecar status --direct --config server.properties --timeout 30s"))
 @config_options
 @click.option("--url", help=f"A running sidecar's HTTP endpoint; {_DEFAULT_URL}.")
 @click.option("--direct", is_flag=True, help="Read the cluster straight away, without asking a sidecar.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
-@click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              help="Seconds to wait for the sidecar's answer, and for each read of the cluster with --direct "
+@output_option("table", "json", aliases={"--json": "json"})
+@click.option("--timeout", default="5s", show_default=True, type=Duration(bare_seconds=True),
+              help="How long to wait for the sidecar's answer, and for each read of the cluster with --direct "
                    "(the aggregator's decision is waited for as a pass does, within poll.timeout).")
-def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str | None, direct: bool, as_json: bool,
-           timeout: float) -> None:
-    """Brokers, log dirs, the throttle factor and the quotas in force, at a glance.
-
-    Exit code 1 when the cluster cannot be read (one line on stderr says what could not be reached).
-    """
+def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str | None, direct: bool, output: str,
+           timeout: timedelta) -> None:
+    """Brokers, log dirs, the throttle factor and the quotas in force, at a glance. When the cluster cannot be
+    read, one line on stderr says what could not be reached."""
     from .serve import status as view
 
     config = load_config(config_paths, overrides) if (config_paths or overrides or not url) else None
     url, context = _reach(url, config)
+    timeout = timeout.total_seconds()
     data, why = (None, None) if direct else _status_from_sidecar(url, timeout, context)
     if data is None:
         if config is None:
             fail(f"no sidecar answered at {url} ({why}); give --config to read the cluster instead")
-        if why is not None:  # said on stderr: --json output stays clean
+        if why is not None:  # said on stderr: -o json stays clean
             click.echo(f"no sidecar answered at {url} ({why}); reading the cluster instead", err=True)
         try:
             data = _status_from_cluster(config, timeout)
@@ -228,7 +348,7 @@ def status(config_paths: tuple[str, ...], overrides: tuple[str, ...], url: str |
             fail(str(error))
         except AdminError as error:
             fail(f"cannot read the cluster: {error}", UNREACHABLE)
-    click.echo(json.dumps(data, indent=2) if as_json else view.render(data))
+    click.echo(json.dumps(data, indent=2) if output == "json" else view.render(data))
 
 
 def _reach(url: str | None, config: configuration.SidecarConfig | None):
@@ -290,18 +410,21 @@ def _status_from_cluster(config: configuration.SidecarConfig, timeout: float) ->
         sidecar.close()
 
 
-@main.group()
-def throttle() -> None:
-    """Read, set and remove replication throttle overrides through a sidecar's API."""
+@main.group("replication-overrides", epilog="\b\nExamples:\n  quota-sidecar replication-overrides get\n"
+                                          "  quota-sidecar replication-overrides set 50000000 --autoremove")
+def replication_overrides() -> None:
+    """Read, set and remove the replication throttle overrides (KIP-73 rates every sidecar applies instead of the
+    computed ones) through a sidecar's API. The producer throttle is not set here."""
 
 
-def throttle_options(command):
+def override_options(command):
+    command = output_option("table", "json")(command)
     command = click.option("--broker", "broker_id", type=int, help="A broker's override instead of the global one.")(command)
     command = click.option("--url", help=f"A sidecar's HTTP endpoint; {_DEFAULT_URL}.")(command)
     return config_options(command)
 
 
-def _call_api(method: str, config_paths, overrides, url, broker_id, body=None) -> None:
+def _call_api(method: str, config_paths, overrides, url, broker_id, output: str, body=None) -> None:
     import urllib.error
     import urllib.request
 
@@ -315,45 +438,86 @@ def _call_api(method: str, config_paths, overrides, url, broker_id, body=None) -
                                               **({"Authorization": f"Bearer {token}"} if token else {})})
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as response:
-            click.echo(json.dumps(json.load(response), indent=2))
+            answer = json.load(response)
     except urllib.error.HTTPError as error:
-        fail(f"{method} {path}: HTTP {error.code}: {json.load(error).get('error', error.reason)}")
+        fail(f"{method} {path}: HTTP {error.code}: {json.load(error).get('error', error.reason)}",
+             UNREACHABLE if error.code >= 500 else BAD_CONFIGURATION)
     except urllib.error.URLError as error:
-        fail(f"no sidecar answered at {base}: {error.reason}")
+        fail(f"no sidecar answered at {base}: {error.reason}", UNREACHABLE)
+    except (ConnectionError, TimeoutError) as error:
+        fail(f"no sidecar answered at {base}: {error or type(error).__name__}", UNREACHABLE)
+    click.echo(json.dumps(answer, indent=2) if output == "json" else _override_text(answer))
 
 
-@throttle.command("get")
-@throttle_options
-def throttle_get(config_paths, overrides, url, broker_id) -> None:
+def _override_text(answer: dict) -> str:
+    """An override's answer as lines of `name: value`: whose, the rate (or none), who changed it last."""
+    lines = [f"override: {'global' if answer.get('broker_id') is None else 'broker ' + str(answer['broker_id'])}"]
+    if "removed" in answer:
+        return "\n".join([*lines, f"removed: {'yes' if answer['removed'] else 'no (there was none)'}"])
+    found = answer.get("override") or {}
+    lines.append(f"rate: {found['rate']} bytes/s" if "rate" in found else "rate: none (the computed rates apply)")
+    lines += [f"{name}: {value}" for name, value in found.items() if name != "rate"]
+    lines += [f"changed {name}: {value}" for name, value in (answer.get("changed") or {}).items()]
+    return "\n".join(lines)
+
+
+@replication_overrides.command("get", epilog=epilog(
+    "replication-overrides get", "quota-sidecar replication-overrides get",
+    "quota-sidecar replication-overrides get --broker 1 -o json"))
+@override_options
+def override_get(config_paths, overrides, url, broker_id, output) -> None:
     """Show the global override, or one broker's."""
-    _call_api("GET", config_paths, overrides, url, broker_id)
+    _call_api("GET", config_paths, overrides, url, broker_id, output)
 
 
-@throttle.command("set")
-@throttle_options
+@replication_overrides.command("set", epilog=epilog(
+    "replication-overrides set",
+    "QUOTA_SIDECAR_API_TOKEN=... quota-sidecar replication-overrides set 50000000 --autoremove",
+    "quota-sidecar replication-overrides set 20000000 --broker 2 --config server.properties"))
+@override_options
 @click.argument("rate", type=click.IntRange(min=1))
 @click.option("--autoremove", is_flag=True, help="Remove the global override once the current moves finish.")
-def throttle_set(config_paths, overrides, url, broker_id, rate: int, autoremove: bool) -> None:
+def override_set(config_paths, overrides, url, broker_id, output, rate: int, autoremove: bool) -> None:
     """Set an override RATE in bytes/s (token: QUOTA_SIDECAR_API_TOKEN or api.token of --config)."""
-    _call_api("PUT", config_paths, overrides, url, broker_id, {"rate": rate, "autoremove": autoremove})
+    _call_api("PUT", config_paths, overrides, url, broker_id, output, {"rate": rate, "autoremove": autoremove})
 
 
-@throttle.command("remove")
-@throttle_options
-def throttle_remove(config_paths, overrides, url, broker_id) -> None:
+@replication_overrides.command("remove", epilog=epilog(
+    "replication-overrides remove", "quota-sidecar replication-overrides remove",
+    "quota-sidecar replication-overrides remove --broker 2 --url https://kafka-2.kafka:8080"))
+@override_options
+def override_remove(config_paths, overrides, url, broker_id, output) -> None:
     """Remove the global override, or one broker's."""
-    _call_api("DELETE", config_paths, overrides, url, broker_id)
+    _call_api("DELETE", config_paths, overrides, url, broker_id, output)
 
 
-@main.command()
-def keys() -> None:
-    """Every configuration key: its default, what it allows, what it means (the README's table)."""
-    from .configuration.keys import keys_table
+@main.group("throttle", hidden=True, commands=replication_overrides.commands)
+@click.pass_context
+def throttle(ctx: click.Context) -> None:
+    """Deprecated: replication-overrides (its old name, printing JSON as it did)."""
+    deprecated("quota-sidecar throttle", "quota-sidecar replication-overrides")
+    ctx.meta.setdefault("output alias", "json")
 
-    click.echo(keys_table())
+
+@main.command(epilog=epilog("keys", "quota-sidecar keys --filter replication",
+                            "quota-sidecar keys --filter 'storage.*.bytes' -o json"))
+@click.option("--filter", "pattern", metavar="TEXT",
+              help="Only the keys whose name contains TEXT, or matches it as a glob when it has * ? or [ "
+                   "(storage.*.bytes).")
+@output_option("table", "json")
+def keys(pattern: str | None, output: str) -> None:
+    """Every configuration key: its default, what it allows, what it means, as a Markdown table (the README's) or
+    JSON."""
+    from .configuration.keys import keys_json, keys_table
+
+    click.echo(json.dumps(keys_json(pattern), indent=2) if output == "json" else keys_table(pattern))
 
 
-@main.command("acls")
+@main.command("acls", epilog=epilog(
+    "acls", "quota-sidecar acls --config server.properties --principal User:quota-sidecar",
+    "quota-sidecar acls --config aggregator.properties --principal User:aggregator --for aggregate -o table",
+    "quota-sidecar acls --config server.properties --principal User:quota-sidecar --apply "
+    "--command-config admin.properties"))
 @config_options
 @click.option("--principal", required=True, help="The principal the process runs as, Type:name (User:quota-sidecar).")
 @click.option("--for", "processes", multiple=True, metavar="PROCESS",
@@ -363,15 +527,14 @@ def keys() -> None:
 @click.option("--command-config", metavar="FILE",
               help="The client properties (Java's names) of a principal allowed to create ACLs: passed on to "
                    "kafka-acls.sh, or used by --apply.")
-@click.option("--table", "as_table", is_flag=True, help="Print a Markdown table (the README's) instead of commands.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of commands.")
+@output_option("commands", "table", "json", aliases={"--table": "table", "--json": "json"})
 @click.option("--apply", "apply", is_flag=True,
               help="Create the ACLs missing, as the principal of --command-config; remove none. Exit 1 if one fails.")
 def acls_command(config_paths: tuple[str, ...], overrides: tuple[str, ...], principal: str, processes: tuple[str, ...],
-                 aggregator: bool, command_config: str | None, as_table: bool, as_json: bool, apply: bool) -> None:
-    """The kafka-acls commands that grant a principal what a process needs with this configuration, and
-    nothing more: each preceded by what needs it and what happens without it. Nothing is applied without
-    --apply."""
+                 aggregator: bool, command_config: str | None, output: str, apply: bool) -> None:
+    """The ACLs a principal needs for a process with this configuration, and nothing more: as kafka-acls commands
+    (each preceded by what needs it and what happens without it), a Markdown table (the README's) or JSON. Nothing
+    is applied without --apply."""
     kind, _, name = principal.partition(":")
     if not kind or not name or any(c.isspace() for c in kind):
         fail(f"--principal {principal!r}: expected Type:name, e.g. User:quota-sidecar")
@@ -380,8 +543,8 @@ def acls_command(config_paths: tuple[str, ...], overrides: tuple[str, ...], prin
     unknown = [p for p in wanted if p not in permissions.PROCESSES]
     if unknown:
         fail(f"--for {unknown[0]}: expected one of {', '.join(permissions.PROCESSES)}")
-    if as_table + as_json + apply > 1:
-        fail("--table, --json and --apply: give one of them")
+    if apply and output != "commands":
+        fail(f"-o {output} and --apply: give one of them")
     if apply and not command_config:
         fail("--apply needs --command-config FILE: the client properties of a principal allowed to create ACLs")
     wanted = [p for p in permissions.PROCESSES if p in (wanted or [permissions.RUN])]
@@ -389,9 +552,9 @@ def acls_command(config_paths: tuple[str, ...], overrides: tuple[str, ...], prin
     found = permissions.required(config, wanted)
     if apply:
         _apply_acls(acls_text.as_json(found, config, principal), command_config)
-    elif as_table:
+    elif output == "table":
         click.echo(acls_text.table(found))
-    elif as_json:
+    elif output == "json":
         click.echo(json.dumps(acls_text.as_json(found, config, principal), indent=2))
     else:
         click.echo(acls_text.commands(found, config, principal, wanted, command_config))
@@ -410,7 +573,7 @@ def _apply_acls(entries: list[dict], command_config: str) -> None:
     try:
         applied = apply(entries, admin)
     except AdminError as error:
-        fail(f"nothing applied: {error}", code=1)
+        fail(f"nothing applied: {error}", UNREACHABLE)
     for each in applied:
         acl = each.acl
         what = (f"{acl['permission']} {acl['principal']} {acl['operation']} on {acl['resource_type']} "
@@ -418,4 +581,4 @@ def _apply_acls(entries: list[dict], command_config: str) -> None:
         click.echo(f"{'created' if each.created else 'failed' if each.error else 'already there'}: {what}"
                    + (f": {each.error}" if each.error else ""))
     if any(each.error for each in applied):
-        sys.exit(1)
+        sys.exit(UNREACHABLE)

@@ -12,11 +12,13 @@ import json
 import logging
 import os
 import re
+from datetime import timedelta
 
 import click
 import isodate
 
-from quota_sidecar.cli import UNREACHABLE, config_options, fail, load_config
+from quota_sidecar.cli import (UNREACHABLE, Duration, config_options, deprecated, epilog, fail, load_config,
+                               output_option)
 from quota_sidecar.common.errors import AdminError, SparkUnavailable
 from quota_sidecar.configuration import config as configuration
 from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
@@ -32,21 +34,22 @@ def needs_spark(command: str) -> None:
         fail(f"{command} needs pyspark ({error}): pip install 'quota-sidecar[spark]'")
 
 
-@click.command()
+@click.command(epilog=epilog(
+    "plan", "quota-sidecar plan --config server.properties --reassignment move.json",
+    "quota-sidecar plan --config server.properties --reassignment move.json --within 2h -o json"))
 @config_options
 @click.option("--reassignment", "plan_path", required=True, type=click.Path(dir_okay=False),
               help='A kafka-reassign-partitions plan: {"version":1,"partitions":[{"topic","partition","replicas"}]}.')
 @click.option("--throttle", type=click.IntRange(min=1), help="The throttle to plan for, bytes/s (default: the "
               "rates in force on the brokers, which the sidecars set).")
-@click.option("--within", help="An ISO-8601 duration: the smallest throttle that ends the move in that time.")
-@click.option("--measure", default="PT10S", show_default=True,
+@click.option("--within", type=Duration(), help="The smallest throttle that ends the move in that time (2h, PT2H).")
+@click.option("--measure", default="10s", show_default=True, type=Duration(),
               help="Time between the two readings of the leaders' sizes that give the incoming rates.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for machines instead of a table.")
+@output_option("table", "json", aliases={"--json": "json"})
 def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: str, throttle: int | None,
-         within: str | None, measure: str, as_json: bool) -> None:
+         within: timedelta | None, measure: timedelta, output: str) -> None:
     """How long a reassignment takes and which throttle it needs (KIP-73's bounds), before it runs. Read-only."""
     needs_spark("plan")
-    from quota_sidecar.configuration.properties import positive_duration
     from quota_sidecar.decide.planning import PlanError, plan_rows, read_cluster, read_plan, render, summary
     from quota_sidecar.kafka_clients.admin import ClusterAdmin
     from spark_jobs import move_plan
@@ -54,37 +57,33 @@ def plan(config_paths: tuple[str, ...], overrides: tuple[str, ...], plan_path: s
 
     if throttle is not None and within is not None:
         fail("--throttle and --within: give one of them")
-    durations = {}
-    for name, value in (("--within", within), ("--measure", measure)):
-        try:
-            durations[name] = None if value is None else positive_duration(value)
-        except ValueError:
-            fail(f"{name}={value!r}: expected {positive_duration.allowed}")
     config = load_config(config_paths, overrides)
     try:
         moves = read_plan(plan_path)
         admin = ClusterAdmin(config.admin_client)
         try:
-            cluster = read_cluster(admin, moves, durations["--measure"])
+            cluster = read_cluster(admin, moves, measure)
         finally:
             admin.close()
-        rows = plan_rows(moves, cluster, config.replication, throttle, durations.get("--within"))
+        rows = plan_rows(moves, cluster, config.replication, throttle, within)
         brokers = on_spark(config.spark_url, move_plan.decide)(rows) if rows else []
     except (PlanError, SparkUnavailable) as error:
         fail(str(error))
     except AdminError as error:
         fail(f"cannot read the cluster: {error}", UNREACHABLE)
-    result = summary(moves, cluster, brokers, throttle, durations.get("--within"))
-    click.echo(json.dumps(result, indent=2) if as_json else render(result))
+    result = summary(moves, cluster, brokers, throttle, within)
+    click.echo(json.dumps(result, indent=2) if output == "json" else render(result))
 
 
-@click.command()
+@click.command(epilog=epilog("evaluate", "quota-sidecar evaluate --config server.properties --snapshots recorded.json"))
 @config_options
 @click.option("--snapshots", "snapshots_path", required=True, type=click.Path(dir_okay=False),
               help="A JSON list of recorded observations in time order.")
-def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str) -> None:
+@output_option("json")  # JSON only: -o json is taken as by every command
+def evaluate(config_paths: tuple[str, ...], overrides: tuple[str, ...], snapshots_path: str, output: str) -> None:
     """Replay recorded observations through the rules, without a cluster: in this process's Spark (batch),
-    or by a running aggregator when pipeline.bootstrap.servers is set (as cluster evaluate-<random>)."""
+    or by a running aggregator when pipeline.bootstrap.servers is set (as cluster evaluate-<random>). Prints the
+    decisions as JSON."""
     import uuid
 
     from quota_sidecar.decide.evaluate import SnapshotError, evaluate as replay, load_snapshots
@@ -119,7 +118,8 @@ def _judges(config: configuration.SidecarConfig, pipeline) -> tuple:
     return volumes, rates if config.replication.enabled else None
 
 
-@click.command()
+@click.command(epilog=epilog("aggregate", "quota-sidecar aggregate --config aggregator.properties",
+                             "quota-sidecar aggregate --config aggregator.properties --set spark.url=sc://spark:15002"))
 @config_options
 def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None:
     """Decide for every agent that publishes to the pipeline (pipeline.bootstrap.servers), until SIGTERM or
@@ -286,37 +286,40 @@ def _on_sparks_classpath(prefix: str) -> bool:
     return os.path.isdir(jars) and any(name.startswith(prefix) for name in os.listdir(jars))
 
 
-@click.command()
+def _deprecated_json_file(_ctx, _param, path: str | None) -> str | None:
+    if path:
+        deprecated("--json FILE", "-o json > FILE")
+    return path
+
+
+@click.command(epilog=epilog("report", "quota-sidecar report --config aggregator.properties --out /tmp/report",
+                             "quota-sidecar report --history s3a://bucket/history --since 7d --at-risk 30d -o json"))
 @config_options
 @click.option("--history", "history_path", help="The history (Parquet with the columns cluster, broker, log_dir, "
               "observed_at, total_bytes, available_bytes): a folder, a file or a URL Spark opens. Default: "
               "history.location of --config.")
-@click.option("--since", default="P30D", show_default=True,
-              help="An ISO-8601 duration: the history's last this much (ALL for all of it).")
+@click.option("--since", default="30d", show_default=True, type=Duration(words=("ALL",)),
+              help="The history's last this much (7d, P30D; ALL for all of it).")
 @click.option("--out", "out_dir", default=".", show_default=True, type=click.Path(file_okay=False),
               help=f"The folder of the page, {REPORT_PAGE}.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True),
-              help="Also write the numbers as JSON to this file (- for stdout, instead of the table).")
-@click.option("--at-risk", default="P90D", show_default=True,
-              help="An ISO-8601 duration: a volume that reaches the limit within it gets a chart.")
-def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_path: str | None, since: str,
-           out_dir: str, json_path: str | None, at_risk: str) -> None:
+@output_option("table", "json")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), hidden=True,
+              callback=_deprecated_json_file,
+              help="Deprecated: -o json. Also write the numbers as JSON to this file (- for stdout).")
+@click.option("--at-risk", default="90d", show_default=True, type=Duration(),
+              help="A volume that reaches the limit within it gets a chart (90d, P90D).")
+def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_path: str | None,
+           since: timedelta | str, out_dir: str, output: str, json_path: str | None, at_risk: timedelta) -> None:
     """The capacity report: when each volume reaches the storage limit, from the aggregator's history (one Spark
-    batch job). Writes an HTML page with a chart per volume at risk, and prints the volumes by days left."""
+    batch job). Writes an HTML page with a chart per volume at risk into --out, and prints the volumes by days
+    left (or, with -o json, the numbers)."""
     needs_spark("report")
     from datetime import datetime, timezone
 
     from quota_sidecar.common.errors import ConfigError
-    from quota_sidecar.configuration.properties import positive_duration
     from spark_jobs import report as capacity, report_page, session
     from spark_jobs.history import HistoryError
 
-    durations = {}
-    for name, value in (("--since", since), ("--at-risk", at_risk)):
-        try:
-            durations[name] = None if value.upper() == "ALL" and name == "--since" else positive_duration(value)
-        except ValueError:
-            fail(f"{name}={value!r}: expected {positive_duration.allowed}" + (" or ALL" if name == "--since" else ""))
     try:
         config = configuration.load_capacity(config_paths, overrides)
     except ConfigError as error:
@@ -329,8 +332,8 @@ def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_pa
     try:
         spark = session.for_large_data(session.get_session(
             config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC"}, batch=True))
-        built = capacity.build(spark, path, durations["--since"], config.storage_limit, datetime.now(timezone.utc),
-                               durations["--at-risk"])
+        built = capacity.build(spark, path, None if since == "ALL" else since, config.storage_limit,
+                               datetime.now(timezone.utc), at_risk)
     except (HistoryError, session.SparkStartError) as error:
         fail(str(error))
     except Exception as error:  # Spark's errors come as many types; one line says which
@@ -342,11 +345,8 @@ def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_pa
     with open(page, "w", encoding="utf-8") as file:
         file.write(report_page.html_page(built))
     numbers = json.dumps(capacity.as_json(built), indent=2)
-    if json_path == "-":
-        click.echo(numbers)
-    else:
-        if json_path:
-            with open(json_path, "w", encoding="utf-8") as file:
-                file.write(numbers + "\n")
-        click.echo(capacity.as_text(built))
+    if json_path and json_path != "-":
+        with open(json_path, "w", encoding="utf-8") as file:
+            file.write(numbers + "\n")
+    click.echo(numbers if output == "json" or json_path == "-" else capacity.as_text(built))
     click.echo(f"wrote {page}" + (f" and {json_path}" if json_path and json_path != "-" else ""), err=True)

@@ -6,6 +6,7 @@ from it (docs/gen_pages.py), and config.py parses a configuration with them.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -282,9 +283,25 @@ ADMIN_KEYS_DOC = (
 )
 
 
-def keys_table() -> str:
-    """The keys as a Markdown table: the README's, and `quota-sidecar keys --markdown`."""
+def _rows(pattern: str | None) -> list[tuple[str, str, str, str]]:
+    """(name, default, allowed, meaning) of every key, or of those whose name contains `pattern`, or matches it as a
+    glob when it has * ? or [."""
     rows = [*ADMIN_KEYS_DOC, *((key.name, key.shown_default(), key.allowed, key.doc) for key in KEYS)]
+    if pattern is None:
+        return rows
+    if any(c in pattern for c in "*?["):
+        return [row for row in rows if fnmatch.fnmatchcase(row[0], pattern)]
+    return [row for row in rows if pattern in row[0]]
+
+
+def keys_table(pattern: str | None = None) -> str:
+    """The keys as a Markdown table: the README's, and `quota-sidecar keys`."""
     lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
-    lines += [f"| `{name}` | {default} | {allowed} | {doc} |" for name, default, allowed, doc in rows]
+    lines += [f"| `{name}` | {default} | {allowed} | {doc} |" for name, default, allowed, doc in _rows(pattern)]
     return "\n".join(lines)
+
+
+def keys_json(pattern: str | None = None) -> list[dict]:
+    """The keys for machines: `quota-sidecar keys -o json`."""
+    return [{"key": name, "default": default, "allowed": allowed, "meaning": doc}
+            for name, default, allowed, doc in _rows(pattern)]

@@ -97,6 +97,29 @@ def positive_duration(raw: str) -> timedelta:
 positive_duration.allowed = "an ISO-8601 duration longer than zero, such as PT10S or PT1M (no months or years)"
 
 
+_SHORT_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def command_line_duration(raw: str, bare_seconds: bool = False) -> timedelta:
+    """A duration as the command line takes it: 30s, 5m, 2h, 30d, or ISO-8601 as `duration` (PT30S, P30D); a bare
+    number is seconds where `bare_seconds`. Longer than zero."""
+    text = raw.strip()
+    short = _SHORT_DURATION.fullmatch(text.lower())
+    if short is not None:
+        value = timedelta(seconds=float(short.group(1)) * _UNIT_SECONDS[short.group(2)])
+    elif bare_seconds and re.fullmatch(r"\d+(?:\.\d+)?", text):
+        value = timedelta(seconds=float(text))
+    else:
+        value = duration(text)  # isodate's errors are ValueErrors
+    if value <= timedelta(0):
+        raise ValueError
+    return value
+
+
+command_line_duration.allowed = "a duration longer than zero such as 30s, 5m, 2h, 30d, PT30S or P30D"
+
+
 def boolean(raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered not in ("true", "false"):

@@ -80,9 +80,9 @@ def docker_compose_project_name():
 
 
 def sidecar_status(docker_services, compose_environment) -> dict:
-    """`quota-sidecar status --json`, run inside the sidecar's container (the sidecar's own endpoint)."""
+    """`quota-sidecar status -o json`, run inside the sidecar's container (the sidecar's own endpoint)."""
     output = docker_services._docker_compose.execute(
-        f"exec -T sidecar quota-sidecar status --json --url {compose_environment['http']}")
+        f"exec -T sidecar quota-sidecar status -o json --url {compose_environment['http']}")
     return json.loads(output)
 
 

@@ -174,8 +174,8 @@ class Pod:
         return self.running["quota-sidecar"], spec
 
     def status(self) -> dict:
-        """`quota-sidecar status --json` inside the sidecar's container, from its endpoint."""
-        return json.loads(self.running["quota-sidecar"].exec("quota-sidecar", "status", "--json", "--url", SIDECAR))
+        """`quota-sidecar status -o json` inside the sidecar's container, from its endpoint."""
+        return json.loads(self.running["quota-sidecar"].exec("quota-sidecar", "status", "-o", "json", "--url", SIDECAR))
 
     def decided(self, timeout: float = 300) -> dict:
         """The status once the aggregator has decided for the sidecar: ready does not wait for it."""

@@ -1,6 +1,6 @@
 """The history and the capacity report on a real cluster: an agent beside a broker whose log dir fills
 in retention's sawtooth while it grows underneath, the aggregator appending what the agent observes to its
-history, and `quota-sidecar report --json` giving that growth.
+history, and `quota-sidecar report -o json` giving that growth.
 
 The broker's one log dir is a small filesystem holding two topics Kafka's ProducerPerformance writes: `cycling`
 (retention.bytes 8 MiB in 2 MiB segments at 0.5 MB/s, the broker checking retention every second: a 4-second sawtooth)
@@ -71,7 +71,7 @@ def test_the_history_holds_the_observations_and_the_report_gives_the_growth_unde
     true_growth = (last[1] - first[1]) / (last[0] - first[0]) * DAY
 
     assert any(history.rglob("*.parquet")), "the aggregator appended nothing to the history"
-    done = subprocess.run([str(EXECUTABLE), "report", "--history", str(history), "--since", "ALL", "--json", "-",
+    done = subprocess.run([str(EXECUTABLE), "report", "--history", str(history), "--since", "ALL", "-o", "json",
                            "--out", str(tmp_path / "report"),
                            "--set", f"storage.per.volume.limit.min.available.bytes={16 * MiB}"],
                           capture_output=True, text=True, timeout=300)

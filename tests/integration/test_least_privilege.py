@@ -36,9 +36,9 @@ PASSWORDS = {AGENT: "s3cret-agent", AGGREGATOR: "s3cret-aggregator"}
 
 
 def printed(process: SidecarProcess, principal: str, processes: str) -> list[dict]:
-    """The ACLs `quota-sidecar acls --json` prints for what `process` runs."""
+    """The ACLs `quota-sidecar acls -o json` prints for what `process` runs."""
     answer = subprocess.run([str(EXECUTABLE), "acls", "--principal", f"User:{principal}", "--for", processes,
-                             "--config", str(process.config_path), "--json"], capture_output=True, text=True,
+                             "--config", str(process.config_path), "-o", "json"], capture_output=True, text=True,
                             timeout=60)
     assert answer.returncode == 0, answer.stderr
     return json.loads(answer.stdout)

@@ -39,7 +39,7 @@ def test_plan_move_time_is_within_30_percent_of_the_move_kafka_runs(kafka_cluste
             {"topic": unique_name, "partition": 0, "replicas": [2]}]}))
         planned = subprocess.run(
             [str(EXECUTABLE), "plan", "--reassignment", str(plan_file),
-             "--throttle", str(THROTTLE), "--measure", "PT5S", "--json",
+             "--throttle", str(THROTTLE), "--measure", "5s", "-o", "json",
              "--set", f"kafka.admin.bootstrap.servers={servers}",
              "--set", "replication.capacity.bytes.per.second=100000000",
              "--set", "storage.per.volume.limit.min.available.bytes=1"],

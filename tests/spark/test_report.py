@@ -143,8 +143,8 @@ def test_a_parquet_without_the_needed_columns_names_them(spark, tmp_path):
 @pytest.mark.parametrize("arguments, line", [
     (["--history", "/no/such/history"], "quota-sidecar: --history /no/such/history: no such file or directory"),
     (["--history", "/", "--since", "30 days"],
-     "quota-sidecar: --since='30 days': expected an ISO-8601 duration longer than zero, such as PT10S or PT1M "
-     "(no months or years) or ALL"),
+     "quota-sidecar: --since: '30 days': expected a duration longer than zero such as 30s, 5m, 2h, 30d, PT30S or "
+     "P30D, or ALL"),
     ([], "quota-sidecar: no history: give --history PATH, or client.quota.callback.static.history.location in "
          "--config"),
     (["--history", "/", "--set", "history.retention=P0D"],

@@ -270,11 +270,11 @@ def test_what_the_agent_needs_once_it_knows_its_broker_says_so_in_the_commands_t
         if command.endswith("--operation AlterConfigs --cluster"):
             assert f"# cordoned log dirs, needed when {acls.KNOWS_BROKER}: IncrementalAlterConfigs" in "\n".join(
                 comments)
-    rows = invoke("--principal", "User:quota-sidecar", "--table", *sets(BASE)).output.splitlines()
+    rows = invoke("--principal", "User:quota-sidecar", "-o", "table", *sets(BASE)).output.splitlines()
     beating = [row for row in rows if "`__quota_sidecar_heartbeats`" in row]
     assert len(beating) == 3 and all(f"| needed when {acls.KNOWS_BROKER}:<br>covering" in row for row in beating)
     assert not [row for row in rows if "needed when" in row and row not in beating and "cordoned" not in row]
-    found = json.loads(invoke("--principal", "User:quota-sidecar", "--json", *sets(BASE)).output)
+    found = json.loads(invoke("--principal", "User:quota-sidecar", "-o", "json", *sets(BASE)).output)
     assert {acl["resource_name"] for acl in found if acl["condition"]} == {"__quota_sidecar_heartbeats"}
     assert all(need["condition"] == acls.KNOWS_BROKER for acl in found if acl["condition"] for need in acl["needs"])
     named = invoke("--principal", "User:quota-sidecar", *sets([*BASE, "broker.id=1"])).output
@@ -314,7 +314,7 @@ def test_aggregator_flag_reads_an_aggregators_configuration():
 
 
 def test_json_for_machines():
-    result = invoke("--principal", "User:quota-sidecar", "--json", *sets(EVERYTHING))
+    result = invoke("--principal", "User:quota-sidecar", "-o", "json", *sets(EVERYTHING))
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     assert len(found) == len(acls.required(config(*GUARDED, *APART), [RUN]))
@@ -324,13 +324,21 @@ def test_json_for_machines():
     assert {need["api"].split(" ")[0] for need in alter["needs"]} >= {"DescribeLogDirs", "AlterPartitionReassignments"}
 
 
+def test_the_old_flags_still_work_with_a_line_on_stderr():
+    for flag, output in (("--table", "table"), ("--json", "json")):
+        old = CliRunner().invoke(main, ["acls", "--principal", "User:a", flag, *sets(BASE)])
+        new = CliRunner().invoke(main, ["acls", "--principal", "User:a", "-o", output, *sets(BASE)])
+        assert (old.exit_code, old.stdout) == (0, new.stdout) and new.stderr == ""
+        assert old.stderr == f"quota-sidecar: {flag} is deprecated and goes in the next release: use -o {output}\n"
+
+
 @pytest.mark.parametrize("args, says", [
     (["--principal", "quota-sidecar"], "--principal 'quota-sidecar': expected Type:name, e.g. User:quota-sidecar"),
     (["--principal", ":quota-sidecar"], "expected Type:name"),
     (["--principal", "User:"], "expected Type:name"),
     (["--principal", "User:a", "--for", "run,status"], "--for status: expected one of run, aggregate, status-direct, "
                                                        "plan, cleanup"),
-    (["--principal", "User:a", "--table", "--json"], "--table, --json and --apply: give one of them"),
+    (["--principal", "User:a", "-o", "json", "--apply"], "-o json and --apply: give one of them"),
     (["--principal", "User:a", "--apply"], "--apply needs --command-config FILE"),
     (["--principal", "User:a", "--apply", "--command-config", "/nonexistent/admin.properties"],
      "--command-config /nonexistent/admin.properties: cannot read configuration file"),

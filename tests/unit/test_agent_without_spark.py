@@ -29,4 +29,4 @@ def test_the_command_line_loads_no_spark_and_lists_the_spark_commands():
     result = subprocess.run([str(EXECUTABLE), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()}
-    assert {"aggregate", "evaluate", "plan", "run", "status", "throttle", "keys"} <= listed
+    assert {"aggregate", "evaluate", "plan", "run", "status", "replication-overrides", "keys"} <= listed

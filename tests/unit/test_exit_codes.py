@@ -41,7 +41,8 @@ def test_help_documents_the_exit_codes():
     result = quota_sidecar("--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
-    assert "Exit codes: 0 ok; 1 the cluster could not be reached (status); 2 bad configuration" in text
+    assert ("Exit codes: 0 ok; 1 the cluster or a sidecar could not be reached, or a part failed; 2 bad "
+            "configuration or usage. Each command's --help lists its own.") in text
 
 
 def test_status_direct_against_a_closed_port_fails_within_its_timeout_naming_the_server():

@@ -132,7 +132,7 @@ class SidecarProcess:
         return answer if code == 200 and isinstance(answer, dict) else None
 
     def status(self) -> dict:
-        """Its /status, which `quota-sidecar status --json` prints."""
+        """Its /status, which `quota-sidecar status -o json` prints."""
         code, answer = http("GET", self.url + "/status")
         assert code == 200, answer
         return answer

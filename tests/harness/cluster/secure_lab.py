@@ -122,7 +122,7 @@ def _pkcs8(key_pem: bytes) -> bytes:
 
 
 def grant(plaintext_bootstrap: str, acls: list[dict]) -> int:
-    """The ACLs `quota-sidecar acls --json` printed (for the watched cluster and the pipeline's: here one), created
+    """The ACLs `quota-sidecar acls -o json` printed (for the watched cluster and the pipeline's: here one), created
     as the lab's super user (PLAINTEXT): exactly those. Returns how many."""
     from kafka import KafkaAdminClient
 
@@ -135,7 +135,7 @@ def grant(plaintext_bootstrap: str, acls: list[dict]) -> int:
 
 
 def revoke(plaintext_bootstrap: str, acls: list[dict]) -> None:
-    """Delete ACLs printed by `quota-sidecar acls --json`, as the lab's super user; each must have been there."""
+    """Delete ACLs printed by `quota-sidecar acls -o json`, as the lab's super user; each must have been there."""
     from kafka import KafkaAdminClient, errors
 
     with KafkaAdminClient(bootstrap_servers=plaintext_bootstrap) as admin:

@@ -73,7 +73,7 @@ def test_disk_guard_pauses_a_move_into_a_nearly_full_volume_and_remote_quotas_co
             admin.alter_reassignments({(moved, 0): [2]})
             eventually(lambda: assert_equal(lists(admin, moved), {LEADER_REPLICAS: set(), FOLLOWER_REPLICAS: {"0:2"}}))
             eventually(lambda: assert_equal(broker_configs(admin, 2), {FOLLOWER_RATE: 1}))
-            done = cli("status", "--json", "--config", str(fleet[2].config_path))
+            done = cli("status", "-o", "json", "--config", str(fleet[2].config_path))
             assert done.returncode == 0, done.stderr
             status = json.loads(done.stdout)
             assert status["sidecar"]["mode"] == "running", status["sidecar"]  # this sidecar's view

@@ -39,7 +39,7 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
     Kafka lists them as replicas (2, 3, 1) and (1, 3, 2), adding 3: sources 1 and 2, destination 3.
     An operator had put `0:9` and `1:2` in the leader list, `0:8` in the follower list and a follower
     rate on broker 3 before; all of it is there again once the move is done. The move is finished by a
-    global override set with `quota-sidecar throttle set --autoremove`, which goes with the move.
+    global override set with `quota-sidecar replication-overrides set --autoremove`, which goes with the move.
     """
     fleet, topic = settled, unique_name
     create_topic(cluster, topic, {0: [1, 2], 1: [2, 1]})
@@ -76,7 +76,8 @@ def test_lists_and_rates_follow_the_move_and_go_when_it_is_done(settled, cluster
     assert records[("entries", 3, topic, "follower")] == {"entries": ["0:3", "1:3"]}
     assert records[("config", 3, FOLLOWER_RATE)]["replaced"] == 777777
 
-    done = cli("throttle", "set", "50000000", "--autoremove", "--url", fleet[2].url, token=TOKEN)
+    done = cli("replication-overrides", "set", "-o", "json", "50000000", "--autoremove", "--url", fleet[2].url,
+               token=TOKEN)
     assert done.returncode == 0, done.stderr
     eventually(lambda: assert_equal(moving(admin, topic), []))
     eventually(lambda: assert_equal(lists(admin, topic), operator_lists))

@@ -1,5 +1,5 @@
-"""Throttle overrides set through one sidecar's API, or `quota-sidecar throttle`, take effect on every broker
-and survive restarts; a broker override throttles the catch-up of a restarted broker; changes without the
+"""Throttle overrides set through one sidecar's API, or `quota-sidecar replication-overrides`, take effect on every
+broker and survive restarts; a broker override throttles the catch-up of a restarted broker; changes without the
 token are refused.
 """
 
@@ -31,7 +31,8 @@ def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restar
     for broker in (2, 3):
         assert http("PUT", f"{fleet[1].url}/throttle/{broker}", {"rate": wanted[broker]}, TOKEN) == \
             (200, {"broker_id": broker, "override": {"rate": wanted[broker]}})
-    done = cli("throttle", "set", str(wanted[1]), "--broker", "1", "--url", fleet[1].url, token=TOKEN)
+    done = cli("replication-overrides", "set", "-o", "json", str(wanted[1]), "--broker", "1", "--url", fleet[1].url,
+               token=TOKEN)
     assert done.returncode == 0, done.stderr
 
     def in_force():
@@ -48,12 +49,12 @@ def test_overrides_set_through_one_sidecar_reach_every_broker_and_survive_restar
     eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
     fleet.start()  # ...and the overrides, kept in the cluster, bring them back
     eventually(in_force)
-    done = cli("throttle", "get", "--broker", "1", "--url", fleet[2].url)
+    done = cli("replication-overrides", "get", "-o", "json", "--broker", "1", "--url", fleet[2].url)
     assert done.returncode == 0 and json.loads(done.stdout)["override"] == {"rate": 1_000_001}, done
 
     assert http("DELETE", f"{fleet[3].url}/throttle/2", token=TOKEN) == (200, {"broker_id": 2, "removed": True})
     assert http("DELETE", f"{fleet[2].url}/throttle/3", token=TOKEN)[0] == 200
-    done = cli("throttle", "remove", "--broker", "1", "--url", fleet[3].url, token=TOKEN)
+    done = cli("replication-overrides", "remove", "-o", "json", "--broker", "1", "--url", fleet[3].url, token=TOKEN)
     assert done.returncode == 0, done.stderr
     eventually(lambda: assert_equal([broker_configs(admin, b) for b in (1, 2, 3)], [{}, {}, {}]))
 
@@ -111,7 +112,7 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
     assert http("PUT", fleet[1].url + "/throttle", body)[0] == 401
     assert http("PUT", fleet[1].url + "/throttle/2", body, token="not-" + TOKEN)[0] == 401
     assert http("DELETE", fleet[1].url + "/throttle", token="not-" + TOKEN)[0] == 401
-    done = cli("throttle", "set", "5000000", "--url", fleet[1].url)
+    done = cli("replication-overrides", "set", "-o", "json", "5000000", "--url", fleet[1].url)
     assert done.returncode == 2 and "HTTP 401" in done.stderr, done
     assert http("GET", fleet[2].url + "/throttle") == (200, {"broker_id": None, "override": None})
     assert http("GET", fleet[2].url + "/throttle/2") == (200, {"broker_id": 2, "override": None})
@@ -127,7 +128,7 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
         no_token.start(cleanup=True).wait_ready()
         status, answer = http("PUT", no_token.url + "/throttle", body, token=TOKEN)
         assert status == 403 and "api.token" in answer["error"], answer
-        done = cli("throttle", "set", "5000000", "--url", no_token.url, token=TOKEN)
+        done = cli("replication-overrides", "set", "-o", "json", "5000000", "--url", no_token.url, token=TOKEN)
         assert done.returncode == 2 and "HTTP 403" in done.stderr, done
         assert http("GET", no_token.url + "/throttle") == (200, {"broker_id": None, "override": None})
     finally:
@@ -137,7 +138,8 @@ def test_changes_need_the_token_and_are_refused_where_none_is_configured(
 def test_over_https_the_token_sets_an_override_recorded_with_its_origin_and_the_cli_finds_the_sidecar(
         settled, cluster, pipeline, work_dir, report, tmp_path):
     """The endpoint over TLS (http.tls.*, a certificate the test's CA issues: none is committed), a plain listener
-    beside it (http.plain.port) for the probes; `quota-sidecar throttle` and `status` with the sidecar's --config
+    beside it (http.plain.port) for the probes; `quota-sidecar replication-overrides` and `status` with the sidecar's
+    --config
     reach it without a --url."""
     ca = trustme.CA()
     files = {name: tmp_path / name for name in ("ca.crt", "tls.crt", "tls.key")}
@@ -162,9 +164,10 @@ def test_over_https_the_token_sets_an_override_recorded_with_its_origin_and_the_
             (200, {"rate": 2_000_002}, "127.0.0.1", "https")
         assert "throttle override set by 127.0.0.1 over https: broker 2 -> {'rate': 2000002}" in \
             sidecar.log_path.read_text()
-        done = cli("throttle", "get", "--broker", "2", "--config", str(sidecar.config_path))
+        done = cli("replication-overrides", "get", "-o", "json", "--broker", "2", "--config", str(sidecar.config_path))
         assert done.returncode == 0 and json.loads(done.stdout)["override"] == {"rate": 2_000_002}, done
-        done = cli("throttle", "remove", "--broker", "2", "--config", str(sidecar.config_path), token=TOKEN)
+        done = cli("replication-overrides", "remove", "-o", "json", "--broker", "2", "--config",
+                   str(sidecar.config_path), token=TOKEN)
         assert done.returncode == 0 and json.loads(done.stdout)["removed"], done
         assert TOKEN not in sidecar.log_path.read_text()
     finally:

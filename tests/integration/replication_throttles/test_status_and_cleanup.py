@@ -80,7 +80,7 @@ def test_status_direct_writes_nothing_and_cleanup_leaves_the_cluster_as_found_bu
             assert children(cluster.zookeeper_connect, VOLUMES_PATH) == ["2"]
         running = _as_found(admin, records, cluster)
 
-        done = cli("status", "--direct", "--json", "--config", str(sidecar.config_path))
+        done = cli("status", "--direct", "-o", "json", "--config", str(sidecar.config_path))
         assert done.returncode == 0, done.stderr
         status = json.loads(done.stdout)
         assert _as_found(admin, records, cluster) == running, "status --direct wrote to the cluster"
