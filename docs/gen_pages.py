@@ -1,6 +1,6 @@
 """The site's pages made from the code at build time (mkdocs-gen-files runs this in `make docs`): the configuration
 reference from the key table, the command line by mkdocs-click from the click commands, the ACL table of
-least-privilege.md from `quota-sidecar acls --table`, and the changelog from CHANGELOG.md."""
+least-privilege.md from `quota-sidecar acls -o table`, and the changelog from CHANGELOG.md."""
 
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def every_command() -> click.Group:
 
 def acl_table() -> str:
     """The ACLs of every process, one principal each, with replication throttles, a local watch and the pipeline
-    on a cluster of its own: `quota-sidecar acls --table`, as the chart's NOTES table is made (Makefile's
+    on a cluster of its own: `quota-sidecar acls -o table`, as the chart's NOTES table is made (Makefile's
     CHART_ACLS)."""
     settings = ["kafka.admin.bootstrap.servers=kafka-1:9092,kafka-2:9092",
                 "storage.per.volume.limit.min.available.bytes=5368709120", "broker.id=1",
@@ -145,7 +145,7 @@ def acl_table() -> str:
                 "pipeline.bootstrap.servers=pipeline:9092"]
     tables = []
     for process in PROCESSES:
-        arguments = ["acls", "--principal", "User:quota-sidecar", "--table", "--for", process]
+        arguments = ["acls", "--principal", "User:quota-sidecar", "-o", "table", "--for", process]
         arguments += ["--aggregator"] * (process == AGGREGATE)
         result = CliRunner().invoke(main, [*arguments, *(item for s in settings for item in ("--set", s))])
         if result.exit_code != 0:

@@ -65,15 +65,23 @@ non_negative_percent = ranged(_number, lambda v: 0.0 <= v <= 100.0, "a percentag
 port = ranged(int, lambda v: 0 <= v <= 65535, "a port from 0 to 65535 (0 picks a free port)")
 
 
+_SHORT_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
 def duration(raw: str) -> timedelta:
-    """An ISO-8601 duration of days or less (PT1M, PT30S, P1D); months and years have no fixed length."""
-    value = isodate.parse_duration(raw.strip())
+    """A duration of days or less, short (30s, 5m, 2h, 1d) or ISO-8601 (PT30S, P1D); months and years have no fixed
+    length."""
+    text = raw.strip()
+    short = _SHORT_DURATION.fullmatch(text.lower())
+    value = (timedelta(seconds=float(short.group(1)) * _UNIT_SECONDS[short.group(2)]) if short is not None
+             else isodate.parse_duration(text))
     if not isinstance(value, timedelta) or value < timedelta(0):
         raise ValueError
     return value
 
 
-duration.allowed = "an ISO-8601 duration such as PT30S, PT5M or P1D (no months or years, not negative)"
+duration.allowed = "a duration such as 30s, 5m, 1d or ISO-8601 PT30S, P1D (no months or years, not negative)"
 
 
 def path_list(raw: str) -> tuple[str, ...]:
@@ -94,27 +102,15 @@ def positive_duration(raw: str) -> timedelta:
     return value
 
 
-positive_duration.allowed = "an ISO-8601 duration longer than zero, such as PT10S or PT1M (no months or years)"
-
-
-_SHORT_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+positive_duration.allowed = "a duration longer than zero such as 10s, 1m or ISO-8601 PT10S, PT1M (no months or years)"
 
 
 def command_line_duration(raw: str, bare_seconds: bool = False) -> timedelta:
-    """A duration as the command line takes it: 30s, 5m, 2h, 30d, or ISO-8601 as `duration` (PT30S, P30D); a bare
-    number is seconds where `bare_seconds`. Longer than zero."""
+    """A duration as `positive_duration` takes it; a bare number is seconds where `bare_seconds`."""
     text = raw.strip()
-    short = _SHORT_DURATION.fullmatch(text.lower())
-    if short is not None:
-        value = timedelta(seconds=float(short.group(1)) * _UNIT_SECONDS[short.group(2)])
-    elif bare_seconds and re.fullmatch(r"\d+(?:\.\d+)?", text):
-        value = timedelta(seconds=float(text))
-    else:
-        value = duration(text)  # isodate's errors are ValueErrors
-    if value <= timedelta(0):
-        raise ValueError
-    return value
+    if bare_seconds and re.fullmatch(r"\d+(?:\.\d+)?", text):
+        text = f"{text}s"
+    return positive_duration(text)
 
 
 command_line_duration.allowed = "a duration longer than zero such as 30s, 5m, 2h, 30d, PT30S or P30D"

@@ -47,7 +47,7 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("storage.local.watch.interval", "0.1", {}),
     ("storage.local.trigger.horizon", "PT0S", {}),
     ("poll.timeout", "PT0S", {}),
-    ("cover.after", "2s", {}),
+    ("cover.after", "2 seconds", {}),
     ("cover.interval", "PT0S", {}),
     ("throttle.factor.fallback", "2", {}),
     ("throttle.factor.validity.duration", "P1M", {}),

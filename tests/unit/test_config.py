@@ -295,3 +295,9 @@ def test_the_configuration_page_has_every_key_under_its_feature():
     missing = [key.name for key in keys.KEYS if f"| `{key.name}` | {key.allowed} |" not in page.replace("\\|", "|")]
     assert not missing, f"keys missing from docs/configuration.md: {missing}"
     assert page.count("\n## ") == len(site_pages().FEATURES)
+
+
+@pytest.mark.parametrize("raw, seconds", [("30s", 30), ("5m", 300), ("2h", 7200), ("1d", 86400), ("PT30S", 30),
+                                          ("P1D", 86400), ("0.5s", 0.5)])
+def test_a_duration_key_takes_the_short_form_and_iso_8601_alike(raw, seconds):
+    assert load(**{"throttle.factor.validity.duration": raw}).validity.total_seconds() == seconds
