@@ -100,7 +100,7 @@ imports: venv
 	$(BIN)/lint-imports
 
 # Every cases* folder there: each is a set of snapshots with the decisions they must produce. Each case is one
-# `quota-sidecar evaluate`, all deciding on one local Spark Connect server (tests/conformance.py): ~1.3 min, not 4.
+# `quota-sidecar evaluate`, all deciding on one local Spark Connect server (tests/conformance.py): ~1.3 min.
 conformance: setup
 	$(BIN)/python tests/conformance.py $(CONFORMANCE)
 

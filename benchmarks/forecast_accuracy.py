@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
         stop_sessions()
 
     errors: dict[str, list[float]] = {"report": [], "predict_linear 6h": [], "predict_linear 24h": []}
-    # the error over the time left to the true date: issue 17's target is within ±10 %
+    # the error over the time left to the true date: the target is within ±10 %
     relative: dict[str, list[float]] = {method: [] for method in errors}
     wrong_never: dict[str, int] = dict.fromkeys(errors, 0)
     false_alarms: dict[str, int] = dict.fromkeys(errors, 0)

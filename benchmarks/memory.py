@@ -8,8 +8,8 @@ the aggregator's Python process and its Spark JVM once the agents have made thei
 
 Then the same aggregator deciding for simulated fleets of 30 and 300 agents (fleet_of: their observations as
 agents publish them, one each a check interval). The cluster's total for the quota work at 3, 30 and 300 brokers
-is N agents and the aggregator deciding for them, next to the per-sidecar embedded Spark it replaces (605 MiB a
-sidecar, measured on 2026-11-21 at 34e12e6).
+is N agents and the aggregator deciding for them, next to the per-sidecar embedded Spark it replaces (its figure
+kept in this section of docs/benchmarks.md, EMBEDDED_SIDECAR_MIB).
 
     .venv/bin/python benchmarks/memory.py [--agents 3] [--polls 20] [--fleets 30,300] [--fleet-seconds 180]
 """
@@ -34,8 +34,8 @@ from quota_sidecar.pipeline.messages import encode, key, observation
 from quota_sidecar.pipeline.topics import OBSERVATIONS_TOPIC
 
 TITLE = "Memory"  # its subsection of "## Disk protection" in docs/benchmarks.md
-EMBEDDED_SIDECAR_MIB = 605  # one sidecar with its own embedded Spark, this section's figure of 2026-11-21 (34e12e6)
-TARGET_MIB = 64  # issue 23: the agent's RSS, median after 20 passes
+EMBEDDED_SIDECAR_MIB = 605  # one sidecar with its own embedded Spark, as this section last measured it
+TARGET_MIB = 64  # the target for the agent's RSS, median after 20 passes
 CHECK_INTERVAL = 60.0  # s: storage.check.interval's default, each simulated agent's pace
 FLEET_LIMITS = {"min_available_bytes": 1 << 30}
 

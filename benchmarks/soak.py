@@ -1,4 +1,4 @@
-"""The fault soak (issue 19): the lab of tests/harness/faults/fault_soak.py for `--minutes`, the nemesis on the schedule of
+"""The fault soak: the lab of tests/harness/faults/fault_soak.py for `--minutes`, the nemesis on the schedule of
 `--seed` (the same seed, the same faults at the same times), then the report: faults injected by kind, each
 invariant's checks and violations (with the faults before them), the time to converge after each kind of fault.
 Exit code 1 when an invariant was violated, or the nemesis could not inject a fault.

@@ -42,7 +42,8 @@ MiB = 1 << 20
 SMALL_BROKER = 3
 SMALL_FS_BYTES = 80 * MiB
 # The sidecars' limit. Between crossing it and the stall the producer writes on for a poll interval plus
-# a pass (the aggregator's decision, seconds on a busy machine): up to ~11 MiB seen, so 24 MiB leaves a clear margin.
+# a pass (the aggregator's decision, seconds on a busy machine): ~10 MiB at the rate below, so 24 MiB leaves a clear
+# margin.
 MIN_AVAILABLE_BYTES = 24 * MiB
 WATCH_INTERVAL = 0.1  # s: storage.local.watch.interval, its default
 PRODUCE_BYTES_PER_SECOND = 5_000_000  # per principal and broker: fills the 56 MiB above the limit in ~12 s

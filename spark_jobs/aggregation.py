@@ -177,7 +177,7 @@ def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic
 
 
 # The history is written by a query of its own, every history.interval, not in the decisions' micro-batches: a
-# Parquet write there (1-2 s on 2 busy cores) would hold up the next decision (a micro-batch ends when its writes
+# Parquet write there (seconds on busy cores) would hold up the next decision (a micro-batch ends when its writes
 # do; with local[1] the history's one task still takes the core from a decision once an interval), and a micro-batch
 # every second would leave thousands of tiny files a day in each partition. Each query keeps its own offsets.
 

@@ -133,7 +133,7 @@ def _time(seconds: float) -> datetime:
 
 
 def _minute(iso: str | None) -> str | None:
-    """"2027-01-04T15:30:30Z" → "2027-01-04 15:30": to the minute is enough for people."""
+    """An ISO-8601 instant to the minute, its "T" a space ("YYYY-MM-DD HH:MM"): to the minute is enough for people."""
     return None if iso is None else iso[:16].replace("T", " ")
 
 

@@ -24,7 +24,7 @@ CONSOLE_LOG = os.path.join(tempfile.gettempdir(), f"quota-sidecar-spark-{os.getp
 # Each poll aggregates a few dozen rows: one shuffle partition is plenty and far faster than 200, and
 # adaptive execution would only run the shuffle as a job of its own (two jobs per poll instead of one).
 # For the same reason no broadcast joins: each broadcast is a job of its own, and a join of a few rows
-# is cheaper in the same job (measured on a job joining three aggregates: a third of its time).
+# is cheaper in the same job.
 _SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false",
                     "spark.sql.autoBroadcastJoinThreshold": "-1"}
 
@@ -33,21 +33,21 @@ _SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.ena
 _LARGE_DATA_CONF = {"spark.sql.shuffle.partitions": "16", "spark.sql.adaptive.enabled": "true",
                     "spark.sql.autoBroadcastJoinThreshold": str(10 << 20)}
 
-# The driver runs small queries now and then: the C2 compiler's work (half the JVM's CPU per decision in the
-# first hundred passes) never pays for itself, and under a flood it takes the cores the decision needs.
+# The driver runs small queries now and then: the C2 compiler's work never pays for itself, and under a flood it
+# takes the cores the decision needs.
 _DRIVER_CONF = {"spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:TieredStopAtLevel=1"}
 
 # `quota-sidecar report` is one batch job over up to 10^8 history rows that a person waits for: it pays the C2
-# compiler back many times over (10^8 rows in 20 s with it, 60 s without, on 2 cores), on every core.
+# compiler back many times over (docs/benchmarks.md, Capacity report at scale), on every core.
 _BATCH_CONF = {"spark.driver.extraJavaOptions": _LOG4J2_OPTION,
                "spark.driver.memory": "1g"}
 
 # The aggregator parses every observation of a micro-batch (10^6 volumes of 2,000 clusters: 150 MB of JSON): its filter
 # on the parsed fields would otherwise be pushed below the parse as one more parse per field. Its driver runs the C2
-# compiler, as the report's does (10^6 volumes decided in 4.8 s instead of 8.9 s on 2 cores), with the native memory
-# C2's compilations leave behind given back to the system every 5 s: without that the aggregator's RSS grew 980 MiB
-# in a 4-minute soak (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and
-# ignores it rather than fail to start.
+# compiler, as the report's does, for large micro-batches, with the native memory C2's compilations leave behind
+# given back to the system every 5 s: without that the aggregator's RSS grows for as long as it runs
+# (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and ignores it rather
+# than fail to start.
 AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false",
                    "spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:+UnlockExperimentalVMOptions "
                    "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"}

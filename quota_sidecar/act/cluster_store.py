@@ -189,7 +189,7 @@ class ClusterStore:
             # the read early, with a record read and the tombstone after it not (a removed override came back).
             # Metadata every 2 s, not 5 min: kafka-python asks ListOffsets of the leader it knew again and again
             # without a refresh, so after the topic's leader moved every read waited out its deadline, and the local
-            # verdict could not write (the fault soak: a full-speed flood filled a disk meanwhile).
+            # verdict could not write while a flood filled the disk.
             self._consumer = open_client(KafkaConsumer, {
                 **self._client_config, "group_id": None, "enable_auto_commit": False, "auto_offset_reset": "none",
                 "metadata_max_age_ms": METADATA_MAX_AGE_MS, "allow_auto_create_topics": False},

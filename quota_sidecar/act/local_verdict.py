@@ -12,8 +12,8 @@ The agent that covers brokers whose agent is down (observe/cover_watch.py) write
 
 The other agents' decisions, made on DescribeLogDirs and not on the verdict's samples, see no violation in a dir
 judged within its reaction time of the limit: each agent's heartbeat says whether its verdict holds
-(observe/heartbeats.py), and while a live agent's does, the others lift nothing either (issue 19's half-hour
-soak: they lifted it 37 times, 5 s after each verdict, and the flood wrote again each time).
+(observe/heartbeats.py), and while a live agent's does, the others lift nothing either: a lift while another
+agent's verdict holds would let the flood write again until that verdict's next write.
 """
 
 from __future__ import annotations
@@ -79,9 +79,9 @@ class LocalVerdict:
         return held_by
 
     def write_ahead(self, now: datetime, when: str = "before the pass reads the records") -> None:
-        """Before a pass reads the records (a read that stalls while the records topic's leader is cut off, ~10 s
-        until Kafka fences it: issue 19's soak, where a flood wrote 735 MiB past the limit meanwhile), the writes
-        that the records last read name already: their values go first, without a record (ownership.Write.named)."""
+        """Before a pass reads the records (a read that stalls while the records topic's leader is cut off, until
+        Kafka fences it, while a flood keeps writing), the writes that the records last read name already: their
+        values go first, without a record (ownership.Write.named)."""
         if self._records is not None:
             self.write(self._records, now, when, named_only=True)
 
@@ -98,9 +98,8 @@ class LocalVerdict:
 
     def ahead_of_the_pass(self) -> None:
         """Called by the watch (or the cover's) as it wakes the loop. A pass under way sees the dirs only when the
-        next begins, and it may be stuck: ~10 s reading a records topic whose leader was cut off, while a flood
-        filled the disk and the log dir went offline (issue 19's seed-2 soak, 2026-11-28). So what write_ahead
-        writes is written now, in a thread of its own, once a pass."""
+        next begins, and it may be stuck reading a records topic whose leader was cut off, long enough for a flood
+        to fill the disk. So what write_ahead writes is written now, in a thread of its own, once a pass."""
         with self._ahead_lock:
             if not self._pass_under_way or self._ahead is not None or not self.holds():
                 return

@@ -41,7 +41,7 @@ class Write:
     written: float | None = None  # with left_alone: the value the sidecar had written
     # The target's record names `new` already (as written, or as in force before its last write): the value may go
     # before the record, which stays true if the sidecar stops in between (the local verdict's write does not wait
-    # for a records topic that stalls: issue 19).
+    # for a records topic that stalls).
     named: bool = False
 
     @property
@@ -87,9 +87,8 @@ def restore(in_force: Mapping[Target, float | None], owned: Mapping[Target, Owne
 
 def changed_by_others(mine: Owned, in_force: float | None) -> bool:
     """The value in force is neither the one the sidecars last wrote nor the one that write was to change, which
-    is still in force when the write did not happen after its record (a crash, or a request that timed out: issue
-    19's soak, where taking it for someone else's change left a flood unthrottled). Unknowable for an old record:
-    trusted."""
+    is still in force when the write did not happen after its record (a crash, or a request that timed out: taking
+    that for someone else's change would leave a flood unthrottled). Unknowable for an old record: trusted."""
     unfinished = mine.before_known and same(in_force, mine.before)
     return mine.written_known and not same(in_force, mine.written) and not unfinished
 

@@ -3,11 +3,11 @@
 kafka-python 3.0's consumer leaves a reference cycle behind each poll that waits without records (its
 KafkaTimeoutError holds, through its traceback, the frame that holds the future that holds the error). Most die young;
 those a fetch in flight kept alive (kafka_client.FREQUENT_POLLS_REQUEST_TIMEOUT_MS) are old when it lets them go, and
-Python collects the old generation only once a quarter of it is new: after a cut-off ~100,000 objects of garbage
-waited there (issue 19's soak). So each pass on time collects all generations: 60-80 ms on the soak's loaded 2 cores.
+Python collects the old generation only once a quarter of it is new: after a broker is cut off, that garbage waits
+there for long. So each pass on time collects all generations (docs/benchmarks.md, Fault soak, has the cost).
 
 glibc's malloc gives each thread that allocates an arena of its own and keeps the pages it freed for later:
-malloc_trim(0) returns every arena's free pages (3-9 ms here after a 20 MiB burst). Another C library (musl) has no
+malloc_trim(0) returns every arena's free pages, in a few milliseconds. Another C library (musl) has no
 malloc_trim: then only the collection is done.
 """
 

@@ -1,4 +1,4 @@
-"""What Kafka's authorizer refused this process lately (issue 22), for its log lines, status and metric.
+"""What Kafka's authorizer refused this process lately, for its log lines, status and metric.
 
 Every client's failures are typed in one place (observe/kafka_client.admin_error), which hands each refusal
 to REFUSALS. The process's explainer (decide/refusal_lines.py, set by wiring.py) says which permission the refusal

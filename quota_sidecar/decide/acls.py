@@ -1,4 +1,4 @@
-"""The ACLs each process needs under Kafka's authorizer, and nothing more (issue 22), decided from the
+"""The ACLs each process needs under Kafka's authorizer, and nothing more, decided from the
 configuration it runs with. No I/O.
 
 Every Kafka API a process calls is one `Need`: the operation and resource Kafka's authorizer checks for it

@@ -1,4 +1,4 @@
-"""Which permission a refusal of Kafka's authorizer means, and what stops without it (issue 22). No I/O.
+"""Which permission a refusal of Kafka's authorizer means, and what stops without it. No I/O.
 
 A refused request (errors.AuthorizationRefused) names the Kafka APIs it sent and the kind of resource refused
 (CLUSTER, or TOPIC with its topics when the client says them). The Needs of acls.py for the process say which

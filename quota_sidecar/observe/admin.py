@@ -34,7 +34,8 @@ _CONTROLLER = object()  # _send's node_id for the controller
 # Each entity is a record the controller appends to the metadata log; thousands of tenants throttled at once go
 # in requests of a bounded size, each answered within the request timeout.
 QUOTA_ENTITIES_PER_REQUEST = 1000
-# Any broker answers in 0.1 s; one cut off (issue 19's soak) held a quota write 30 s while a flood filled a disk.
+# Any broker answers well within this; one cut off would hold a quota write for the whole request timeout while a
+# flood fills a disk.
 ANY_BROKER_TIMEOUT_MS = 2000
 
 

@@ -36,8 +36,8 @@ PROBE_TIMEOUT = 3.0
 _ALSO_RETRYABLE = (Errors.BrokerNotAvailableError, Errors.UnknownBrokerIdError, OSError)
 # kafka-python 3.0's consumer hangs a callback on each fetch in flight at every poll that waits for records. A fetch
 # that no answer comes to (its broker cut off or paused: no reset) keeps them all, with each timed-out wait's error,
-# traceback and frames (~10 KB a poll), until request.timeout.ms: 30 s by default, ~10 MB at 20 polls a second, which
-# the agent's memory kept as a step after the cut (issue 19's soak). A fetch is answered within fetch.max.wait.ms
+# traceback and frames, until request.timeout.ms (30 s by default): at many polls a second, megabytes the agent's
+# memory keeps as a step after the cut. A fetch is answered within fetch.max.wait.ms
 # (0.5 s): the consumers that poll often (for_frequent_polls) give up on one after 5 s.
 FREQUENT_POLLS_REQUEST_TIMEOUT_MS = 5_000
 # The Kafka APIs a consumer's read and a producer's write send: a refusal of either names them (admin_error).

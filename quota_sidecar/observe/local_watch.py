@@ -194,9 +194,9 @@ class LocalWatch:
 
     def _reaction(self, now: float) -> float:
         """The watch interval and the median of the verdict's recent writes. Not the last write alone: one a fault
-        slowed (5.4 s while the records' leader was cut off, issue 19's soak) made a dir held 100 MiB above the
-        limit look as if it still reached it at the flood's rate, and as no write follows a quota in force
-        already, the throttle stayed for good. Writes older than REACTION_MEMORY_SECONDS are forgotten alike."""
+        slowed (while the records' leader was cut off) would make a dir held well above the limit look as if it
+        still reached it at the flood's rate, and as no write follows a quota in force already, the throttle would
+        stay for good. Writes older than REACTION_MEMORY_SECONDS are forgotten alike."""
         recent = [seconds for at, seconds in self._writes if now - at <= REACTION_MEMORY_SECONDS]
         return self.interval + (statistics.median(recent) if recent else VERDICT_WRITE_SECONDS)
 

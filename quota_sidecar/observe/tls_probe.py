@@ -1,4 +1,4 @@
-"""Why TLS with the brokers fails, in one line naming the file and the cause (issue 22).
+"""Why TLS with the brokers fails, in one line naming the file and the cause.
 
 kafka-python logs a failed handshake at each reconnect and its clients then time out, which says neither which
 certificate nor why. Before a client bootstraps over SSL or SASL_SSL (kafka_client.open_client), one bootstrap

@@ -38,8 +38,8 @@ def by_broker(brokers: Iterable[int], volumes: Iterable[Volume]) -> dict[int, tu
 
 
 # A volume's history goes into every observation an agent publishes, several a second while a dir is near the
-# limit, onto every broker's disk: issue 19's soak found 900 rows of the local watch's samples (ten a second), 160 KB
-# an observation, filling the disk they protect. A dozen points a window give the fill rate's slope as well.
+# limit, onto every broker's disk: all of the local watch's samples (ten a second) would fill the disk they protect.
+# A dozen points a window give the fill rate's slope as well.
 HISTORY_POINTS = 12
 
 

@@ -27,7 +27,7 @@ from . import messages, topics
 
 WHILE_WAITING_EVERY = 0.05  # s: how often a wait for a decision gives the agent's local verdict a turn
 # Of a pass's whole deadline (poll.timeout), kept for its writes should no decision come: a share of the time left
-# at the question was 0.06 s under load once, and the fallback's write to the state topic timed out.
+# at the question can be next to nothing under load, too little for the fallback's write to the state topic.
 WRITES_KEEP = 0.3
 
 

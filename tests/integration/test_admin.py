@@ -297,7 +297,7 @@ def test_sasl_plain(kafka_cluster, caplog):
 
 
 def test_a_store_read_whose_position_leaves_the_log_starts_over_rather_than_end_early(kafka_cluster, unique_name):
-    """A removed override must not come back (seen once in make test after broker restarts). A read that meets a
+    """A removed override must not come back (after broker restarts, say). A read that meets a
     log no longer holding its position (a fetch out of range, a truncation found by KIP-320) read from the
     beginning again: kafka-python's default policy jumped to the end instead, and the read ended with the
     override's record read and its tombstone, further on, not. The fault here: DeleteRecords moves the log's start
@@ -331,8 +331,8 @@ def test_a_store_read_whose_position_leaves_the_log_starts_over_rather_than_end_
 def test_a_store_read_after_its_topics_leader_moved_ends_within_its_deadline(admin, kafka_cluster, unique_name):
     """kafka-python 3.0.12 asks ListOffsets of the leader it last knew again and again without refreshing its
     metadata (NOT_LEADER_OR_FOLLOWER is retried, not a reason for a refresh): after the records topic's leader
-    was moved (the fault soak moved it), every agent's read waited out its deadline for minutes, and the local
-    verdict could not write. The leader moved with Kafka's own tools; the next read must not wait it out."""
+    moved, every agent's read would wait out its deadline, and the local verdict could not write. The leader
+    moved with Kafka's own tools; the next read must not wait it out."""
     topic = unique_name
     config = client_kwargs({"bootstrap.servers": kafka_cluster.bootstrap_servers})
     with ClusterStore({**config, "request_timeout_ms": 8000}, topic=topic) as store:

@@ -1,4 +1,4 @@
-"""The history and the capacity report on a real cluster (issue 17): an agent beside a broker whose log dir fills
+"""The history and the capacity report on a real cluster: an agent beside a broker whose log dir fills
 in retention's sawtooth while it grows underneath, the aggregator appending what the agent observes to its
 history, and `quota-sidecar report --json` giving that growth.
 

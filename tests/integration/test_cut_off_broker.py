@@ -1,9 +1,9 @@
-"""A broker cut off from the sidecar in the middle of its work (issue 19's soak: a broker's link down).
+"""A broker cut off from the sidecar in the middle of its work (a broker's link down).
 
 Each broker runs in a network namespace of its own (harness/network/netns.py) beside three KRaft controllers alone. A link
 taken down sends no reset: the sidecar's connection to that broker looks alive. A quota the sidecar sent there
-waited out request.timeout.ms (30 s) and then failed, 1 write in 6, while a full-speed flood onto another broker
-filled its disk in a second; the soak's half hour lost broker 3's log dir so. And the sidecars' records topic whose
+would wait out request.timeout.ms (30 s) and then fail, while a full-speed flood onto another broker fills its disk
+in a second. And the sidecars' records topic whose
 leader is cut off stalls every read of it until Kafka fences that broker (~10 s): the local verdict must not wait.
 """
 
@@ -69,9 +69,9 @@ def test_a_quota_write_is_answered_within_seconds_while_a_broker_is_cut_off(cut_
 
 
 def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut_off(cut_off_lab, pipeline, sidecars):
-    """Issue 19's seed-2 soak: the records topic's leader cut off, every read of it stalled ~10 s as a flood began,
-    and the local verdict, which read the records first and wrote its record before its value, wrote nothing until
-    another agent's cover did, 735 MiB past the limit. Broker 3's agent (in this process) throttles and lifts once;
+    """With the records topic's leader cut off, every read of it stalls until Kafka fences that broker: a local
+    verdict that read the records first and wrote its record before its value would write nothing while a flood
+    fills the disk. Broker 3's agent (in this process) throttles and lifts once;
     then the records topic's leader is cut off and the dir crosses the limit again: the verdict's quota, which the
     records name already, is in force before the pass reads them; and again while a pass is under way."""
     network, cluster = cut_off_lab
@@ -126,7 +126,7 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
     assert in_force_when_read[:1] == [True], "the verdict waited for the records topic"
 
     # Now a pass already under way, stuck reading the records, when the dir crosses the limit: the verdict is in
-    # force at once, not when that pass ends (the seed-2 soak of 2026-11-28 17:32 lost the log dir so).
+    # force at once, not when that pass ends (by then the flood may have taken the log dir offline).
     with KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers) as admin:
         admin.delete_topics(["second"])
     eventually(away_from_the_limit, 30, "the dir away from the limit once the topic is deleted")
@@ -150,8 +150,8 @@ def test_the_local_verdict_does_not_wait_for_a_records_topic_whose_leader_is_cut
 
 def test_beats_read_from_a_paused_broker_keep_little_memory(make_kafka_cluster):
     """A fetch no answer comes to (its broker paused, or cut off: no reset) keeps every poll made while it waits.
-    The heartbeats polled every 50 ms: a 20 s cut left the soak's agents ~8 MiB larger. They read every 0.25 s now,
-    without waiting, and give up on a fetch after 5 s."""
+    The heartbeats read every 0.25 s without waiting, and give up on a fetch after 5 s: polls that waited every
+    50 ms would leave an agent megabytes larger after a cut of seconds."""
     cluster = make_kafka_cluster(brokers=1)
     with ClusterAdmin({"bootstrap_servers": cluster.bootstrap_servers}) as admin:
         admin.create_topic("beats", 1, 1)

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 SIDECAR_START = 60  # s: Python's imports, then the first poll
 TOLERANCE = 3.0  # s: thread wake-ups and log writes on a busy machine
 CHECK_INTERVAL, POLL_TIMEOUT, VALIDITY = 2, 3, 10  # s
-# "2026-11-23 10:29:31,417 WARNING quota_sidecar.loop: poll failed: ..."
+# "<date> <time>,<ms> WARNING quota_sidecar.loop: poll failed: ..."
 LINE = re.compile(r"\S+ \S+ (\w+) ([\w.]+): (.*)")
 
 

@@ -1,4 +1,4 @@
-"""The fault soak's short version (issue 19; benchmarks/soak.py runs it for half an hour): a fixed seed, every kind
+"""The fault soak's short version (benchmarks/soak.py runs it for half an hour): a fixed seed, every kind
 of fault once, and no invariant violated. Each invariant was checked, and the nemesis injected every fault."""
 
 from __future__ import annotations

@@ -241,10 +241,10 @@ def test_with_its_agent_stopped_the_broker_is_covered_and_a_full_speed_flood_nev
 
 
 def test_while_the_verdict_of_broker_3s_agent_holds_another_agent_lifts_nothing(flooded_broker, pipeline, tmp_path):
-    """Issue 19's half-hour soak: broker 3's agent judged its dir within its reaction time of the limit at the
-    flood's rate and wrote 1 B/s before the flood crossed; the agent beside broker 1, whose decisions see the
-    volume still above the limit in DescribeLogDirs, lifted the quota at its next pass, every pass, and the flood
-    wrote again each time. Broker 3's heartbeat says its verdict holds: broker 1's agent, passing every 2 s, lifts
+    """Broker 3's agent judges its dir within its reaction time of the limit at the flood's rate and writes 1 B/s
+    before the flood crosses; the agent beside broker 1, whose decisions see the volume still above the limit in
+    DescribeLogDirs, would lift the quota at its next pass, every pass, and the flood write again each time.
+    Broker 3's heartbeat says its verdict holds: broker 1's agent, passing every 2 s, lifts
     nothing then; once the topic is deleted the verdict lets go, and the quota is lifted."""
     cluster, small_dir, topic = flooded_broker
     beside_3 = sidecar_beside_broker_3(cluster, pipeline, small_dir, tmp_path)

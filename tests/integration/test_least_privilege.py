@@ -1,4 +1,4 @@
-"""Least privilege (issue 22): an agent and the aggregator on a cluster with Kafka's StandardAuthorizer, over
+"""Least privilege: an agent and the aggregator on a cluster with Kafka's StandardAuthorizer, over
 SCRAM-SHA-512 and TLS (tests/harness/cluster/secure_lab.py), their pipeline on that cluster, each principal granted exactly
 the ACLs `quota-sidecar acls` prints for it and nothing more: disk protection, cordons, replication throttles, the
 disk guard, status and clean-up work, and nothing is refused. With any one of the agent's ACLs taken away, it says in

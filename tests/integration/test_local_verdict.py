@@ -128,10 +128,10 @@ def test_another_sidecars_decision_from_an_earlier_look_does_not_lift_the_verdic
 
 def test_an_agent_held_at_the_limit_publishes_small_observations_onto_a_bounded_topic(kafka_cluster, pipeline,
                                                                                       sidecars):
-    """Issue 19's half-hour soak: with a volume held at the limit, its agent passing several times a second put every
-    sample of its local watch (ten a second) of the fill window into each observation, 900 rows, 160 KB, onto every
-    broker's disk: the pipeline's topic, whose writes no quota holds back, filled the disk the agent protected. Now a
-    volume's history keeps a dozen points a window, observations are gzipped, and the topic has a bound."""
+    """With a volume held at the limit, its agent passes several times a second: every sample of its local watch
+    (ten a second) of the fill window in each observation, onto every broker's disk, would let the pipeline's topic,
+    whose writes no quota holds back, fill the disk the agent protects. A volume's history keeps a dozen points a
+    window, observations are gzipped, and the topic has a bound."""
     small_dir = kafka_cluster.require_small_dir()
     broker = kafka_cluster.small_dir_broker_id
     free = os.statvfs(small_dir).f_bavail * os.statvfs(small_dir).f_frsize
@@ -164,11 +164,11 @@ def test_an_agent_held_at_the_limit_publishes_small_observations_onto_a_bounded_
 
 
 def test_a_quota_whose_record_was_written_but_not_its_value_is_still_the_sidecars(kafka_cluster, sidecars):
-    """Issue 19's second half-hour soak: an agent cut off with its broker wrote the record of the default user's
-    1 B/s, its producer gave up, and the value was never written, though the record landed; the flooded broker's
-    agent then found the lift's rate in force under a record saying 1 B/s, took it for someone else's change and
-    wrote no verdict: the disk filled. A record keeps the value its write changes too: still in force, the write
-    did not happen, and the target is still the sidecars'."""
+    """An agent cut off with its broker writes the record of the default user's 1 B/s, its producer gives up, and
+    the value is never written, though the record landed; the flooded broker's agent then finds the lift's rate in
+    force under a record saying 1 B/s, and taking it for someone else's change it would write no verdict. A record
+    keeps the value its write changes too: still in force, the write did not happen, and the target is still the
+    sidecars'."""
     sidecar = build_sidecar(cfg.from_properties({
         P + "kafka.admin.bootstrap.servers": kafka_cluster.bootstrap_servers, P + "broker.id": "1",
         P + "produce": str(PRODUCE_RATE), P + "storage.per.volume.limit.min.available.bytes": str(MiB)}))
@@ -180,7 +180,7 @@ def test_a_quota_whose_record_was_written_but_not_its_value_is_still_the_sidecar
 
     writer.apply(quotas.wanted(sidecar.config.quotas, 1.0), sidecar.read_records(), seen_at=_now())
     assert eventually(lambda: default_user_rate() == PRODUCE_RATE, timeout=10)
-    time.sleep(RACE_SECONDS + 1)  # that write long past (57 s in the soak): not a race between two sidecars' writes
+    time.sleep(RACE_SECONDS + 1)  # that write long past: not a race between two sidecars' writes
 
     def records_written_then_the_values_timed_out(writes):  # fault injection: a cut-off agent's lost request
         raise RetryableAdminError("AlterClientQuotas timed out (injected)")

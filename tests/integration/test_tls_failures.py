@@ -1,4 +1,4 @@
-"""TLS to the brokers (issue 22): a CA that did not sign the broker's certificate, a host name its certificate does
+"""TLS to the brokers: a CA that did not sign the broker's certificate, a host name its certificate does
 not carry, an expired client certificate on a mutual-TLS listener. Each is one line naming the file and the cause,
 from `status --direct`, which reads the cluster as a pass does (tests/harness/cluster/secure_lab.py makes the certificates);
 with the right files its requests reach the authorizer. No key or password in what it says.

@@ -39,8 +39,8 @@ def test_each_volumes_days_to_the_limit_are_scraped_from_the_forecast_of_the_his
     scraped = scrape(port)
 
     days = {labels: value for (name, labels), value in scraped.items() if name == "quota_sidecar_volume_days_to_limit"}
-    assert days == {("cluster-a", "1", "/data"): 12.5,  # the limit at 2026-11-22T12:00Z
-                    ("cluster-b", "1", "/data"): 61.0,  # at 2027-01-10
+    assert days == {("cluster-a", "1", "/data"): 12.5,  # the limit at day 21.5 of the small history
+                    ("cluster-b", "1", "/data"): 61.0,  # at day 70
                     ("cluster-a", "2", "/data"): float("inf")}  # retention keeps it flat: not filling
     assert scraped[("quota_sidecar_volume_growth_bytes_per_day", ("cluster-a", "1", "/data"))] == 25 * MB
     assert scraped[("quota_sidecar_capacity_forecast_timestamp_seconds", ())] == SCRAPED_AT

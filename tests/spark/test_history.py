@@ -93,7 +93,7 @@ def test_expire_deletes_the_days_past_the_retention_of_every_cluster(spark, tmp_
 
 
 @pytest.mark.parametrize("retention, oldest_kept", [
-    (timedelta(days=90), "2026-08-29"),  # 90 days before 2026-11-27
+    (timedelta(days=90), "2026-08-29"),  # 90 days before the day of the clock below
     (timedelta(days=1), "2026-11-26"),
     (timedelta(hours=36), "2026-11-25"),  # a part of a day keeps the whole day
 ])

@@ -1,14 +1,14 @@
 """`quota-sidecar report` on the committed small history (tests/data/history-small.csv, converted to Parquet as
 another tool would write it): its numbers as worked out by hand, and its page opened in headless Chromium.
 
-The small history, 2026-11-01 to 2026-11-09 every 12 hours, 1 GB volumes, the limit 100 MB available:
+The small history, days 0 to 8 (November 1st to 9th) every 12 hours, 1 GB volumes, the limit 100 MB available:
 - cluster-a broker 1: used 100 MB + 50 MB per 2-day cycle + 200 MB a day within it; retention drops at days
   2, 4, 6, 8: four peaks, 400, 450, 500, 550 MB at days 1.5, 3.5, 5.5, 7.5: 25 MB a day. The line
-  400 MB + 25 MB × (t − 1.5 d) reaches 900 MB (the limit) at day 21.5, 2026-11-22T12:00Z, and 1 GB at day 25.5,
-  2026-11-26T12:00Z; the newest observation is day 8: 13.5 days left.
+  400 MB + 25 MB × (t − 1.5 d) reaches 900 MB (the limit) at day 21.5 (November 22nd, 12:00Z), and 1 GB at day
+  25.5; the newest observation is day 8: 13.5 days left.
 - cluster-a broker 2: the same sawtooth without growth: peaks all 400 MB, not filling.
 - cluster-b broker 1: 200 MB + 10 MB a day, never a drop: a line through every observation, the limit at day 70
-  (2027-01-10), full at day 80 (2027-01-20), 62 days left.
+  (January 10th), full at day 80, 62 days left.
 """
 import json
 import os

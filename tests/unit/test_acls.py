@@ -158,7 +158,7 @@ def test_one_principal_for_several_processes_gets_the_union_without_repeats():
 @pytest.mark.parametrize("process", PROCESSES)
 def test_every_api_called_is_allowed_and_every_acl_is_needed_by_itself(overrides, process):
     """Each need is served by an ACL that allows it, and no ACL is implied by the others: removing any one of
-    them stops what its needs name (what issue 22's live-authorizer test will check one ACL at a time)."""
+    them stops what its needs name (what a live-authorizer test would check one ACL at a time)."""
     conf = configuration.load((), [*BASE, *overrides], process == AGGREGATE)
     needs = acls.needed(conf, [process], in_pod=True)
     found = acls.required(conf, [process])

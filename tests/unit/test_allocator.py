@@ -13,7 +13,7 @@ MiB = 1 << 20
 @pytest.mark.skipif(allocator._TRIM is None, reason="a C library without malloc_trim (musl): nothing to give back")
 def test_the_pages_a_thread_freed_go_back_to_the_system():
     """A burst of allocations in one thread (its own malloc arena), freed but for one in a hundred: glibc keeps the
-    pages, as the agent's after a cut-off (+5.7 MiB in the soak); the trim gives them back."""
+    pages, as the agent's after a cut-off; the trim gives them back."""
     kept = []
 
     def burst():

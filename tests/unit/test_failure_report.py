@@ -299,10 +299,9 @@ class StallingStore(MemoryStore):
 
 
 def test_while_the_records_stall_a_verdict_that_the_records_name_is_written_all_the_same(tmp_path):
-    """Issue 19's seed-2 soak: the records topic's leader cut off, every read of it stalled ~10 s while a flood
-    began, and the local verdict, which read the records first and wrote its record before its value, wrote nothing
-    (another agent's cover did, 735 MiB past the limit). A quota the records already name (1 B/s, written by an
-    earlier verdict) goes first now, on the records the last pass read."""
+    """With the records topic's leader cut off, every read of it stalls while a flood writes: a local verdict that
+    read the records first and wrote its record before its value would write nothing meanwhile. A quota the records
+    already name (1 B/s, written by an earlier verdict) goes first, on the records the last pass read."""
     admin, store = LocalDirAdmin(str(tmp_path)), StallingStore()
     config = sidecar_config(**{
         "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
@@ -347,8 +346,8 @@ def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_t
 
 
 def test_while_another_agents_heartbeat_says_its_verdict_holds_a_decision_lifts_nothing(tmp_path):
-    """Issue 19's soak: broker 3's agent judged its dir within its reaction time of the limit and wrote 1 B/s; this
-    agent's decision, made on DescribeLogDirs, saw no violation and lifted it 5 s later. While broker 3's heartbeat
+    """Broker 3's agent judges its dir within its reaction time of the limit and writes 1 B/s; this agent's
+    decision, made on DescribeLogDirs, sees no violation and would lift it at its next pass. While broker 3's heartbeat
     says its verdict holds, this agent lifts nothing (its factor stays the volumes'); once the verdict lets go, a
     pass lifts."""
     admin, config = LocalDirAdmin(str(tmp_path)), sidecar_config(**{
@@ -387,10 +386,10 @@ class ScriptedJudge:
 
 
 def test_a_pass_held_by_another_agents_verdict_leaves_no_factor_of_0_behind_it(tmp_path):
-    """`make demo` on 2026-11-28: agent 1's last pass before the aggregator was killed came while broker 3's
-    heartbeat still said its verdict held. It decided a factor of 0, rewrote 1 B/s over agent 3's lift, and that 0
-    was the last valid factor each failed poll after it kept: the producer stopped 28 MiB above the limit. Held by
-    another agent's verdict, a pass lifts nothing, but its own factor is what the volumes call for."""
+    """Agent 1's last pass before the aggregator is killed comes while broker 3's heartbeat still says its verdict
+    holds. A factor of 0 decided then would rewrite 1 B/s over agent 3's lift, and stay the last valid factor each
+    failed poll after it keeps: the producer would stop above the limit. Held by another agent's verdict, a pass
+    lifts nothing, but its own factor is what the volumes call for."""
     admin, store, clock = LocalDirAdmin(str(tmp_path)), up_store(), Clock()
     holding = []  # agent 1's view of the agents whose newest heartbeat says their verdict holds
 

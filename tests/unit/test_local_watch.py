@@ -152,9 +152,9 @@ def test_the_reaction_time_is_the_watch_interval_and_the_verdicts_last_write():
 
 
 def test_one_slow_write_of_the_verdict_does_not_hold_a_flood_judged_after_space_is_freed():
-    """Issue 19's soak: one write took 5.4 s (a fault); with the reaction time its last write's, 100 MiB/s for
-    5.5 s put 200 MiB above the limit still within reach, no write followed (the quota was in force already) and
-    the throttle stayed for the rest of the run. The median of the recent writes is 0.1 s: a deletion frees it."""
+    """One write takes 5.4 s (a fault): with the reaction time its last write's, 100 MiB/s for 5.5 s would put
+    200 MiB above the limit still within reach, no write would follow (the quota is in force already) and the
+    throttle would stay for good. The median of the recent writes is 0.1 s: a deletion frees it."""
     flood = [200, 190, 180, 170, 160, 150, 140, 130]
     local = scripted_watch([*flood, 118, 118, 118, 300, 300])
     for write_seconds in (0.1, 0.1, 5.4):  # two flood rounds' writes, then a slow one

@@ -91,8 +91,8 @@ def test_the_report_counts_checks_and_places_a_violation_after_the_faults_before
 
 
 def test_a_difference_that_begins_after_the_quotas_agreed_is_a_violation_once_it_outlasts_its_allowance():
-    """Before, a difference was counted only from a heal until the quotas first agreed after it: one that began
-    later (a throttle left in force for the rest of seed 2's half hour) was never looked at."""
+    """Counted only from a heal until the quotas first agreed after it, a difference that began later (a throttle
+    left in force for the rest of a soak) would never be looked at."""
     convergence = Convergence(within=80.0)
     convergence.healed("kill-agent", 10.0)
     assert convergence.differ(11.0) is None
@@ -112,8 +112,8 @@ def test_a_difference_gets_its_allowance_again_after_a_heal():
 
 
 def test_memory_is_compared_from_when_each_process_is_warm_and_a_restarted_one_from_its_own_warm_sample():
-    """Before, every process was compared from half-time: an aggregator started again three minutes before it was
-    judged on its heap still filling (+222 MiB at 418a5fc), and one started after it was not judged at all."""
+    """Compared from half-time, an aggregator started again three minutes before would be judged on its heap still
+    filling, and one started after it not judged at all."""
     memory = MemoryGrowth(after=900.0, warm=300.0)
     for at in range(0, 1801, 10):
         memory.sample(at, "agent sidecar-1", 11, 50 << 20 if at < 1000 else 52 << 20)

@@ -49,10 +49,10 @@ def test_a_new_write_records_the_value_written_and_the_one_it_changes():
 
 
 def test_a_record_whose_value_was_never_written_leaves_the_target_the_sidecars():
-    """Issue 19's second half-hour soak: an agent cut off with its broker recorded 1 B/s for the default user, its
-    producer timed out and the value was never written (the record landed all the same); the next verdict found
-    the lift's 1 GiB/s in force under a record saying 1, took it for someone else's change and wrote nothing: the
-    disk filled. In force is still the value that write was to change: the target is still the sidecars'."""
+    """An agent cut off with its broker records 1 B/s for the default user, its producer times out and the value
+    is never written (the record lands all the same); the next verdict finds the lift's 1 GiB/s in force under a
+    record saying 1, and taking it for someone else's change it would write nothing while the disk fills. In force
+    is still the value that write was to change: the target is still the sidecars'."""
     unfinished = Owned(None, 1.0, before=SIDECAR_RATE, before_known=True)
     [write] = ownership.plan({RATE: 1.0}, {RATE: SIDECAR_RATE}, {RATE: unfinished})
     assert (write.old, write.new, write.left_alone) == (SIDECAR_RATE, 1.0, False)

@@ -45,7 +45,7 @@ def test_a_rate_the_rule_kept_unchanged_keeps_what_the_broker_shows_not_the_olde
     apply(runner, admin, store, 4_571_729, COMPUTED, read_in_force=None)
     apply(runner, admin, store, 5_081_118, COMPUTED, read_in_force=4_571_729)
     # The next pass read the broker before the last write reached it: the rule, within its change threshold of
-    # that older rate, kept it. Written back, it undid the last pass's rate (seen in the network lab).
+    # that older rate, kept it. Written back, it would undo the last pass's rate.
     apply(runner, admin, store, 4_571_729, UNCHANGED, read_in_force=4_571_729)
     assert admin.configs[LEADER_RATE] == "5081118"
     assert [write[LEADER_RATE] for write in admin.writes] == [("SET", "4571729"), ("SET", "5081118")]

@@ -78,7 +78,7 @@ def test_history_counts_a_moment_once_and_only_usable_volumes():
 
 def test_history_keeps_the_newest_measurement_of_each_twelfth_of_the_window():
     """The local watch samples ten a second, passes near the limit come several a second; the history goes into
-    every observation (issue 19: 900 rows, 160 KB each, filled the disk the agent protected)."""
+    every observation, onto every broker's disk: all the samples would fill the disk the agent protects."""
     samples = [at(tenths / 10, 900 - tenths) for tenths in range(125)]  # 0.0 s … 12.4 s
 
     history = recorded({}, samples, T0 + 13 * SECOND, MINUTE)  # a twelfth of a minute: 5 s

@@ -17,7 +17,7 @@ BAND = (0.5, 1.1)
 
 def most_let_through(rate: float, seconds: float, request_bytes: int) -> float:
     """The most a quota of `rate` B/s lets through in `seconds` from its first byte, within Kafka's band: the
-    rate over those seconds and one quota window of it at once (seen at 6 s: 1280396 B, over R x 11 s + a fetch)."""
+    rate over those seconds and one quota window of it at once (a first burst), and one request more."""
     return BAND[1] * rate * (seconds + QUOTA_WINDOW_SECONDS) + request_bytes
 
 

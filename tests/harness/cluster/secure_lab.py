@@ -1,4 +1,4 @@
-"""The lab speaking production (issue 22): Kafka's StandardAuthorizer with allow.everyone.if.no.acl.found=false,
+"""The lab speaking production: Kafka's StandardAuthorizer with allow.everyone.if.no.acl.found=false,
 SCRAM-SHA-512 over SASL_SSL, mutual TLS on an SSL listener, and certificates made here (trustme: a CA, one
 broker certificate whose names cover every broker's address, a client certificate per principal), all PEM. None
 is committed: each lab makes its own in its work dir.

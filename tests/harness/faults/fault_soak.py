@@ -1,4 +1,4 @@
-"""The fault soak's lab (issue 19): a 3-broker cluster with broker 3's log dir on a small filesystem, each broker in
+"""The fault soak's lab: a 3-broker cluster with broker 3's log dir on a small filesystem, each broker in
 a network namespace of its own (netns.py, so that one can be cut off), an agent per broker in its broker's namespace (as
 in a pod) and the aggregator; Kafka's own ProducerPerformance flooding a topic on broker 3 in rounds (the topic deleted
 between them, as an operator freeing the disk, and made again after a rest) and writing at a steady rate to a
@@ -75,7 +75,7 @@ STALLS_PRODUCER = frozenset({"kill-broker", "pause-broker", "cut-broker"})
 # produce quota: a tenant's own produce rate is throttled while a volume violates, and handed back after.)
 BYSTANDER, CONSUME = "bystander", "consumer_byte_rate"
 BYSTANDER_RATE = 12345.0
-AGENT_GROWTH = 5 * MiB  # issue 19's allowance for an agent's RSS over the soak
+AGENT_GROWTH = 5 * MiB  # the allowance for an agent's RSS over the soak
 AGGREGATOR_GROWTH = 128 * MiB  # the JVM's heap settles within its maximum; this catches a leak, not the warm-up
 WARM_UP = 300.0  # s: a process's RSS is compared from this long after its start (or half the soak, if shorter)
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.MULTILINE)
@@ -92,7 +92,7 @@ class SoakSettings:
         return 2 * _seconds(self.check_interval) + 5.0
 
     def converge_within(self) -> float:
-        """Issue 19: the quotas in force are the volumes' within a validity and two check intervals of a heal."""
+        """The promise: the quotas in force are the volumes' within a validity and two check intervals of a heal."""
         return self.validity + 2 * _seconds(self.check_interval)
 
     def final_quiet(self) -> float:

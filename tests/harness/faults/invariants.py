@@ -15,7 +15,7 @@ from typing import Sequence
 
 from harness.faults.nemesis import Event
 
-# The promises (issue 19), by name: what each checks.
+# The promises, by name: what each checks.
 INVARIANTS = {
     "no log dir offline": "every broker's log dirs online in DescribeLogDirs",
     "no volume full": "the small filesystem's free bytes above zero (statvfs every 10 ms)",

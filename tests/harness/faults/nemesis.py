@@ -1,4 +1,4 @@
-"""A nemesis on a seeded schedule (issue 19): the faults production brings, injected into the lab one after another.
+"""A nemesis on a seeded schedule: the faults production brings, injected into the lab one after another.
 
 As Jepsen's nemesis and Trogdor's fault specs do it: a schedule made from a seed alone (the same seed, the same
 faults at the same offsets on the same targets), each fault injected, held for a while and healed before the next,

@@ -67,10 +67,10 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
     the emptied list goes with it rather than stay as an empty value.
 
     The replica's bytes are read on disk every 0.1 s from before the restart. The first fetches after a
-    restart can bring more than the quota's window at once (seen in a fresh make test: 1,526,626 B within 0.1 s,
-    then held); from a second after the first fetch on, the replica must stay within what Kafka's quota lets
-    through since then (the rate over that time, one quota window of it at once, and one fetch more), and the
-    catch-up's rate lies in Kafka's band. Unthrottled, the 6 MiB arrive within a second.
+    restart can bring more than the quota's window at once, then held; from a second after the first fetch on,
+    the replica must stay within what Kafka's quota lets through since then (the rate over that time, one quota
+    window of it at once, and one fetch more), and the catch-up's rate lies in Kafka's band. Unthrottled, the
+    6 MiB arrive within a second.
     """
     fleet, topic, rate, size = settled, unique_name, 100_000, 2 * MOVE_BYTES  # 6 MiB: a minute
     fetch = int(BROKER_PROPERTIES["replica.fetch.max.bytes"])
