@@ -11,8 +11,8 @@ from quota_sidecar.common.errors import RetryableAdminError
 from quota_sidecar.decide.decider import Decider
 from quota_sidecar.decide.throttle_factor import FALLBACK, INITIAL
 from quota_sidecar.loop import Sidecar
-from quota_sidecar.wiring import assemble
 from quota_sidecar.shutdown import GracefulShutdown
+from quota_sidecar.wiring import assemble
 
 from builders import AT, Clock, MemoryStore, sidecar_config
 from harness.waiting import eventually
