@@ -229,7 +229,7 @@ def run(config_paths: tuple[str, ...], overrides: tuple[str, ...], cleanup: bool
         sidecar = build_sidecar(config)
     except ConfigError as error:
         fail(str(error))
-    if sidecar.cordoner is None and config.cordon_log_dirs:
+    if config.broker_id is None and config.cordon_log_dirs:
         log.info("log dirs are not cordoned: storage.cordon.log.dirs needs this sidecar's broker "
                  "(node.id in the file or %sbroker.id)", configuration.PREFIX)
     shutdown = GracefulShutdown().install()
@@ -396,16 +396,17 @@ def _status_from_sidecar(url: str, timeout: float, context=None) -> tuple[dict |
 
 
 def _status_from_cluster(config: configuration.SidecarConfig, timeout: float) -> dict:
-    """One read-only pass (Sidecar.look) through the same decision path: nothing is written to the cluster
-    and no topic is created; the aggregator is asked once the cluster has been read, so that an unreachable
+    """One read-only pass (serve/direct_status.look) through the same decision path: nothing is written to the
+    cluster and no topic is created; the aggregator is asked once the cluster has been read, so that an unreachable
     cluster is told at once."""
     from .act.snapshot import utcnow
     from .serve import status as view
+    from .serve.direct_status import look
     from .wiring import build_sidecar
 
     sidecar = build_sidecar(config, measure_network=False, running=False)
     try:
-        return view.build(sidecar.look(timeout), utcnow(), mode="direct: no sidecar answered, one poll made now")
+        return view.build(look(sidecar, timeout), utcnow(), mode="direct: no sidecar answered, one poll made now")
     finally:
         sidecar.close()
 

@@ -24,7 +24,6 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
     from .decide.decider import Decider
     from .decide.refusal_lines import RefusalLines
     from .kafka_clients.admin import ClusterAdmin
-    from .loop import Sidecar
 
     # A permission refused is said in one line naming what stops without it (clean-up asks for what run does).
     REFUSALS.explain = RefusalLines(config, [acls.RUN if running else acls.STATUS_DIRECT]).explain
@@ -40,8 +39,6 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         store = ZooKeeperStore(session)
     else:
         store = ClusterStore(config.admin_client)
-    pipeline = build_pipeline(config, admin.cluster_id, create_topics=running)
-    runner = build_replication(config, admin, store, pipeline, measure_network) if config.replication.enabled else None
     # Built with the opt-out too: what an earlier run cordoned is handed back.
     cordoner = None if config.broker_id is None else Cordoner(config.broker_id, admin, store, config.cordon_log_dirs)
     znodes = None
@@ -49,12 +46,90 @@ def build_sidecar(config: configuration.SidecarConfig, measure_network: bool = T
         from .observe.znode_volumes import ZnodeVolumes
 
         znodes = ZnodeVolumes(session, config.broker_id)
-    decider = Decider(config, pipeline.judge_volumes, runner.decider if runner else None, pipeline.ask_rates_ahead)
-    sidecar = Sidecar(config, admin, store, decider, replication=runner, cordoner=cordoner, znodes=znodes,
-                      pipeline=pipeline, cover=build_cover(config, admin, pipeline) if running else None)
+    sidecar = assemble(
+        config, admin, store,
+        lambda pipeline, replication: Decider(config, pipeline.judge_volumes, replication.decider,
+                                              pipeline.ask_rates_ahead),
+        replication_of=(lambda pipeline: build_replication(config, admin, store, pipeline, measure_network))
+        if config.replication.enabled else None,
+        cordoner=cordoner, znodes=znodes,
+        pipeline_of=lambda while_waiting: build_pipeline(config, admin.cluster_id, running, while_waiting),
+        cover_of=(lambda woken, holding, pipeline: build_cover(config, admin, pipeline, woken, holding))
+        if running and config.covering else None)
     if running:
         sidecar.warm_up()
     return sidecar
+
+
+def assemble(config: configuration.SidecarConfig, admin, store, decider_of: Callable, clock: Callable | None = None,
+             replication_of: Callable | None = None, cordoner=None, znodes=None, pipeline_of: Callable | None = None,
+             cover_of: Callable | None = None):
+    """The loop and the parts it drives, from the clients and the features chosen: `decider_of(pipeline,
+    replication)` the decider; `pipeline_of(while_waiting)` the pipeline, given what the local verdict does while
+    a pass waits for the aggregator (None: no aggregator asked); `replication_of(pipeline)` the replication
+    throttles' runner; `cover_of(woken, holding, pipeline)` the watch of the brokers whose agent is down, given
+    what wakes the loop and whether this agent's verdict holds. A feature left out (None) is a part that does
+    nothing."""
+    import threading
+
+    from .act.cordoning import NoCordoner
+    from .act.local_guard import LocalGuard, NoGuard
+    from .act.local_verdict import LocalVerdict, NoVerdict
+    from .act.pass_writes import PassWrites
+    from .act.quota_writes import QuotaWriter
+    from .act.replication import NoReplication
+    from .act.snapshot import Counters, utcnow
+    from .common.failure_report import FailureReport
+    from .decide import descent, quotas
+    from .loop import Features, Sidecar
+    from .observe.cluster_view import Observer
+    from .observe.cover_watch import NoCover
+    from .observe.local_watch import LocalWatch, as_volumes, pass_horizon
+    from .observe.znode_volumes import NoZnodes
+    from .pipeline.transport import NoPipeline
+
+    clock = clock or utcnow
+    counters = Counters()
+    quota_writer = QuotaWriter(config.quotas, admin, store, counters)
+    poll_report = FailureReport("poll", "polls")
+    replication_report = FailureReport("replication pass", "replication passes")
+    wake = threading.Event()  # the local watch (or the cover's) asks for a pass now
+    verdict = decider = None  # built below; the callbacks read them once the loop runs
+
+    def woken() -> None:
+        """The watch (or the cover's) asks for a pass now; the verdict is written at once if a pass is under way."""
+        wake.set()
+        verdict.ahead_of_the_pass()
+
+    watch = None
+    settings, limit = config.local_watch, config.storage_limit
+    if settings.enabled and limit is not None and config.storage_check_enabled:
+        offer = None if znodes is None or config.broker_id is None else (
+            lambda samples: znodes.offer(as_volumes(config.broker_id, samples, clock())))
+        watch = LocalWatch(settings, limit, woken, lambda: pass_horizon(settings, limit, counters.last_poll_seconds),
+                           on_sample=offer, fill_window=config.fill_window.total_seconds())
+    has_verdict = watch is not None or cover_of is not None  # the local watch's verdict, or the cover's
+    pipeline = NoPipeline() if pipeline_of is None else pipeline_of(
+        (lambda: verdict.while_deciding()) if has_verdict else None)
+    replication = NoReplication() if replication_of is None else replication_of(pipeline)
+    guard = NoGuard() if replication_of is None or watch is None else LocalGuard(
+        replication, admin, store, limit, config.cancel_moves_at_limit, counters, watch)
+    # its heartbeats say whether this agent's verdict holds
+    cover = None if cover_of is None else cover_of(woken, lambda: bool(verdict.holds()), pipeline)
+    verdict = NoVerdict() if not has_verdict else LocalVerdict(
+        watch, cover, quota_writer, lambda now: decider.judged_locally(now), counters, clock)
+    decider = decider_of(pipeline, replication)
+    cordoner, znodes = cordoner or NoCordoner(), znodes or NoZnodes()
+
+    def rates_in_force(in_force, owned):
+        return quotas.tenant_rates(in_force, owned, config.quotas), descent.in_force(in_force, owned)
+
+    observer = Observer(config, admin, znodes, replication, replication_report, watch, rates_in_force)
+    writes = PassWrites(quota_writer, store, verdict, guard, replication, cordoner, counters, poll_report,
+                        replication_report)
+    return Sidecar(config, admin, store, decider, quota_writer, observer, writes,
+                   Features(watch, guard, verdict, cover or NoCover(), replication, cordoner, znodes, pipeline),
+                   counters, poll_report, replication_report, wake, clock)
 
 
 def build_replication(config: configuration.SidecarConfig, admin, store, pipeline, measure_network: bool):
@@ -73,16 +148,19 @@ def build_replication(config: configuration.SidecarConfig, admin, store, pipelin
     return ReplicationRunner(config.replication, config.broker_id, admin, store, decider, sampler)
 
 
-def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str], create_topics: bool = True):
+def build_pipeline(config: configuration.SidecarConfig, cluster_id: Callable[[], str], create_topics: bool = True,
+                   while_waiting: Callable[[], None] | None = None):
     """The agent's end of the pipeline (pipeline.bootstrap.servers; the watched cluster by default)."""
     from .pipeline.transport import Pipeline
 
     return Pipeline(config.pipeline.client, cluster_id, config.broker_id, config.poll_timeout.total_seconds(),
-                    config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics)
+                    config.pipeline.observations_topic, config.pipeline.decisions_topic, create_topics, while_waiting)
 
 
-def build_cover(config: configuration.SidecarConfig, admin, pipeline):
-    """The heartbeats and the watch of the brokers whose agent is down (cover.after), or None."""
+def build_cover(config: configuration.SidecarConfig, admin, pipeline, woken: Callable[[], None],
+                holding: Callable[[], bool]):
+    """The heartbeats and the watch of the brokers whose agent is down (cover.after), or None. `woken` asks the
+    loop for a pass now; `holding` says whether this agent's local verdict holds, in its heartbeats."""
     if not config.covering:
         return None
     from .decide.cover import Cover
@@ -93,8 +171,10 @@ def build_cover(config: configuration.SidecarConfig, admin, pipeline):
     topic = config.pipeline.heartbeats_topic
     heartbeats = Heartbeats(config.pipeline.client, admin.cluster_id, config.broker_id, topic, after,
                             ensure_topic=lambda: pipeline.ensure_heartbeats_topic(topic))
+    heartbeats.holding = holding
     cover = Cover(heartbeats, config.broker_id, after, interval)
-    return CoverWatch(heartbeats, cover.targets, admin, config.storage_limit, interval, config.fill_window.total_seconds())
+    return CoverWatch(heartbeats, cover.targets, admin, config.storage_limit, interval, config.fill_window.total_seconds(),
+                      wake=woken)
 
 
 def build_handback(config: configuration.SidecarConfig, dry_run: bool = False):

@@ -112,3 +112,18 @@ class Cordoner:
             self.store.delete(key(log_dir))
         mine = tuple(sorted(log_dir for log_dir, yielded in change.recorded.items() if not yielded))
         self.view = CordonView(self.broker_id, self.enabled, change.entries_after(in_force), mine)
+
+
+class NoCordoner:
+    """Without this sidecar's broker known: no dir cordoned, none handed back."""
+
+    view = None
+
+    def read(self) -> None:
+        return None
+
+    def apply(self, violations: Iterable[Mapping], all_records: records.Records) -> None:
+        pass
+
+    def cleanup(self, all_records: records.Records) -> None:
+        pass

@@ -169,3 +169,22 @@ class LocalGuard:
 
 def _target(move: Reassignment) -> list[int]:
     return [broker for broker in move.replicas if broker not in move.removing]
+
+
+class NoGuard:
+    """Without replication throttles or the local watch: no move throttled or cancelled for a dir near the limit."""
+
+    moves: list[dict] = []
+
+    def at_risk(self) -> dict[str, LocalSample]:
+        return {}
+
+    def keep(self, all_records: records.Records, now: datetime) -> bool:
+        return False
+
+    def keep_between_passes(self, read_records: Callable[[], records.Records], clock: Callable[[], datetime],
+                            timeout: float) -> None:
+        pass
+
+    def cleanup(self, all_records: records.Records) -> None:
+        pass

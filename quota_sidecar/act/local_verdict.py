@@ -162,3 +162,33 @@ class LocalVerdict:
         foreign = foreign_dirs(latest, own)
         self.watch.exclude(foreign)
         self.confirmed_dirs = {v.log_dir for v in own if v.usable} - set(foreign)
+
+
+class NoVerdict:
+    """Without the local watch and the cover: the decisions alone write the quotas."""
+
+    def holds(self) -> list[str]:
+        return []
+
+    def held_anywhere(self) -> bool:
+        return False
+
+    def write_ahead(self, now: datetime, when: str = "before the pass reads the records") -> None:
+        pass
+
+    @contextmanager
+    def pass_under_way(self) -> Iterator[None]:
+        yield
+
+    def ahead_of_the_pass(self) -> None:
+        pass
+
+    def write(self, all_records: records.Records, now: datetime, when: str, named_only: bool = False) -> bool:
+        return False
+
+    @contextmanager
+    def deciding(self, all_records: records.Records | None) -> Iterator[None]:
+        yield
+
+    def confirm(self, own: Iterable[Volume]) -> None:
+        pass

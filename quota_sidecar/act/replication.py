@@ -25,6 +25,7 @@ from ..decide.throttles import (DIR_COPY_RATE, FOLLOWER_RATE, LIST_KEY, RATE_KEY
 from ..observe.moves import MoveHistory, MoveLog, replicas_to_read, within
 from ..observe.netstats import NetworkSampler
 from . import ownership
+from .snapshot import ReplicationView
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,15 @@ class ReplicationRunner:
         self.last_observation: ReplicationObservation | None = None
         self.history = MoveHistory(config.network_window, config.stuck_after)  # the moving replicas' sizes
         self.move_log = MoveLog(broker_id)
+
+    runs_between_polls = True  # replication passes come between the storage polls
+
+    def view(self) -> ReplicationView:
+        return ReplicationView(self.broker_id, self.config.capacity(self.broker_id), self.last_observation, self.last)
+
+    def show(self, decision: ReplicationDecision | None) -> None:
+        """What a pass would write, shown rather than written (status --direct)."""
+        self.last = decision
 
     # -------------------------------------------------------------- read
 
@@ -277,6 +287,31 @@ class ReplicationRunner:
     def close(self) -> None:
         if self.sampler is not None:
             self.sampler.stop()
+
+
+class NoReplication:
+    """Without replication throttles: no moves observed, nothing written."""
+
+    decider = None
+    runs_between_polls = False
+
+    def view(self) -> None:
+        return None
+
+    def show(self, decision: ReplicationDecision | None) -> None:
+        pass
+
+    def observe(self, all_records: records.Records, guarded: bool = False) -> None:
+        return None
+
+    def apply(self, decision, observation, all_records: records.Records, violated: set[int], now: datetime) -> None:
+        pass
+
+    def cleanup(self, all_records: records.Records) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _entries(raw: str | None) -> set[str]:

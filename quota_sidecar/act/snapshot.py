@@ -16,6 +16,7 @@ from ..decide.decider import Decision
 from ..decide.quotas import TenantCount
 from ..decide.throttle_factor import FactorState
 from ..decide.throttles import ReplicationDecision
+from ..observe.cover_watch import CoverView
 from .cordoning import CordonView
 from .last_resort import LastResort
 
@@ -56,14 +57,6 @@ class LocalWatchView:
     not_watched: Mapping[str, str]  # dir -> why
     near_the_limit: tuple[str, ...]
     running: bool = False
-
-
-@dataclass(frozen=True)
-class CoverView:
-    """The agents heard (broker -> seconds since its agent's last beat was read) and the brokers this agent
-    covers (decide/cover.py)."""
-    heard: Mapping[int, float]
-    covering: tuple[int, ...]
 
 
 @dataclass(frozen=True)

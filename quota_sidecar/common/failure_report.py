@@ -36,21 +36,3 @@ class FailureReport:
         self.failed, self.since = 0, None
         self.said.clear()
 
-
-def report_pass(decision, write_error: str | None, polls: FailureReport, replication: FailureReport) -> None:
-    """A pass's lines (decide/decider.py's Decision): the poll's failure, with the writes' when they failed for
-    another reason; the fallback entered; the replication part's failure, or its success again."""
-    if decision.error is None:
-        polls.success()
-        if write_error is not None:
-            log.warning("pass failed while writing: %s", write_error)
-    else:
-        also = "" if write_error is None or write_error in decision.error else f"; writing failed: {write_error}"
-        polls.failure(decision.error + also)
-    if decision.entered_fallback:
-        log.warning("throttle factor fallback %.3f applied: no valid factor since %s (%s)",
-                    decision.throttle_factor, decision.valid_from, decision.error)
-    if decision.replication_error is not None:
-        replication.failure(decision.replication_error)
-    elif decision.replication is not None:
-        replication.success()

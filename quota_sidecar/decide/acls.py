@@ -304,7 +304,7 @@ def _cleanup(config: SidecarConfig) -> list[Need]:
 
 
 def _status_direct(config: SidecarConfig) -> list[Need]:
-    """One pass that reads the watched cluster and writes nothing there (Sidecar.look); it asks the aggregator as a
+    """One pass that reads the watched cluster and writes nothing there (serve/direct_status.look); it asks the aggregator as a
     pass does, so it publishes an observation."""
     unreadable = "status --direct fails: cannot read the cluster (exit 1)"
     needs = []
@@ -429,6 +429,6 @@ def _replication(process: str, without: str = NO_MOVES) -> list[Need]:
 
 
 def _guarded(config: SidecarConfig) -> bool:
-    """Whether run has a disk guard (loop.Sidecar): replication throttles and a local watch."""
+    """Whether run has a disk guard (wiring.assemble): replication throttles and a local watch."""
     return (config.local_watch.enabled and config.storage_limit is not None and config.storage_check_enabled)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..common import deadline
 from ..common.errors import AdminError
@@ -26,16 +27,24 @@ from .volumes import TRIGGER_WINDOW_SECONDS, LocalSample, at_the_limit, predicte
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class CoverView:
+    """The agents heard (broker -> seconds since its agent's last beat was read) and the brokers this agent
+    covers (decide/cover.py)."""
+    heard: Mapping[int, float]
+    covering: tuple[int, ...]
+
+
 class CoverWatch:
     def __init__(self, heartbeats: Heartbeats, targets: Callable[[Iterable[int], float], list[int]], admin,
-                 limit: StorageLimit, interval: float, fill_window: float,
+                 limit: StorageLimit, interval: float, fill_window: float, wake: Callable[[], None] = lambda: None,
                  monotonic: Callable[[], float] = time.monotonic,
                  utcnow: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
         self.heartbeats, self.targets, self.admin, self.limit = heartbeats, targets, admin, limit
         self.interval, self.monotonic, self.utcnow = interval, monotonic, utcnow
         self.window = max(fill_window if limit.lead_time else 0.0, TRIGGER_WINDOW_SECONDS)
-        self.wake: Callable[[], None] = lambda: None  # the loop's (loop.py)
-        self.brokers: tuple[int, ...] = ()  # the cluster's live brokers at the last poll that succeeded (loop.py)
+        self.wake = wake  # asks the loop for a pass now
+        self.brokers: tuple[int, ...] = ()  # the cluster's live brokers at the last poll that succeeded (saw)
         self.covered: list[int] = []  # the brokers of the last round
         self.judged: list[tuple[int, str]] = []  # (broker, log dir) at the limit, or within the lead time of it
         self._history: dict[tuple[int, str], deque[LocalSample]] = {}
@@ -53,6 +62,13 @@ class CoverWatch:
     def stop(self) -> None:
         self._worker.stop()
         self.heartbeats.stop()
+
+    def saw(self, brokers: Sequence[int]) -> None:
+        """The cluster's live brokers, as a poll that succeeded read them."""
+        self.brokers = tuple(brokers)
+
+    def view(self) -> CoverView:
+        return CoverView(self.heard(), tuple(self.covered))
 
     def heard(self) -> dict[int, float]:
         """Each agent heard: seconds since its last beat was read."""
@@ -84,3 +100,21 @@ class CoverWatch:
     def _round(self) -> None:
         if self.sample():
             self.wake()
+
+
+class NoCover:
+    """Without cover.after (or for status --direct): no heartbeats, no broker covered."""
+
+    judged: list[tuple[int, str]] = []
+
+    def start(self) -> NoCover:
+        return self
+
+    def stop(self) -> None:
+        pass
+
+    def saw(self, brokers: Sequence[int]) -> None:
+        pass
+
+    def view(self) -> None:
+        return None

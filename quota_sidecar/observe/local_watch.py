@@ -25,8 +25,8 @@ from ..common.periodic import PeriodicWorker
 from ..common.vocabulary import StorageLimit
 from ..configuration.settings import LocalWatchConfig
 from .volumes import (GUARD_HORIZON_SECONDS, REACTION_MEMORY_SECONDS, REACTION_WRITES, TRIGGER_WINDOW_SECONDS,
-                      VERDICT_WRITE_SECONDS, LocalSample, at_the_limit, current_fill_rate, in_danger, predicted,
-                      time_left, until_judged)
+                      VERDICT_WRITE_SECONDS, LocalSample, at_the_limit, current_fill_rate, default_horizon, in_danger,
+                      predicted, time_left, until_judged)
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,14 @@ def own_volumes(broker_id: int, log_dirs: Iterable[str], now: datetime) -> list[
             continue
         found.append(Volume(broker_id, log_dir, sample.total_bytes, sample.available_bytes, now))
     return found
+
+
+def pass_horizon(settings: LocalWatchConfig, limit: StorageLimit, last_pass_seconds: float | None) -> float:
+    """How far ahead of the limit a local volume asks for a pass: the configured horizon or a few passes,
+    plus the lead time of predicted violations, so that the pass that predicts one runs in time."""
+    horizon = (settings.horizon.total_seconds() if settings.horizon is not None else
+               default_horizon(last_pass_seconds, settings.interval.total_seconds()))
+    return horizon + limit.lead_time.total_seconds()
 
 
 class LocalWatch:

@@ -20,7 +20,7 @@ import logging
 import threading
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -29,6 +29,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from ..common.errors import AdminError
 from ..common.observation import Volume
 from ..common.periodic import PeriodicWorker
+from .volumes import with_published
 from .zookeeper_session import ZooKeeperSession
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,15 @@ class ZnodeVolumes:
         what a znode holds is current while it exists (its `observed_at` is when they last changed)."""
         published = self.session.call("reading the published volumes", self._read_all)
         return {broker: tuple(replace(v, observed_at=now) for v in volumes) for broker, volumes in published.items()}
+
+    def exchange(self, brokers: Sequence[int], volumes: Sequence[Volume], now: datetime,
+                 own: Callable[[], Iterable[Volume]] | None) -> tuple[tuple[int, ...], tuple[Volume, ...], dict]:
+        """A poll's brokers and volumes with the published ones (volumes.with_published), and those published;
+        `own` first, this broker's volumes to publish (None: publish nothing)."""
+        if own is not None:
+            self.publish(own())
+        published = self.read(now)
+        return (*with_published(brokers, volumes, published), published)
 
     def close(self) -> None:
         self._publisher.stop(timeout=0)
@@ -175,3 +185,17 @@ def _volumes(document: dict) -> tuple[Volume, ...]:
     return tuple(Volume(broker, v["log_dir"], int(v["total_bytes"]), int(v["available_bytes"]),
                         datetime.fromisoformat(v["observed_at"]).astimezone(timezone.utc))
                  for v in document["volumes"])
+
+
+class NoZnodes:
+    """Without zookeeper.connect: the brokers' own word on their volumes, nothing published."""
+
+    def offer(self, volumes: Iterable[Volume]) -> None:
+        pass
+
+    def exchange(self, brokers: Sequence[int], volumes: Sequence[Volume], now: datetime,
+                 own: Callable[[], Iterable[Volume]] | None) -> tuple[tuple[int, ...], tuple[Volume, ...], dict]:
+        return tuple(brokers), tuple(volumes), {}
+
+    def close(self) -> None:
+        pass

@@ -35,7 +35,8 @@ WRITES_KEEP = 0.3
 class Pipeline:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int | None,
                  timeout: float, observations_topic: str = OBSERVATIONS_TOPIC,
-                 decisions_topic: str = DECISIONS_TOPIC, create_topics: bool = True):
+                 decisions_topic: str = DECISIONS_TOPIC, create_topics: bool = True,
+                 while_waiting: Callable[[], None] | None = None):
         self._client_config = dict(client_config)
         self.create_topics = create_topics  # False for a look (status --direct) that must create nothing
         self.timeout = timeout  # at most this per question, within the pass's own deadline
@@ -49,7 +50,7 @@ class Pipeline:
         self.last_decision: dict | None = None  # for status: its age, its aggregator
         self._ahead: tuple[dict, str] | None = None  # the rows of the question asked ahead, and its id
         # Called between polls while waiting for a decision (the agent's local verdict must not wait for it).
-        self.while_waiting: Callable[[], None] | None = None
+        self.while_waiting = while_waiting
         self._early: dict | None = None  # its decision, when read while waiting for another
         self._sent = None  # the last observation's send (kafka-python's future)
         self._decisions = messages.Reader("a decision", "this agent", messages.from_aggregator)
@@ -195,3 +196,15 @@ def end_offsets(client_config: Mapping[str, object], topic: str, timeout: float 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+class NoPipeline:
+    """No aggregator asked (a decider given judges of its own): no decision read, nothing to connect."""
+
+    last_decision = None
+
+    def connect(self) -> None:
+        pass
+
+    def close(self, timeout: float = 5.0) -> None:
+        pass

@@ -5,7 +5,7 @@ from quota_sidecar.act.cordoning import Cordoner
 from quota_sidecar.common import records
 from quota_sidecar.common.errors import PermanentAdminError, RetryableAdminError
 from quota_sidecar.decide.decider import Decider
-from quota_sidecar.loop import Sidecar
+from quota_sidecar.wiring import assemble
 
 from builders import MemoryStore, sidecar_config
 
@@ -120,8 +120,8 @@ def test_a_failed_poll_leaves_the_cordons_as_they_are():
     store = MemoryStore()
     store.put(records.key(records.CORDON, 3, A), {"yielded": False})
     config = sidecar_config()
-    car = Sidecar(config, PollFailsAdmin(), store, Decider(config, lambda rows, limit: (1.0, [])),
-                  cordoner=Cordoner(3, PollFailsAdmin(), store))
+    car = assemble(config, PollFailsAdmin(), store, lambda *_: Decider(config, lambda rows, limit: (1.0, [])),
+                   cordoner=Cordoner(3, PollFailsAdmin(), store))
 
     assert "injected" in car.run_pass().error
     assert records.key(records.CORDON, 3, A) in store.values

@@ -14,7 +14,7 @@ from quota_sidecar.configuration.settings import QuotaConfig
 from quota_sidecar.decide import descent, quotas
 from quota_sidecar.decide.decider import Decider
 from quota_sidecar.decide.descent import Written
-from quota_sidecar.loop import Sidecar
+from quota_sidecar.wiring import assemble
 
 CONFIG = QuotaConfig(floor=26_214, descent_ratio=3.0, descent_step=timedelta(seconds=36))
 WINDOW = 12.0  # Kafka's quota window at most, seconds (11 samples of 1 s, the current one partly)
@@ -127,8 +127,8 @@ def descending_judge(verdicts: list[bool], limits_seen: list[dict]):
 def test_the_loop_steps_down_a_step_apart_records_the_rate_and_lifts():
     config = sidecar_config(**{"broker.id": 1, "produce": None})  # producers unlimited but for the descent
     admin, store, limits = OneVolumeAdmin(10 << 30, 5 << 30), MemoryStore(), []
-    car = Sidecar(config, admin, store, Decider(config, descending_judge([True] * 5 + [False], limits)),
-                  clock=Clock())
+    car = assemble(config, admin, store, lambda *_: Decider(config, descending_judge([True] * 5 + [False], limits)),
+                   clock=Clock())
     written = []
     for seconds in (0, 10, 20, 30, 40, 50):
         car.clock.now = AT + timedelta(seconds=seconds)
@@ -143,10 +143,10 @@ def test_the_loop_steps_down_a_step_apart_records_the_rate_and_lifts():
 def test_an_agent_started_during_a_descent_judges_at_the_recorded_rate_and_waits_out_the_step():
     config = sidecar_config(**{"broker.id": 1, "produce": None})  # producers unlimited but for the descent
     admin, store, limits = OneVolumeAdmin(10 << 30, 5 << 30), MemoryStore(), []
-    first = Sidecar(config, admin, store, Decider(config, descending_judge([True], [])), clock=Clock())
+    first = assemble(config, admin, store, lambda *_: Decider(config, descending_judge([True], [])), clock=Clock())
     first.run_pass()
-    second = Sidecar(config, admin, store, Decider(config, descending_judge([True], limits)),
-                     clock=Clock(AT + timedelta(seconds=10)))
+    second = assemble(config, admin, store, lambda *_: Decider(config, descending_judge([True], limits)),
+                      clock=Clock(AT + timedelta(seconds=10)))
     second.run_pass()
 
     assert limits[0]["descent_rate_bytes_per_sec"] == 3e6
@@ -155,8 +155,8 @@ def test_an_agent_started_during_a_descent_judges_at_the_recorded_rate_and_waits
 
 def test_passes_come_every_step_while_the_descent_lasts():
     config = sidecar_config(**{"broker.id": 1, "produce": None, "storage.check.interval": "PT1M"})
-    car = Sidecar(config, OneVolumeAdmin(10 << 30, 5 << 30), MemoryStore(),
-                  Decider(config, descending_judge([True, False], [])), clock=Clock())
+    car = assemble(config, OneVolumeAdmin(10 << 30, 5 << 30), MemoryStore(),
+                   lambda *_: Decider(config, descending_judge([True, False], [])), clock=Clock())
     car.run_pass()
     during = car._full_every(60.0)
     car.clock.now = AT + timedelta(seconds=60)

@@ -12,7 +12,7 @@ from quota_sidecar.common.errors import DecisionFailed, RetryableAdminError
 from quota_sidecar.common.failure_report import FailureReport
 from quota_sidecar.common.observation import Volume
 from quota_sidecar.decide.decider import Decider
-from quota_sidecar.loop import Sidecar
+from quota_sidecar.wiring import assemble
 from quota_sidecar.observe.cover_watch import CoverWatch
 
 from builders import AT, Clock, MemoryStore, MiB, OneVolumeAdmin, sidecar_config
@@ -81,8 +81,9 @@ class Monotonic:
 @pytest.fixture
 def sidecar():
     config = sidecar_config()
-    car = Sidecar(config, OneBrokerAdmin(), FlakyStore(), Decider(config, nothing_violated), clock=Clock())
-    car.poll_report = FailureReport("poll", "polls", monotonic=Monotonic())
+    car = assemble(config, OneBrokerAdmin(), FlakyStore(), lambda *_: Decider(config, nothing_violated),
+                   clock=Clock())
+    car.poll_report.monotonic = Monotonic()
     return car
 
 
@@ -166,7 +167,7 @@ def agent(admin, store, tmp_path=None):
             raise DecisionFailed("the poll ran out of its 10s deadline while waiting for the aggregator's decision")
         return answers.pop()(rows, limit)
 
-    return Sidecar(config, admin, store, Decider(config, aggregator), clock=Clock())
+    return assemble(config, admin, store, lambda *_: Decider(config, aggregator), clock=Clock())
 
 
 def up_store():
@@ -232,6 +233,10 @@ def test_a_dir_that_reaches_the_limit_while_a_pass_waits_for_the_aggregator_gets
         "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
         "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "0.5"})
     pipeline = types.SimpleNamespace(while_waiting=None, last_decision=None)  # its wait, in the judge below
+
+    def pipeline_of(while_waiting):  # as wiring.build_pipeline gives the pipeline what to do while it waits
+        pipeline.while_waiting = while_waiting
+        return pipeline
     in_force_during_the_wait = []
 
     def aggregator(rows, limit):
@@ -243,7 +248,8 @@ def test_a_dir_that_reaches_the_limit_while_a_pass_waits_for_the_aggregator_gets
         in_force_during_the_wait.append(admin.quotas[None]["producer_byte_rate"])
         raise DecisionFailed("the poll ran out of its 10s deadline while waiting for the aggregator's decision")
 
-    car = Sidecar(config, admin, up_store(), Decider(config, aggregator), clock=Clock(), pipeline=pipeline)
+    car = assemble(config, admin, up_store(), lambda *_: Decider(config, aggregator), clock=Clock(),
+                   pipeline_of=pipeline_of)
     car.run_pass()
     car.watch.at_limit = car.watch.judged = []  # below the limit as the next pass starts
     car.clock.now = AT + timedelta(seconds=10)
@@ -261,7 +267,7 @@ def test_while_the_watch_predicts_a_violation_a_decision_that_does_not_lifts_no_
         "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
         "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "0.0001",
         "storage.per.volume.limit.lead.time": "PT10S"})
-    car = Sidecar(config, admin, up_store(), Decider(config, nothing_violated), clock=Clock())
+    car = assemble(config, admin, up_store(), lambda *_: Decider(config, nothing_violated), clock=Clock())
     car.run_pass()  # the dir is the broker's: confirmed by this first decision
     in_force = []
     for judged in ([str(tmp_path)], [str(tmp_path)], []):
@@ -300,7 +306,7 @@ def test_while_the_records_stall_a_verdict_that_the_records_name_is_written_all_
     config = sidecar_config(**{
         "broker.id": 1, "storage.local.log.dirs": str(tmp_path), "produce": "1000000",
         "storage.per.volume.limit.min.available.bytes": None, "storage.per.volume.limit.min.available.ratio": "0.0001"})
-    car = Sidecar(config, admin, store, Decider(config, nothing_violated), clock=Clock())
+    car = assemble(config, admin, store, lambda *_: Decider(config, nothing_violated), clock=Clock())
     in_force = []
     for judged, stalled in (([], False), ([str(tmp_path)], False), ([], False), ([str(tmp_path)], True)):
         car.watch.judged, store.down = judged, stalled
@@ -311,6 +317,15 @@ def test_while_the_records_stall_a_verdict_that_the_records_name_is_written_all_
     assert in_force == [1_000_000.0, 1.0, 1_000_000.0, 1.0]  # throttled, lifted, throttled with the records away
 
 
+def covering(cover: CoverWatch):
+    """wiring.assemble's cover_of for a cover watch built here: as wiring.build_cover's, it wakes the loop and its
+    heartbeats say whether this agent's verdict holds."""
+    def cover_of(woken, holding, pipeline):
+        cover.wake, cover.heartbeats.holding = woken, holding
+        return cover
+    return cover_of
+
+
 def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_that_covers_it(tmp_path):
     """Broker 3's agent is down; broker 1's covers it: its volume judged at the limit in DescribeLogDirs brings the
     quotas at the pass's start, and no decision lifts them while it stays judged."""
@@ -318,7 +333,8 @@ def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_t
         "broker.id": 1, "produce": "1000000", "storage.per.volume.limit.min.available.bytes": str(MiB)})
     heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0}, holding_agents=list)  # as read before 3 went silent
     cover = CoverWatch(heard, lambda brokers, now: [3], admin, config.storage_limit, 0.2, 60.0)
-    car = Sidecar(config, admin, up_store(), Decider(config, nothing_violated), clock=Clock(), cover=cover)
+    car = assemble(config, admin, up_store(), lambda *_: Decider(config, nothing_violated), clock=Clock(),
+                   cover_of=covering(cover))
     in_force = []
     for judged in ([], [(3, "/data")], [(3, "/data")], []):
         cover.judged = judged
@@ -339,7 +355,8 @@ def test_while_another_agents_heartbeat_says_its_verdict_holds_a_decision_lifts_
     holding = []  # the agents whose newest heartbeat says their verdict holds
     heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0}, holding_agents=lambda: list(holding))
     cover = CoverWatch(heard, lambda brokers, now: [], admin, config.storage_limit, 0.2, 60.0)
-    car = Sidecar(config, admin, up_store(), Decider(config, nothing_violated), clock=Clock(), cover=cover)
+    car = assemble(config, admin, up_store(), lambda *_: Decider(config, nothing_violated), clock=Clock(),
+                   cover_of=covering(cover))
     in_force = []
     for held_by in ([], [3], [3], []):
         if held_by and not holding:
@@ -379,7 +396,8 @@ def test_a_pass_held_by_another_agents_verdict_leaves_no_factor_of_0_behind_it(t
     def agent(broker, judge, cover=None):
         config = sidecar_config(**{"broker.id": broker, "produce": "1000000",
                                    "storage.per.volume.limit.min.available.bytes": str(MiB)})
-        return Sidecar(config, admin, store, Decider(config, judge), clock=clock, cover=cover)
+        return assemble(config, admin, store, lambda *_: Decider(config, judge), clock=clock,
+                        cover_of=None if cover is None else covering(cover))
 
     heard = types.SimpleNamespace(last_seen=lambda: {1: 0.0, 3: 0.0}, holding_agents=lambda: list(holding))
     agent_1 = agent(1, ScriptedJudge("ok", "ok", "down"),

@@ -18,7 +18,7 @@ from quota_sidecar.common.observation import Volume
 from quota_sidecar.common.records import Owned
 from quota_sidecar.decide import quotas
 from quota_sidecar.decide.decider import Decider
-from quota_sidecar.loop import Sidecar
+from quota_sidecar.wiring import assemble
 
 PRODUCE = quotas.PRODUCE
 ALICE = "alice"  # a tenant: a principal with a producer rate of its own
@@ -137,7 +137,8 @@ def test_the_loop_says_it_once_over_passes_and_publishes_it_for_status_and_metri
                          "violated": factor == 0.0, "predicted": False, "throttle_factor": factor} for row in rows]
 
     config = sidecar_config(**{"broker.id": 1})
-    car = Sidecar(config, OneVolumeAdmin(100 << 20, 1 << 20), MemoryStore(), Decider(config, judge), clock=Clock())
+    car = assemble(config, OneVolumeAdmin(100 << 20, 1 << 20), MemoryStore(), lambda *_: Decider(config, judge),
+                   clock=Clock())
     published = []
     for seconds in range(0, 40, 10):
         car.clock.now = AT + timedelta(seconds=seconds)
@@ -167,7 +168,7 @@ def test_the_local_verdict_says_it_once_too(tmp_path, caplog):
     admin = OneVolumeAdmin(100 << 20, 1 << 20)
     usage = shutil.disk_usage(tmp_path)  # as the broker reports its log dir on this machine
     admin.describe_volumes = lambda brokers, now: [Volume(1, str(tmp_path), usage.total, usage.free, now)]
-    car = Sidecar(config, admin, MemoryStore(), Decider(config, aggregator), clock=Clock())
+    car = assemble(config, admin, MemoryStore(), lambda *_: Decider(config, aggregator), clock=Clock())
     for seconds in range(0, 40, 10):
         car.clock.now = AT + timedelta(seconds=seconds)
         car.watch.sample()

@@ -12,6 +12,7 @@ from quota_sidecar.decide.decider import Decider
 from quota_sidecar.decide.throttle_factor import FALLBACK, INITIAL
 from quota_sidecar.loop import Sidecar
 from quota_sidecar.shutdown import GracefulShutdown
+from quota_sidecar.wiring import assemble
 
 from builders import AT, Clock, MemoryStore, sidecar_config
 from harness.waiting import eventually
@@ -49,7 +50,7 @@ def never_judged(rows, limit):
 
 def sidecar(store, clock=None, **keys) -> Sidecar:
     config = sidecar_config(**keys)
-    return Sidecar(config, UnreachedAdmin(), store, Decider(config, never_judged), clock=clock or Clock())
+    return assemble(config, UnreachedAdmin(), store, lambda *_: Decider(config, never_judged), clock=clock or Clock())
 
 
 def test_a_failed_poll_is_counted_published_and_writes_nothing():

@@ -11,7 +11,7 @@ from quota_sidecar.common.vocabulary import StorageLimit
 from quota_sidecar.configuration.settings import LocalWatchConfig
 from quota_sidecar.observe.local_watch import LocalWatch, as_volumes
 from quota_sidecar.observe.volumes import LocalSample, with_published
-from quota_sidecar.observe.znode_volumes import VOLUMES_PATH, ZnodeVolumes
+from quota_sidecar.observe.znode_volumes import VOLUMES_PATH, NoZnodes, ZnodeVolumes
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -43,6 +43,40 @@ def test_an_offline_dir_is_not_a_missing_size():
 
 def test_znodes_of_brokers_not_in_the_cluster_are_ignored():
     assert with_published([1], [sized(1)], {9: (sized(9),)}) == ((1,), (sized(1),))
+
+
+class Published(ZnodeVolumes):
+    """The znodes as read: `published`; what the pass publishes and reads, in order."""
+
+    def __init__(self, published):
+        super().__init__(RecordingSession(), broker_id=3)
+        self.published, self.order = published, []
+
+    def publish(self, volumes):
+        self.order.append(("publish", tuple(volumes)))
+
+    def read(self, now):
+        self.order.append("read")
+        return self.published
+
+
+def test_a_pass_publishes_its_own_volumes_before_it_reads_the_others():
+    znodes = Published({2: (sized(2, 3),)})
+    exchanged = znodes.exchange([1, 2], [sized(1), unsized(2)], NOW, lambda: [sized(3, 9)])
+    assert znodes.order == [("publish", (sized(3, 9),)), "read"]
+    assert exchanged == ((1, 2), (sized(1), sized(2, 3)), {2: (sized(2, 3),)})
+
+
+def test_a_look_that_publishes_nothing_still_reads_the_others():
+    znodes = Published({})
+    assert znodes.exchange([1], [sized(1)], NOW, None) == ((1,), (sized(1),), {}) and znodes.order == ["read"]
+
+
+def test_without_zookeeper_a_broker_without_sizes_keeps_what_it_reported():
+    def own():
+        raise AssertionError("nothing is published without zookeeper.connect")
+
+    assert NoZnodes().exchange([1, 2], [sized(1), unsized(2)], NOW, own) == ((1, 2), (sized(1), unsized(2)), {})
 
 
 # ---------------------------------------------------------------- the znode's cadence (znode_volumes.ZnodeVolumes)
