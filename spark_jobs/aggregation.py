@@ -19,11 +19,11 @@ from datetime import date, datetime, timedelta, timezone
 from functools import reduce
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from quota_sidecar.pipeline import messages, schema as wire
 from quota_sidecar.pipeline.topics import COMPRESSION
-from spark_jobs import history, move_progress, replication_rates, volume_violations
+from spark_jobs import columns, history, move_progress, replication_rates, volume_violations
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 
 _log = logging.getLogger(__name__)
@@ -113,14 +113,16 @@ def _survey(parsed: DataFrame) -> tuple[tuple[str, ...], list]:
 def _volumes(observations: DataFrame) -> DataFrame:
     volume_rows = _each_row(observations, "volumes", "filter(volumes.rows, v -> v.usable)",
                             "volumes.limits AS limits").selectExpr("observation", "row.*", "limits.*")
-    return _grouped(volume_violations.judge(volume_rows), "volumes",
-                    f"named_struct('factor', {volume_violations.FACTOR}, 'rows', {volume_violations.JUDGED_ROWS})")
+    F = columns.functions(observations)
+    return _grouped(volume_violations.judge(volume_rows), "volumes", F.struct(
+        volume_violations.factor(F).alias("factor"), volume_violations.judged_rows(F).alias("rows")))
 
 
 def _replication(observations: DataFrame) -> DataFrame:
     replication_rows = _each_row(observations, "replication", "replication.rows").selectExpr("observation", "row.*")
+    F = columns.functions(observations)
     return _grouped(replication_rates.transform(move_progress.transform(replication_rows)), "replication",
-                    f"named_struct({', '.join(_named(replication_rates.DECISION))})")
+                    F.expr(f"named_struct({', '.join(_named(replication_rates.DECISION))})"))
 
 
 def _each_row(observations: DataFrame, kind: str, rows: str, *columns: str) -> DataFrame:
@@ -218,15 +220,11 @@ def _observations(spark: SparkSession, options: dict[str, str], topic: str, star
             .option("failOnDataLoss", "false"))  # observations deleted by retention while it was down
 
 
-def _grouped(df: DataFrame, kind: str, decided: str) -> DataFrame:
-    """``df`` grouped by observation: the observation, the `decided` struct (SQL text) as column `kind` and
-    null as the other kind's. Through a view, so that the same text serves classic and Connect DataFrames
-    (pyspark.sql.functions picks one kind for the whole process)."""
-    view = f"quota_sidecar_{kind}"
-    df.createOrReplaceTempView(view)
+def _grouped(df: DataFrame, kind: str, decided: Column) -> DataFrame:
+    """``df`` grouped by observation: the observation, the `decided` aggregate as column `kind` and null as the
+    other kind's."""
     other = "replication" if kind == "volumes" else "volumes"
-    return df.sparkSession.sql(f"SELECT observation, {decided} AS {kind}, NULL AS {other} FROM {view} "
-                               "GROUP BY observation")
+    return df.groupBy("observation").agg(decided.alias(kind), columns.functions(df).lit(None).alias(other))
 
 
 def _quoted(text: str) -> str:

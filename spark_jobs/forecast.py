@@ -31,12 +31,13 @@ Dates are epoch seconds (UTC); the report writes them ISO 8601. ``transform`` gi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 
 from quota_sidecar.common import storage_rule
 from quota_sidecar.common.vocabulary import StorageLimit
-from spark_jobs.session import sql_over
+from spark_jobs import columns
 
 DAY = 86400.0
 
@@ -63,132 +64,159 @@ COLUMNS = ("cluster", "broker", "log_dir", "points", "cycles", "first_seconds", 
            "growth_high_bytes_per_day", "filling", "limit_at_seconds", "limit_earliest_seconds",
            "limit_latest_seconds", "full_at_seconds", "fit_x_seconds", "fit_y_bytes")
 
-_VOLUME = "cluster, broker, log_dir"
-_FIT = ("regr_count({y}, {x}) AS {p}_n, regr_slope({y}, {x}) AS {p}_slope, avg({x}) AS {p}_x, avg({y}) AS {p}_y, "
-        "regr_sxx({y}, {x}) AS {p}_sxx, regr_syy({y}, {x}) AS {p}_syy, regr_sxy({y}, {x}) AS {p}_sxy")
-
-_SQL = """
-WITH points AS (
-  SELECT cluster, broker, log_dir, unix_micros(observed_at) / 1000000D AS t, total_bytes, available_bytes,
-         CAST(total_bytes - available_bytes AS DOUBLE) AS used
-  FROM {view} WHERE observed_at IS NOT NULL AND total_bytes >= 0 AND available_bytes >= 0
-), binned AS (  -- the bins' width is the same for every volume: the history's span over the bins
-  SELECT *, t - {t0} - bin * {width} AS into_bin
-  FROM (SELECT *, least(floor((t - {t0}) / {width}), {bins} - 1) AS bin FROM points)
-), sums AS (  -- grouped, not sorted; sums of primitives only (an aggregate of structs is sorted, ten times slower)
-  SELECT {volume}, bin, count(*) AS n, sum(into_bin) AS st, sum(used) AS su, sum(into_bin * into_bin) AS stt,
-         sum(used * used) AS suu, sum(into_bin * used) AS stu, min(t) AS first_t, max(t) AS last_t,
-         min(used) AS low_used, min_by(t, used) AS low_t, max(used) AS high_used, max_by(t, used) AS high_t,
-         max(total_bytes) AS total_bytes, max_by(available_bytes, t) AS available_bytes
-  FROM binned GROUP BY {volume}, bin
-), bins AS (  -- each bin's means and sums of squares about them
-  SELECT *, {t0} + bin * {width} + st / n AS mean_t, su / n AS mean_used, greatest(stt - st * st / n, 0D) AS sxx,
-         greatest(suu - su * su / n, 0D) AS syy, stu - st * su / n AS sxy
-  FROM sums
-), drops AS (  -- a drop inside a bin (its highest observation before its lowest), and one from the bin before
-  SELECT *,
-    CASE WHEN high_t < low_t AND high_used - low_used > {min_drop_ratio}D * total_bytes THEN 1 ELSE 0 END
-      AS drop_inside,
-    CASE WHEN lag(CASE WHEN high_t < low_t THEN low_used ELSE high_used END) OVER (PARTITION BY {volume} ORDER BY bin)
-              - CASE WHEN high_t < low_t THEN high_used ELSE low_used END > {min_drop_ratio}D * total_bytes
-         THEN 1 ELSE 0 END AS drop_before
-  FROM bins
-), cycles AS (  -- the cycle of each bin's highest observation; the volume's means, for the line's fit
-  SELECT *,
-    sum(drop_before + drop_inside) OVER (PARTITION BY {volume} ORDER BY bin ROWS UNBOUNDED PRECEDING) - drop_inside
-      AS cycle,
-    sum(drop_before + drop_inside) OVER v AS volume_cycles,
-    sum(n * mean_t) OVER v / sum(n) OVER v AS line_x, sum(n * mean_used) OVER v / sum(n) OVER v AS line_y
-  FROM drops WINDOW v AS (PARTITION BY {volume})
-), per_cycle AS (  -- the bins' sums of squares about the volume's means, by cycle: the line's, exactly
-  SELECT {volume}, cycle, max(volume_cycles) AS cycles, max(high_used) AS top_used, max_by(high_t, high_used)
-         AS top_t, sum(n) AS n, min(first_t) AS first_t, max(last_t) AS last_t, max_by(total_bytes, last_t)
-         AS total_bytes, max_by(available_bytes, last_t) AS available_bytes, max(line_x) AS line_x,
-         max(line_y) AS line_y,
-         sum(sxx + n * (mean_t - line_x) * (mean_t - line_x)) AS sxx,
-         sum(syy + n * (mean_used - line_y) * (mean_used - line_y)) AS syy,
-         sum(sxy + n * (mean_t - line_x) * (mean_used - line_y)) AS sxy
-  FROM cycles GROUP BY {volume}, cycle
-), volumes AS (  -- the peaks: each complete cycle's top (the last cycle has not ended in a drop yet)
-  SELECT {volume}, sum(n) AS points, max(cycles) AS cycles, min(first_t) AS first_seconds,
-         max(last_t) AS last_seconds, max_by(total_bytes, last_t) AS total_bytes,
-         max_by(available_bytes, last_t) AS available_bytes,
-         sum(n) AS line_n, max(line_x) AS line_x, max(line_y) AS line_y, sum(sxx) AS line_sxx, sum(syy) AS line_syy,
-         sum(sxy) AS line_sxy, CASE WHEN sum(sxx) > 0 THEN sum(sxy) / sum(sxx) END AS line_slope,
-         {peak_fit}
-  FROM (SELECT *, CASE WHEN cycle < cycles THEN top_used END AS peak_used,
-                  CASE WHEN cycle < cycles THEN top_t END AS peak_t FROM per_cycle)
-  GROUP BY {volume}
-), chosen AS (
-  SELECT *, CASE WHEN coalesce(peak_n, 0) >= {min_cycles} THEN 'peaks'
-                 WHEN line_slope IS NOT NULL THEN 'linear' ELSE 'none' END AS method
-  FROM volumes
-), fitted AS (
-  SELECT *,
-    CASE method WHEN 'peaks' THEN peak_n ELSE line_n END AS n,
-    CASE method WHEN 'peaks' THEN peak_slope ELSE line_slope END AS slope,
-    CASE method WHEN 'peaks' THEN peak_x ELSE line_x END AS fit_x_seconds,
-    CASE method WHEN 'peaks' THEN peak_y ELSE line_y END AS fit_y_bytes,
-    CASE method WHEN 'peaks' THEN peak_sxx ELSE line_sxx END AS sxx,
-    CASE method WHEN 'peaks' THEN peak_syy ELSE line_syy END AS syy,
-    CASE method WHEN 'peaks' THEN peak_sxy ELSE line_sxy END AS sxy,
-    {limit_bytes} AS limit_bytes
-  FROM chosen
-), banded AS (
-  SELECT *,
-    -- the slope's standard error: the residuals' variance over n - 2 degrees of freedom, over Sxx
-    CASE WHEN n > 2 AND sxx > 0 THEN sqrt(greatest(syy - sxy * sxy / sxx, 0D) / (n - 2) / sxx) ELSE 0D END AS slope_se
-  FROM fitted
-), judged AS (
-  SELECT *, slope * {day} AS growth_bytes_per_day,
-    (slope - {sigmas}D * slope_se) * {day} AS growth_low_bytes_per_day,
-    (slope + {sigmas}D * slope_se) * {day} AS growth_high_bytes_per_day,
-    coalesce(slope * {day} > {min_growth}D * total_bytes AND slope - {sigmas}D * slope_se > 0, false) AS filling
-  FROM banded
-)
-SELECT *,
-  CASE WHEN filling THEN fit_x_seconds + (total_bytes - limit_bytes - fit_y_bytes) / slope END AS limit_at_seconds,
-  CASE WHEN filling THEN least({limit_by_high}, {limit_by_low}) END AS limit_earliest_seconds,
-  CASE WHEN filling THEN greatest({limit_by_high}, {limit_by_low}) END AS limit_latest_seconds,
-  CASE WHEN filling THEN fit_x_seconds + (total_bytes - fit_y_bytes) / slope END AS full_at_seconds
-FROM judged
-"""
-_LIMIT_BY = "fit_x_seconds + (total_bytes - limit_bytes - fit_y_bytes) / ({growth} / {day})"
+VOLUME = ("cluster", "broker", "log_dir")
 
 
 def transform(history: DataFrame, params: ForecastParams, span: tuple[float, float] | None = None) -> DataFrame:
     """History rows (``history.COLUMNS``) → one row per volume (COLUMNS): its fit, growth, band and dates. `span`:
     the first and last moment of the history (epoch seconds) when known without reading it (history.day_span);
     else they are read from the rows, a job of its own."""
+    F = columns.functions(history)
+    points = _points(F, history)
     if span is None:
-        t0, width = "(SELECT min(t) FROM points)", f"(SELECT greatest(max(t) - min(t), 1D) / {params.bins} FROM points)"
+        t0 = points.agg(F.min("t")).scalar()
+        width = points.agg(F.greatest(F.max("t") - F.min("t"), F.lit(1.0)) / params.bins).scalar()
     else:
-        t0, width = f"{float(span[0])!r}D", f"{max(span[1] - span[0], 1.0) / params.bins!r}D"
-    sql = _SQL.format(
-        view="{history}", volume=_VOLUME, day=repr(DAY), sigmas=repr(float(params.sigmas)),
-        min_drop_ratio=repr(float(params.min_drop_ratio)), min_cycles=int(params.min_cycles),
-        min_growth=repr(float(params.min_growth_ratio_per_day)), limit_bytes=_limit_bytes(params),
-        bins=int(params.bins), t0=t0, width=width, peak_fit=_FIT.format(y="peak_used", x="peak_t", p="peak"),
-        limit_by_high=_LIMIT_BY.format(growth="growth_high_bytes_per_day", day=repr(DAY)),
-        limit_by_low=_LIMIT_BY.format(growth="growth_low_bytes_per_day", day=repr(DAY)))
-    return sql_over(sql, history=history).selectExpr(*COLUMNS)
+        t0, width = F.lit(float(span[0])), F.lit(max(span[1] - span[0], 1.0) / params.bins)
+    bins = _bins(F, points, t0, width, params.bins)
+    cycles = _cycles(F, columns.window(history), bins, params.min_drop_ratio)
+    return _dated(F, _fitted(F, _volumes(F, cycles), params)).select(*COLUMNS)
 
 
 def by_cluster(volumes: DataFrame) -> DataFrame:
     """Forecast rows (COLUMNS) → one row per cluster: its volumes, their sizes and growth now, the first volume
     to reach the limit and the headroom in days from the cluster's newest observation (null: none is filling)."""
-    return sql_over(f"""
-        SELECT cluster, count(*) AS volumes, count_if(filling) AS filling, sum(total_bytes) AS total_bytes,
-               sum(available_bytes) AS available_bytes, sum(growth_bytes_per_day) AS growth_bytes_per_day,
-               max(last_seconds) AS as_of_seconds, min(limit_at_seconds) AS limit_at_seconds,
-               min_by(broker, limit_at_seconds) AS first_broker, min_by(log_dir, limit_at_seconds) AS first_log_dir,
-               (min(limit_at_seconds) - max(last_seconds)) / {DAY!r} AS headroom_days
-        FROM {{volumes}} GROUP BY cluster ORDER BY cluster""", volumes=volumes)
+    F = columns.functions(volumes)
+    return volumes.groupBy("cluster").agg(
+        F.count(F.lit(1)).alias("volumes"), F.count_if("filling").alias("filling"),
+        F.sum("total_bytes").alias("total_bytes"), F.sum("available_bytes").alias("available_bytes"),
+        F.sum("growth_bytes_per_day").alias("growth_bytes_per_day"), F.max("last_seconds").alias("as_of_seconds"),
+        F.min("limit_at_seconds").alias("limit_at_seconds"),
+        F.min_by("broker", "limit_at_seconds").alias("first_broker"),
+        F.min_by("log_dir", "limit_at_seconds").alias("first_log_dir"),
+        ((F.min("limit_at_seconds") - F.max("last_seconds")) / DAY).alias("headroom_days"),
+    ).orderBy("cluster")
 
 
-def _limit_bytes(params: ForecastParams) -> str:
+def _points(F: ModuleType, history: DataFrame) -> DataFrame:
+    """Each observation: its time in seconds and its used bytes."""
+    return history.where(F.col("observed_at").isNotNull() & (F.col("total_bytes") >= 0)
+                         & (F.col("available_bytes") >= 0)).select(
+        *VOLUME, (F.unix_micros("observed_at") / 1e6).alias("t"), "total_bytes", "available_bytes",
+        (F.col("total_bytes") - F.col("available_bytes")).cast("double").alias("used"))
+
+
+def _bins(F: ModuleType, points: DataFrame, t0: Column, width: Column, count: int) -> DataFrame:
+    """Each volume's observations by bin (the bins' width is the same for every volume: the history's span over
+    the bins), grouped, not sorted, as sums of primitives only (an aggregate of structs is sorted, ten times
+    slower); then each bin's means and sums of squares about them."""
+    t, used = F.col("t"), F.col("used")
+    binned = points.withColumn("bin", F.least(F.floor((t - t0) / width), F.lit(count - 1)))
+    sums = binned.withColumn("into_bin", t - t0 - F.col("bin") * width).groupBy(*VOLUME, "bin").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("into_bin").alias("st"), F.sum("used").alias("su"),
+        F.sum(F.col("into_bin") * F.col("into_bin")).alias("stt"), F.sum(used * used).alias("suu"),
+        F.sum(F.col("into_bin") * used).alias("stu"), F.min("t").alias("first_t"), F.max("t").alias("last_t"),
+        F.min("used").alias("low_used"), F.min_by("t", "used").alias("low_t"), F.max("used").alias("high_used"),
+        F.max_by("t", "used").alias("high_t"), F.max("total_bytes").alias("total_bytes"),
+        F.max_by("available_bytes", "t").alias("available_bytes"))
+    n, st, su = F.col("n"), F.col("st"), F.col("su")
+    return sums.withColumns({
+        "mean_t": t0 + F.col("bin") * width + st / n, "mean_used": su / n,
+        "sxx": F.greatest(F.col("stt") - st * st / n, F.lit(0.0)),
+        "syy": F.greatest(F.col("suu") - su * su / n, F.lit(0.0)), "sxy": F.col("stu") - st * su / n})
+
+
+def _cycles(F: ModuleType, Window, bins: DataFrame, min_drop_ratio: float) -> DataFrame:
+    """The bins with their drops (one inside a bin: its highest observation before its lowest; one from the bin
+    before), the cycle of each bin's highest observation and the volume's means, for the line's fit."""
+    high_first = F.col("high_t") < F.col("low_t")
+    least_drop = F.lit(float(min_drop_ratio)) * F.col("total_bytes")
+    in_order = Window.partitionBy(*VOLUME).orderBy("bin")
+    drops = bins.withColumns({
+        "drop_inside": F.when(high_first & (F.col("high_used") - F.col("low_used") > least_drop), 1).otherwise(0),
+        "drop_before": F.when(
+            F.lag(F.when(high_first, F.col("low_used")).otherwise(F.col("high_used"))).over(in_order)
+            - F.when(high_first, F.col("high_used")).otherwise(F.col("low_used")) > least_drop, 1).otherwise(0)})
+    dropped, volume = F.col("drop_before") + F.col("drop_inside"), Window.partitionBy(*VOLUME)
+    weighted = F.sum("n").over(volume)
+    return drops.withColumns({
+        "cycle": F.sum(dropped).over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+                 - F.col("drop_inside"),
+        "volume_cycles": F.sum(dropped).over(volume),
+        "line_x": F.sum(F.col("n") * F.col("mean_t")).over(volume) / weighted,
+        "line_y": F.sum(F.col("n") * F.col("mean_used")).over(volume) / weighted})
+
+
+def _volumes(F: ModuleType, cycles: DataFrame) -> DataFrame:
+    """Per volume: the bins' sums of squares about the volume's means, by cycle (the line's, exactly), and the
+    peaks: each complete cycle's top (the last cycle has not ended in a drop yet)."""
+    n, dx, dy = F.col("n"), F.col("mean_t") - F.col("line_x"), F.col("mean_used") - F.col("line_y")
+    per_cycle = cycles.groupBy(*VOLUME, "cycle").agg(
+        F.max("volume_cycles").alias("cycles"), F.max("high_used").alias("top_used"),
+        F.max_by("high_t", "high_used").alias("top_t"), F.sum("n").alias("n"), F.min("first_t").alias("first_t"),
+        F.max("last_t").alias("last_t"), F.max_by("total_bytes", "last_t").alias("total_bytes"),
+        F.max_by("available_bytes", "last_t").alias("available_bytes"), F.max("line_x").alias("line_x"),
+        F.max("line_y").alias("line_y"), F.sum(F.col("sxx") + n * dx * dx).alias("sxx"),
+        F.sum(F.col("syy") + n * dy * dy).alias("syy"), F.sum(F.col("sxy") + n * dx * dy).alias("sxy"))
+    complete = F.col("cycle") < F.col("cycles")
+    peaks = per_cycle.withColumns({"peak_used": F.when(complete, F.col("top_used")),
+                                   "peak_t": F.when(complete, F.col("top_t"))})
+    y, x = "peak_used", "peak_t"
+    return peaks.groupBy(*VOLUME).agg(
+        F.sum("n").alias("points"), F.max("cycles").alias("cycles"), F.min("first_t").alias("first_seconds"),
+        F.max("last_t").alias("last_seconds"), F.max_by("total_bytes", "last_t").alias("total_bytes"),
+        F.max_by("available_bytes", "last_t").alias("available_bytes"), F.sum("n").alias("line_n"),
+        F.max("line_x").alias("line_x"), F.max("line_y").alias("line_y"), F.sum("sxx").alias("line_sxx"),
+        F.sum("syy").alias("line_syy"), F.sum("sxy").alias("line_sxy"),
+        F.when(F.sum("sxx") > 0, F.sum("sxy") / F.sum("sxx")).alias("line_slope"),
+        F.regr_count(y, x).alias("peak_n"), F.regr_slope(y, x).alias("peak_slope"), F.avg(x).alias("peak_x"),
+        F.avg(y).alias("peak_y"), F.regr_sxx(y, x).alias("peak_sxx"), F.regr_syy(y, x).alias("peak_syy"),
+        F.regr_sxy(y, x).alias("peak_sxy"))
+
+
+def _fitted(F: ModuleType, volumes: DataFrame, params: ForecastParams) -> DataFrame:
+    """Each volume's method, its line (the peaks', else every observation's), the slope's band and whether it is
+    filling."""
+    method = (F.when(F.coalesce(F.col("peak_n"), F.lit(0)) >= params.min_cycles, "peaks")
+              .when(F.col("line_slope").isNotNull(), "linear").otherwise("none"))
+    chosen = volumes.withColumn("method", method)
+    peaks = F.col("method") == "peaks"
+    fitted = chosen.withColumns({
+        **{name: F.when(peaks, F.col(f"peak_{part}")).otherwise(F.col(f"line_{part}"))
+           for name, part in (("n", "n"), ("slope", "slope"), ("fit_x_seconds", "x"), ("fit_y_bytes", "y"),
+                              ("sxx", "sxx"), ("syy", "syy"), ("sxy", "sxy"))},
+        "limit_bytes": _limit_bytes(F, params)})
+    n, sxx, sxy = F.col("n"), F.col("sxx"), F.col("sxy")
+    # the slope's standard error: the residuals' variance over n - 2 degrees of freedom, over Sxx
+    banded = fitted.withColumn("slope_se", F.when((n > 2) & (sxx > 0), F.sqrt(
+        F.greatest(F.col("syy") - sxy * sxy / sxx, F.lit(0.0)) / (n - 2) / sxx)).otherwise(0.0))
+    slope, spread = F.col("slope"), F.lit(float(params.sigmas)) * F.col("slope_se")
+    return banded.withColumns({
+        "growth_bytes_per_day": slope * DAY, "growth_low_bytes_per_day": (slope - spread) * DAY,
+        "growth_high_bytes_per_day": (slope + spread) * DAY,
+        "filling": F.coalesce((slope * DAY > F.lit(float(params.min_growth_ratio_per_day)) * F.col("total_bytes"))
+                              & (slope - spread > 0), F.lit(False))})
+
+
+def _dated(F: ModuleType, judged: DataFrame) -> DataFrame:
+    """The dates of a filling volume: at the limit (on the line, and at either edge of the band) and full."""
+    filling, fit_x, fit_y = F.col("filling"), F.col("fit_x_seconds"), F.col("fit_y_bytes")
+    to_limit = F.col("total_bytes") - F.col("limit_bytes") - fit_y
+
+    def limit_by(growth: str) -> Column:
+        return fit_x + to_limit / (F.col(growth) / DAY)
+
+    high, low = limit_by("growth_high_bytes_per_day"), limit_by("growth_low_bytes_per_day")
+    return judged.withColumns({
+        "limit_at_seconds": F.when(filling, fit_x + to_limit / F.col("slope")),
+        "limit_earliest_seconds": F.when(filling, F.least(high, low)),
+        "limit_latest_seconds": F.when(filling, F.greatest(high, low)),
+        "full_at_seconds": F.when(filling, fit_x + (F.col("total_bytes") - fit_y) / F.col("slope"))})
+
+
+def _limit_bytes(F: ModuleType, params: ForecastParams) -> Column:
     """The available bytes at the limit, per volume: the rule's (storage_rule.LIMIT_BYTES), or 0 without one."""
     if params.min_available_bytes is None and params.min_available_ratio is None:
-        return "0D"
+        return F.lit(0.0)
     limit = StorageLimit(params.min_available_bytes, params.min_available_ratio)
-    return storage_rule.LIMIT_BYTES.inline_sql(storage_rule.limit_literals(limit.as_params()))
+    return storage_rule.LIMIT_BYTES.inline(F, storage_rule.limit_columns(F, limit.as_params()))

@@ -2,8 +2,8 @@
 what keeps the moves through it going; with the moves' progress, in one Spark job per pass.
 
 Every input of the rule is a column of ``schemas.BROKER_ROLE_SCHEMA``. The reason is decided first and
-the rate follows from it. Spark SQL text, as in ``volume_violations``, so one transform serves classic
-and Connect DataFrames. What comes before the rule (the disk guard, the operators' overrides) is
+the rate follows from it. Spark SQL text, so that one transform serves classic and
+Connect DataFrames. What comes before the rule (the disk guard, the operators' overrides) is
 ``quota_sidecar.decide.throttles.with_overrides``; the reasons are spelled in
 ``quota_sidecar.common.vocabulary``. The keep_up floor and the moves' progress are ``move_progress``'s,
 computed in the same job (``decide``).

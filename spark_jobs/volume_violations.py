@@ -8,75 +8,88 @@ violates, else the smallest soft factor: 1.0 at or above the soft limit (or with
 linearly to 0.0 at the hard limit.
 
 The rule itself (the verdict, the time to the limit, the factors) is quota_sidecar.common.storage_rule's, whose
-terms the agent's local verdict evaluates in Python and this job renders as SQL; the fill rate is this job's own.
+terms the agent's local verdict evaluates in Python and this job renders as Spark columns; the fill rate is this job's own.
 The limits are columns of the rows, and the rows are grouped by the observation they came with: one job
 judges one poll (``decide``), or the questions of many agents of many clusters at once (the aggregator,
-``aggregation``). The expressions are Spark SQL text on DataFrame methods rather than pyspark.sql.functions:
-those pick classic or Connect columns from a process-wide switch, while these work on either kind of DataFrame.
+``aggregation``). The columns are built with the functions of the DataFrame's kind (spark_jobs.columns), so that
+the same job runs on a driver in this process and on Spark Connect.
 """
 import argparse
 import json
 import sys
+from types import ModuleType
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from quota_sidecar.common import storage_rule
 from quota_sidecar.common.vocabulary import StorageLimit
+from spark_jobs import columns
 from spark_jobs.schemas import VOLUME_SCHEMA, frame_from_rows
 from spark_jobs.session import get_session, stop_sessions
 
-# A volume's rows: those of one observation (an agent's question to the aggregator; '' in a batch run).
-_BY_VOLUME = "PARTITION BY observation, broker_id, log_dir"
-_NEWEST = f"row_number() OVER ({_BY_VOLUME} ORDER BY at_seconds DESC) = 1"
-# The least-squares slope (nΣxy − ΣxΣy) / (nΣx² − (Σx)²) of available bytes over seconds, negated: the bytes
-# filled per second. regr_slope computes it from central moments (no cancellation on terabyte-sized
-# volumes) and is null with fewer than two measurements at distinct times. 0 - slope, not -slope: a
-# steady volume fills 0.0 B/s, not -0.0.
-_FILL = f"0.0D - regr_slope(available_bytes, at_seconds) OVER ({_BY_VOLUME})"
 _COLUMNS = ("broker_id", "log_dir", "total_bytes", "available_bytes", "available_ratio", "fill_bytes_per_sec",
             "seconds_to_limit", "violated", "predicted", "throttle_factor", "descending")
 LIMIT_COLUMNS = tuple(storage_rule.LIMIT_TYPES)
 
-# The minimum over no rows is null: no volume, nothing to protect, no throttle.
-FACTOR = "coalesce(min(throttle_factor), 1.0D)"
-# One struct per volume; an array of them sorts by its first fields, broker_id then log_dir. (A row without a
-# volume, which the aggregator adds for each observation, is left out: collect_list skips nulls.)
-JUDGED_ROWS = f"sort_array(collect_list(CASE WHEN log_dir IS NOT NULL THEN struct({', '.join(_COLUMNS)}) END))"
+
+def factor(F: ModuleType) -> Column:
+    """The throttle factor of a group of judged rows. The minimum over no rows is null: no volume, nothing to
+    protect, no throttle."""
+    return F.coalesce(F.min("throttle_factor"), F.lit(1.0))
+
+
+def judged_rows(F: ModuleType) -> Column:
+    """One struct per volume of a group of judged rows; an array of them sorts by its first fields, broker_id then
+    log_dir. (A row without a volume, which the aggregator adds for each observation, is left out: collect_list
+    skips nulls.)"""
+    return F.sort_array(F.collect_list(F.when(F.col("log_dir").isNotNull(), F.struct(*_COLUMNS))))
 
 
 def transform(volumes_df: DataFrame, params: dict) -> DataFrame:
     """Every usable volume, as its newest row, with ``available_ratio``, ``fill_bytes_per_sec``,
     ``seconds_to_limit``, ``violated``, ``predicted`` and its ``throttle_factor``, all under the limits of
     ``params``."""
-    return judge(with_limits(volumes_df.where("usable"), params)).selectExpr(*_COLUMNS)
+    F = columns.functions(volumes_df)
+    return judge(with_limits(volumes_df.where(F.col("usable")), params)).select(*_COLUMNS)
 
 
 def with_limits(volumes_df: DataFrame, params: dict) -> DataFrame:
     """The rows with the limits of ``params`` as their columns, all of one observation."""
-    literals = storage_rule.limit_literals(checked_limits(params))
-    return volumes_df.selectExpr("*", "'' AS observation", *(f"{literals[name]} AS {name}" for name in LIMIT_COLUMNS))
+    F = columns.functions(volumes_df)
+    limits = storage_rule.limit_columns(F, checked_limits(params))
+    return volumes_df.select("*", F.lit("").alias("observation"), *(limits[name].alias(name) for name in LIMIT_COLUMNS))
 
 
 def judge(volumes_df: DataFrame) -> DataFrame:
     """Rows of usable volumes (``schemas.VOLUME_SCHEMA``) that carry their limits (LIMIT_COLUMNS) and an
     ``observation`` key: every volume of each observation as its newest row, judged; with ``observation``."""
+    F, Window = columns.functions(volumes_df), columns.window(volumes_df)
+    # A volume's rows: those of one observation (an agent's question to the aggregator; '' in a batch run).
+    by_volume = Window.partitionBy("observation", "broker_id", "log_dir")
+    # The least-squares slope (nΣxy − ΣxΣy) / (nΣx² − (Σx)²) of available bytes over seconds, negated: the bytes
+    # filled per second. regr_slope computes it from central moments (no cancellation on terabyte-sized
+    # volumes) and is null with fewer than two measurements at distinct times. 0 - slope, not -slope: a
+    # steady volume fills 0.0 B/s, not -0.0.
+    fill = F.lit(0.0) - F.regr_slope("available_bytes", "at_seconds").over(by_volume)
     # One projection after the windows: each column may use those before it (lateral column aliases), and
     # the driver analyses three plans per decision instead of eight.
     return (
         volumes_df
-        .selectExpr("*", f"{_NEWEST} AS newest", f"{_FILL} AS fill_bytes_per_sec")
-        .where("newest")
-        .selectExpr("observation", "broker_id", "log_dir", "total_bytes", "available_bytes", "fill_bytes_per_sec",
-                    *(f"{term.definition} AS {term.name}" for term in storage_rule.JUDGED))
-        .selectExpr("observation", *_COLUMNS)
+        .select("*", (F.row_number().over(by_volume.orderBy(F.col("at_seconds").desc())) == 1).alias("newest"),
+                fill.alias("fill_bytes_per_sec"))
+        .where(F.col("newest"))
+        .select("observation", "broker_id", "log_dir", "total_bytes", "available_bytes", "fill_bytes_per_sec",
+                *(term.definition(F).alias(term.name) for term in storage_rule.JUDGED))
+        .select("observation", *_COLUMNS)
     )
 
 
 def decide(spark: SparkSession, volumes: list[dict], params: dict) -> tuple[float, list[dict]]:
     """The throttle factor and every usable volume with its forecast and verdict, by broker and log dir."""
     df = transform(frame_from_rows(spark, volumes, VOLUME_SCHEMA), params)
+    F = columns.functions(df)
     # One Spark job per poll: the factor and the rows come back from the same aggregation.
-    result = df.selectExpr(f"{FACTOR} AS factor", f"{JUDGED_ROWS} AS rows").first()
+    result = df.select(factor(F).alias("factor"), judged_rows(F).alias("rows")).first()
     return result["factor"], [row.asDict() for row in result["rows"]]
 
 

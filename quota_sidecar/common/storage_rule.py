@@ -1,11 +1,13 @@
 """The storage limit's verdict on a volume, written once and read twice: evaluated in Python on one volume (the
-agent's local verdict, through StorageLimit) and rendered as Spark SQL over rows (the aggregator's,
+agent's local verdict, through StorageLimit) and rendered as Spark columns over rows (the aggregator's,
 spark_jobs/volume_violations.py), so that the local disk guard and the cluster's factor cannot judge apart.
 
 A term is an expression over a row's columns: the volume's newest measurement, its fill rate, and the limits as
 StorageLimit.as_params names them. Python evaluates it with SQL's nulls: None for NULL, an operation on NULL is
-NULL, CASE takes a NULL condition as false. A named term renders as its name in SQL, for a projection that defines
-the terms in order (Spark's lateral column aliases, JUDGED); `inline_sql` spells it out where there are none.
+NULL, CASE takes a NULL condition as false. Spark gets it as a Column built with the `functions` module it is
+handed (pyspark.sql.functions, or Spark Connect's: spark_jobs.columns picks the one of a DataFrame), so that the
+agent never imports pyspark. A named term renders as a reference to its name, for a projection that defines the
+terms in order (Spark's lateral column aliases, JUDGED); `inline` spells it out where there are none.
 The fill rate itself is not a term: a window (regr_slope) computes it in Spark, a least-squares sum in the agent,
 and tests/spark/test_storage_rule_agreement.py holds the two together.
 """
@@ -13,32 +15,33 @@ and tests/spark/test_storage_rule_agreement.py holds the two together.
 from __future__ import annotations
 
 import operator
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 Row = Mapping[str, object]
+# A rendering: the functions module, whether named terms are spelled out, and columns put in place of some names.
+Render = Callable[[Any, bool, Mapping[str, Any]], Any]
 
 
 class Term:
-    """An expression over a row's columns with two renderings: `of(row)` in Python and `sql` for Spark."""
+    """An expression over a row's columns with two renderings: `of(row)` in Python and `column(functions)` for
+    Spark."""
 
-    def __init__(self, render: Callable[[bool, Mapping[str, str]], str], evaluate: Callable[[Row], object],
-                 name: str | None = None):
+    def __init__(self, render: Render, evaluate: Callable[[Row], object], name: str | None = None):
         self._render, self._evaluate, self.name = render, evaluate, name
         self._inner: Term | None = None  # a named term's expression
 
-    @property
-    def sql(self) -> str:
-        """Spark SQL over the row's columns, a named term by its name (a lateral column alias)."""
-        return self._render(False, {})
+    def column(self, functions):
+        """A Spark Column over the row's columns, a named term by its name (a lateral column alias)."""
+        return self._render(functions, False, {})
 
-    @property
-    def definition(self) -> str:
-        """The SQL of a named term's expression, for its `AS name` in a projection."""
-        return self.sql if self._inner is None else self._inner.sql
+    def definition(self, functions):
+        """The Column of a named term's expression, for its alias in a projection."""
+        return (self if self._inner is None else self._inner).column(functions)
 
-    def inline_sql(self, columns: Mapping[str, str] | None = None) -> str:
-        """Spark SQL with every named term spelled out, and the `columns` given (name -> SQL) in place of theirs."""
-        return self._render(True, columns or {})
+    def inline(self, functions, columns: Mapping[str, Any] | None = None):
+        """A Spark Column with every named term spelled out, and the `columns` given (name -> Column) in place of
+        theirs."""
+        return self._render(functions, True, columns or {})
 
     def of(self, row: Row) -> object:
         """The term's value on one row; a named term already in the row is read from it."""
@@ -47,73 +50,68 @@ class Term:
         return self._evaluate(row)
 
     # SQL's arithmetic and comparisons, NULL when either side is
-    def __add__(self, other): return _binary(self, other, "+", operator.add)
-    def __sub__(self, other): return _binary(self, other, "-", operator.sub)
-    def __rsub__(self, other): return _binary(other, self, "-", operator.sub)
-    def __mul__(self, other): return _binary(self, other, "*", operator.mul)
-    def __truediv__(self, other): return _binary(self, other, "/", operator.truediv)
-    def __le__(self, other): return _binary(self, other, "<=", operator.le)
-    def __lt__(self, other): return _binary(self, other, "<", operator.lt)
-    def __ge__(self, other): return _binary(self, other, ">=", operator.ge)
-    def __gt__(self, other): return _binary(self, other, ">", operator.gt)
+    def __add__(self, other): return _binary(self, other, operator.add)
+    def __sub__(self, other): return _binary(self, other, operator.sub)
+    def __rsub__(self, other): return _binary(other, self, operator.sub)
+    def __mul__(self, other): return _binary(self, other, operator.mul)
+    def __truediv__(self, other): return _binary(self, other, operator.truediv)
+    def __le__(self, other): return _binary(self, other, operator.le)
+    def __lt__(self, other): return _binary(self, other, operator.lt)
+    def __ge__(self, other): return _binary(self, other, operator.ge)
+    def __gt__(self, other): return _binary(self, other, operator.gt)
 
     def __and__(self, other):  # SQL's three-valued AND: false wins over NULL
         other = _term(other)
-        return Term(lambda inline, cols: f"({self._render(inline, cols)} AND {other._render(inline, cols)})",
+        return Term(lambda f, inline, cols: self._render(f, inline, cols) & other._render(f, inline, cols),
                     lambda row: _and(self.of(row), other.of(row)))
 
     def __or__(self, other):  # and true over NULL
         other = _term(other)
-        return Term(lambda inline, cols: f"({self._render(inline, cols)} OR {other._render(inline, cols)})",
+        return Term(lambda f, inline, cols: self._render(f, inline, cols) | other._render(f, inline, cols),
                     lambda row: _or(self.of(row), other.of(row)))
 
     def __invert__(self):
-        return Term(lambda inline, cols: f"(NOT {self._render(inline, cols)})",
+        return Term(lambda f, inline, cols: ~self._render(f, inline, cols),
                     lambda row: None if (value := self.of(row)) is None else not value)
 
     def is_null(self) -> Term:
-        return Term(lambda inline, cols: f"({self._render(inline, cols)} IS NULL)", lambda row: self.of(row) is None)
+        return Term(lambda f, inline, cols: self._render(f, inline, cols).isNull(), lambda row: self.of(row) is None)
 
     def is_not_null(self) -> Term:
-        return Term(lambda inline, cols: f"({self._render(inline, cols)} IS NOT NULL)",
+        return Term(lambda f, inline, cols: self._render(f, inline, cols).isNotNull(),
                     lambda row: self.of(row) is not None)
 
     def double(self) -> Term:
-        return Term(lambda inline, cols: f"CAST({self._render(inline, cols)} AS DOUBLE)",
+        return Term(lambda f, inline, cols: self._render(f, inline, cols).cast("double"),
                     lambda row: None if (value := self.of(row)) is None else float(value))
 
     def named(self, name: str) -> Term:
-        term = Term(lambda inline, cols: f"({self._render(inline, cols)})" if inline else name, self._evaluate, name)
+        term = Term(lambda f, inline, cols: self._render(f, inline, cols) if inline else f.col(name),
+                    self._evaluate, name)
         term._inner = self
         return term
 
 
 def column(name: str) -> Term:
-    return Term(lambda inline, cols: cols.get(name, name), lambda row: row.get(name))
+    return Term(lambda f, inline, cols: cols[name] if name in cols else f.col(name), lambda row: row.get(name))
 
 
 def literal(value: object) -> Term:
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, float):
-        text = f"{value!r}D"
-    elif isinstance(value, int):
-        text = str(value)
-    else:
-        raise TypeError(f"no SQL literal for {value!r}")
-    return Term(lambda inline, cols: text, lambda row: value)
+    if not isinstance(value, (bool, int, float)):
+        raise TypeError(f"no Spark literal for {value!r}")
+    return Term(lambda f, inline, cols: f.lit(value), lambda row: value)
 
 
 def coalesce(*terms) -> Term:
     terms = [_term(t) for t in terms]
-    return Term(lambda inline, cols: f"coalesce({', '.join(t._render(inline, cols) for t in terms)})",
+    return Term(lambda f, inline, cols: f.coalesce(*(t._render(f, inline, cols) for t in terms)),
                 lambda row: next((value for t in terms if (value := t.of(row)) is not None), None))
 
 
 def greatest(*terms) -> Term:
     """The largest value that is not NULL, as Spark's greatest."""
     terms = [_term(t) for t in terms]
-    return Term(lambda inline, cols: f"greatest({', '.join(t._render(inline, cols) for t in terms)})",
+    return Term(lambda f, inline, cols: f.greatest(*(t._render(f, inline, cols) for t in terms)),
                 lambda row: max((v for t in terms if (v := t.of(row)) is not None), default=None))
 
 
@@ -142,10 +140,11 @@ class Case:
     def _case(self, otherwise: Term | None) -> Term:
         branches = self.branches
 
-        def render(inline: bool, cols: Mapping[str, str]) -> str:
-            text = " ".join(f"WHEN {c._render(inline, cols)} THEN {v._render(inline, cols)}" for c, v in branches)
-            rest = "" if otherwise is None else f" ELSE {otherwise._render(inline, cols)}"
-            return f"CASE {text}{rest} END"
+        def render(f, inline: bool, cols: Mapping[str, Any]):
+            case = f
+            for condition, value in branches:
+                case = case.when(condition._render(f, inline, cols), value._render(f, inline, cols))
+            return case if otherwise is None else case.otherwise(otherwise._render(f, inline, cols))
 
         def evaluate(row: Row) -> object:
             for condition, value in branches:
@@ -160,9 +159,10 @@ def _term(value) -> Term:
     return value if isinstance(value, Term) else literal(value)
 
 
-def _binary(left, right, symbol: str, apply: Callable) -> Term:
+def _binary(left, right, apply: Callable) -> Term:
+    """`apply` (an operator) on both sides: Spark's Column operators render it, Python's evaluate it."""
     left, right = _term(left), _term(right)
-    return Term(lambda inline, cols: f"({left._render(inline, cols)} {symbol} {right._render(inline, cols)})",
+    return Term(lambda f, inline, cols: apply(left._render(f, inline, cols), right._render(f, inline, cols)),
                 lambda row: None if (a := left.of(row)) is None or (b := right.of(row)) is None else apply(a, b))
 
 
@@ -232,18 +232,17 @@ AT_LIMIT_TERMS = (AVAILABLE_RATIO, VALUE, HARD, AT_LIMIT)
 MARGIN_TERMS = (AVAILABLE_RATIO, MARGIN)
 
 
-# The SQL types of the limits' columns (StorageLimit.as_params, and the rate a descent began from).
+# The Spark SQL types of the limits' columns (StorageLimit.as_params, and the rate a descent began from).
 LIMIT_TYPES = {"min_available_bytes": "BIGINT", "min_available_ratio": "DOUBLE", "soft_min_available_bytes": "BIGINT",
                "soft_min_available_ratio": "DOUBLE", "lead_time_seconds": "DOUBLE",
                "descent_min_available_bytes": "BIGINT", "descent_min_available_ratio": "DOUBLE",
                "descent_horizon_seconds": "DOUBLE", "descent_rate_bytes_per_sec": "DOUBLE"}
 
 
-def limit_literals(limits: Mapping[str, object]) -> dict[str, str]:
-    """Each limit column of LIMIT_TYPES as an SQL literal of its type, NULL when unset: for `inline_sql`, or a
+def limit_columns(functions, limits: Mapping[str, object]) -> dict:
+    """Each limit column of LIMIT_TYPES as a Spark literal of its type, NULL when unset: for `inline`, or a
     projection of them."""
-    return {name: f"CAST({'NULL' if limits.get(name) is None else repr(limits[name])} AS {kind})"
-            for name, kind in LIMIT_TYPES.items()}
+    return {name: functions.lit(limits.get(name)).cast(kind) for name, kind in LIMIT_TYPES.items()}
 
 
 def judged(row: Row, terms: tuple[Term, ...] = JUDGED) -> dict:

@@ -1,10 +1,12 @@
-"""The storage limit's rule, written once (quota_sidecar/common/storage_rule.py): its verdict in Python, its SQL
-rendering, and the limits StorageLimit accepts. tests/spark/test_storage_rule_agreement.py runs the SQL."""
+"""The storage limit's rule, written once (quota_sidecar/common/storage_rule.py): its verdict in Python, its Spark
+rendering, and the limits StorageLimit accepts. tests/spark/test_storage_rule_agreement.py runs the Spark one.
+Spark Connect's functions build the columns here: they are plans, and need no session."""
 
 import re
 from datetime import timedelta
 
 import pytest
+from pyspark.sql.connect import functions as F
 
 from quota_sidecar.common import storage_rule
 from quota_sidecar.common.storage_rule import column, coalesce, when
@@ -60,7 +62,8 @@ def test_each_judged_term_reads_only_the_columns_and_the_terms_before_it():
     # Spark's lateral column aliases: a term named before it is defined would read a column that is not there.
     known = {"total_bytes", "available_bytes", "fill_bytes_per_sec", *storage_rule.LIMIT_TYPES}
     for term in storage_rule.JUDGED:
-        names = set(re.findall(r"\b[a-z_]+\b", term.definition)) - {"coalesce", "greatest", "true", "false"}
+        names = set(re.findall(r"\b[a-z_]+\b", str(term.definition(F)))) - {"coalesce", "greatest", "and", "or",
+                                                                             "not", "isNull", "isNotNull"}
         assert names <= known, f"{term.name} reads {names - known}"
         known.add(term.name)
 
@@ -76,8 +79,10 @@ def test_sql_nulls_in_python():
     assert when(b > 0, a / b).otherwise(0.0).of({"a": 1, "b": 0}) == 0.0  # the guarded division is not made
 
 
-def test_inline_sql_spells_out_named_terms_and_binds_columns():
-    sql = storage_rule.LIMIT_BYTES.inline_sql({"min_available_bytes": "NULL", "min_available_ratio": "0.1D"})
-    assert sql == "(CASE WHEN (NULL IS NOT NULL) THEN CAST(NULL AS DOUBLE) ELSE (0.1D * total_bytes) END)"
-    assert storage_rule.PREDICTED.sql == "predicted"
-    assert storage_rule.PREDICTED.definition == "(violated AND (NOT at_limit))"
+def test_inline_spells_out_named_terms_and_binds_columns():
+    limits = storage_rule.limit_columns(F, {"min_available_ratio": 0.1})
+    inline = storage_rule.LIMIT_BYTES.inline(F, limits)
+    assert str(inline) == ("Column<'CASE WHEN isNotNull(CAST(NULL AS BIGINT)) THEN CAST(CAST(NULL AS BIGINT) AS DOUBLE) "
+                           "ELSE *(CAST(0.1 AS DOUBLE), total_bytes) END'>")
+    assert str(storage_rule.PREDICTED.column(F)) == "Column<'predicted'>"
+    assert str(storage_rule.PREDICTED.definition(F)) == "Column<'and(violated, not(at_limit))'>"
