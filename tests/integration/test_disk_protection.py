@@ -200,7 +200,7 @@ def test_poll_failures_outlasting_validity_apply_the_fallback(pipeline, kafka_cl
                          **{"storage.per.volume.limit.min.available.bytes": 0,
                             "throttle.factor.validity.duration": "PT3S", "throttle.factor.fallback": "0"})
     sidecars.append(sidecar)
-    sidecar.admin = faulty = FaultInjectingAdmin(sidecar.admin)
+    sidecar.observer.admin = faulty = FaultInjectingAdmin(sidecar.admin)  # the pass's reads of the cluster
     assert sidecar.run_pass().source == "computed"
     faulty.failing = True
     assert sidecar.run_pass().source == "last_valid"

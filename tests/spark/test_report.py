@@ -148,8 +148,8 @@ def test_a_parquet_without_the_needed_columns_names_them(spark, tmp_path):
     ([], "quota-sidecar: no history: give --history PATH, or client.quota.callback.static.history.location in "
          "--config"),
     (["--history", "/", "--set", "history.retention=P0D"],
-     "quota-sidecar: client.quota.callback.static.history.retention='P0D': expected an ISO-8601 duration longer "
-     "than zero, such as PT10S or PT1M (no months or years)"),
+     "quota-sidecar: client.quota.callback.static.history.retention='P0D': expected a duration longer than zero "
+     "such as 10s, 1m or ISO-8601 PT10S, PT1M (no months or years)"),
 ])
 def test_bad_input_is_one_line_before_spark_starts(arguments, line):
     done = subprocess.run([QUOTA_SIDECAR, "report", *arguments], capture_output=True, text=True, timeout=60)
