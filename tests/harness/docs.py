@@ -20,7 +20,8 @@ def quick_start(name: str) -> list[list[str]]:
     blocks = {found.group(1): found.group(2) for found in MARK.finditer(README.read_text())}
     if name not in blocks:
         raise LookupError(f"README.md has no block marked <!-- quick-start: {name} -->; it has {sorted(blocks)}")
-    return [shlex.split(line, comments=True) for line in blocks[name].splitlines() if line.strip()]
+    commands = (shlex.split(line, comments=True) for line in blocks[name].splitlines())
+    return [command for command in commands if command]  # a line that is only a comment is no command
 
 
 def site_pages() -> ModuleType:
