@@ -18,6 +18,7 @@ from harness.agents.sidecar_process import SidecarProcess
 from harness.waiting import eventually
 from harness.cluster.zookeeper_server import children
 from quota_sidecar.configuration import config as cfg
+from quota_sidecar.serve import direct_status
 from quota_sidecar.observe.znode_volumes import VOLUMES_PATH
 from quota_sidecar.wiring import build_sidecar
 
@@ -49,7 +50,7 @@ def test_status_direct_on_a_cluster_where_no_sidecar_ran_makes_no_znode(make_kaf
     cluster = make_kafka_cluster(brokers=1, **BEFORE_KIP_827)
     looking = build_sidecar(cfg.from_properties(properties(cluster, pipeline, 1, **{"state.store": "zookeeper"})))
     try:
-        looking.look(timeout=30)  # what `status --direct` does
+        direct_status.look(looking, timeout=30)  # what `status --direct` does
     finally:
         looking.close()
     assert "quota-sidecar" not in children(cluster.zookeeper_connect, "/"), children(cluster.zookeeper_connect,
