@@ -180,6 +180,7 @@ class FaultSoak:
             with DiskSampler(self.cluster.log_dirs(SMALL_BROKER)[0], every=0.01) as self.free:
                 checker.start()
                 self._flood_rounds(seconds)
+                self._await_judgements(FLOOD_REST)
                 self.nemesis.stop()
                 self._stop.set()
                 checker.join(30)
@@ -236,7 +237,7 @@ class FaultSoak:
     def _flood_rounds(self, seconds: float) -> None:
         """Floods onto broker 3 at FLOOD_RATE, a round each FLOOD_ROUND: the topic made, flooded until the round
         ends, then deleted (the disk freed) and FLOOD_REST without a flood, until the soak's time is up."""
-        while self._now() < seconds:
+        while self._now() + FLOOD_ROUND + FLOOD_REST <= seconds:  # a round its lift can be judged in
             self.state.round += 1
             topic = self.state.flood_topic = f"flood-{self.state.round}"
             with contextlib.suppress(Exception), KafkaAdminClient(bootstrap_servers=self._servers()) as client:
@@ -253,6 +254,13 @@ class FaultSoak:
                 client.delete_topics([topic])  # the disk freed, as an operator would
             self.state.flooding, self.state.rested_at = False, self._now()
             self._stop.wait(min(FLOOD_REST, max(0.0, seconds - self._now())))
+
+    def _await_judgements(self, longest: float) -> None:
+        """The soak ends once the last lift is judged: a loaded machine lifts a few seconds later than the rest
+        allows for."""
+        give_up = time.monotonic() + longest
+        while self.state.recovery.pending() and time.monotonic() < give_up and not self._stop.wait(1.0):
+            pass
 
     # -------------------------------------------------------------- the faults
 
