@@ -170,8 +170,7 @@ def build_cover(config: configuration.SidecarConfig, admin, pipeline, woken: Cal
     after, interval = config.cover_after.total_seconds(), config.cover_interval.total_seconds()
     topic = config.pipeline.heartbeats_topic
     heartbeats = Heartbeats(config.pipeline.client, admin.cluster_id, config.broker_id, topic, after,
-                            ensure_topic=lambda: pipeline.ensure_heartbeats_topic(topic))
-    heartbeats.holding = holding
+                            ensure_topic=lambda: pipeline.ensure_heartbeats_topic(topic), holding=holding)
     cover = Cover(heartbeats, config.broker_id, after, interval)
     return CoverWatch(heartbeats, cover.targets, admin, config.storage_limit, interval, config.fill_window.total_seconds(),
                       wake=woken)

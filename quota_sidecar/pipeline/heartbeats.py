@@ -41,7 +41,7 @@ PERMANENT_BACKOFF = 10  # beat intervals between two tries after a failure retry
 class Heartbeats:
     def __init__(self, client_config: Mapping[str, object], cluster_id: Callable[[], str], agent: int, topic: str,
                  after: float, monotonic: Callable[[], float] = time.monotonic,
-                 ensure_topic: Callable[[], None] | None = None):
+                 ensure_topic: Callable[[], None] | None = None, holding: Callable[[], bool] = lambda: False):
         self._client_config = dict(client_config)
         self._cluster_id, self.agent, self.topic, self.monotonic = cluster_id, agent, topic, monotonic
         self.after, self.every = after, after / 4  # an agent unheard for `after` is down (decide/cover.py)
@@ -49,7 +49,7 @@ class Heartbeats:
         self.reading_since = float("inf")  # when this agent started reading the beats: none heard before
         self._last_seen: dict[int, float] = {}  # agent -> when its newest beat was read
         self._holding: dict[int, bool] = {}  # agent -> whether its newest beat said its local verdict holds
-        self.holding: Callable[[], bool] = lambda: False  # whether this agent's own verdict holds (loop.py)
+        self.holding = holding  # whether this agent's own verdict holds, said in its beats
         self._lock = threading.Lock()
         self._report = FailureReport("heartbeat", "heartbeats", first_only=True)
         self._producer: KafkaProducer | None = None
