@@ -120,9 +120,8 @@ def _volumes(observations: DataFrame) -> DataFrame:
 
 def _replication(observations: DataFrame) -> DataFrame:
     replication_rows = _each_row(observations, "replication", "replication.rows").selectExpr("observation", "row.*")
-    F = columns.functions(observations)
-    return _grouped(replication_rates.transform(move_progress.transform(replication_rows)), "replication",
-                    F.expr(f"named_struct({', '.join(_named(replication_rates.DECISION))})"))
+    rates = replication_rates.transform(move_progress.transform(replication_rows))
+    return _grouped(rates, "replication", columns.functions(observations).struct(*replication_rates.decision(rates)))
 
 
 def _each_row(observations: DataFrame, kind: str, rows: str, *columns: str) -> DataFrame:
@@ -145,12 +144,6 @@ def _named_struct(expressions: dict[str, str], names: tuple[str, ...]) -> str:
 
 
 _OBSERVATION = _named_struct({name: name for name in wire.ASKER.names}, wire.ASKER.names)
-
-
-def _named(aggregates: tuple[str, ...]) -> list[str]:
-    """"expr AS name" -> "'name', expr" for named_struct."""
-    pairs = [aggregate.rsplit(" AS ", 1) for aggregate in aggregates]
-    return [f"'{name}', {expression}" for expression, name in pairs]
 
 
 def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, decisions_topic: str,
