@@ -43,13 +43,8 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
 # `make conformance` runs them through evaluate on Spark Connect, `make test-harness` the lab's own tests.
-# Its files run on JOBS workers, a file on one worker (the clusters a module or a package shares stay shared):
-# most of the time is spent waiting on real clusters, not computing. JOBS=1 runs them in one process.
-JOBS ?= 2
 test: setup imports browser
-	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest $(if $(filter-out 1,$(JOBS)),-n $(JOBS) --dist loadfile) \
-	  --ignore=tests/chart --ignore=tests/docker --ignore=tests/docs \
-	  -m "not harness and not security and not zookeeper and not capacity and not network_lab"
+	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker --ignore=tests/docs -m "not harness and not security and not zookeeper and not capacity and not network_lab"
 
 # The network lab (tests/integration/test_network_throttle.py): brokers behind 6 MB/s links, a move throttled by the
 # sidecars against one at kafka-reassign-partitions' static rate, ~4 min; CI runs it after make test (make test has
