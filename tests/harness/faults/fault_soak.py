@@ -180,7 +180,7 @@ class FaultSoak:
             with DiskSampler(self.cluster.log_dirs(SMALL_BROKER)[0], every=0.01) as self.free:
                 checker.start()
                 self._flood_rounds(seconds)
-                self._await_judgements(FLOOD_REST)
+                self._await_judgements(FLOOD_REST + 30.0)
                 self.nemesis.stop()
                 self._stop.set()
                 checker.join(30)
@@ -256,10 +256,11 @@ class FaultSoak:
             self._stop.wait(min(FLOOD_REST, max(0.0, seconds - self._now())))
 
     def _await_judgements(self, longest: float) -> None:
-        """The soak ends once the last lift is judged: a loaded machine lifts a few seconds later than the rest
+        """The soak ends once the last lift has come and been judged: a loaded machine lifts later than the rest
         allows for."""
-        give_up = time.monotonic() + longest
-        while self.state.recovery.pending() and time.monotonic() < give_up and not self._stop.wait(1.0):
+        give_up, recovery = time.monotonic() + longest, self.state.recovery
+        while (recovery.pending() or recovery.throttled) and time.monotonic() < give_up \
+                and not self._stop.wait(1.0):
             pass
 
     # -------------------------------------------------------------- the faults

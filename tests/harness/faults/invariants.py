@@ -145,6 +145,11 @@ class Recovery:
         """Lifts too recent to judge yet."""
         return len(self._pending)
 
+    @property
+    def throttled(self) -> bool:
+        """The quota in force at the last second read: a lift is still to come."""
+        return self._throttled
+
     def _back(self, lift: float) -> tuple[float | None, float]:
         best = 0.0
         first = bisect.bisect_left(self._times, lift)
