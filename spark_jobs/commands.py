@@ -9,21 +9,16 @@ each command, after `needs_spark` has said in one line what to install when pysp
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
 from datetime import timedelta
 
 import click
-import isodate
 
-from quota_sidecar.cli import (UNREACHABLE, Duration, config_options, deprecated, epilog, fail, load_config,
-                               output_option)
+from quota_sidecar.cli import (BAD_CONFIGURATION, UNREACHABLE, Duration, config_options, deprecated, epilog, fail,
+                               load_config, output_option)
 from quota_sidecar.common.errors import AdminError, SparkUnavailable
 from quota_sidecar.configuration import config as configuration
-from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 
-RESTART_AFTER = 5.0  # s: between a failed micro-batch and the query's new start
 REPORT_PAGE = "capacity-report.html"
 
 
@@ -124,166 +119,26 @@ def _judges(config: configuration.SidecarConfig, pipeline) -> tuple:
 def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None:
     """Decide for every agent that publishes to the pipeline (pipeline.bootstrap.servers), until SIGTERM or
     Ctrl-C: one Spark Structured Streaming query."""
-    import socket
-    import tempfile
-    import time
-
     needs_spark("aggregate")
     from quota_sidecar.common.refusals import REFUSALS
     from quota_sidecar.decide import acls
     from quota_sidecar.decide.refusal_lines import RefusalLines
-    from quota_sidecar.kafka_clients.admin import ClusterAdmin
-    from quota_sidecar.pipeline.topics import ensure_topics
-    from quota_sidecar.pipeline.transport import end_offsets
     from quota_sidecar.shutdown import GracefulShutdown
-    from spark_jobs import aggregation, capacity_metrics, checkpoint as checkpoints, session
+    from spark_jobs.aggregator import Aggregator, CannotAggregate
 
     config = load_config(config_paths, overrides, aggregator=True)
-    pipeline = config.pipeline
     # A permission refused is said in one line naming what stops without it, at start and by Spark's queries.
     REFUSALS.explain = RefusalLines(config, [acls.AGGREGATE]).explain
-
-    def why(error: BaseException) -> str:
-        refused = _refused_topic(error, REFUSALS, pipeline.observations_topic, pipeline.decisions_topic)
-        return refused or session.reason(error)
-
-    jars = pipeline.kafka_jars or _connector_jars()
-    log = logging.getLogger("quota_sidecar")
-    forecast = None
-    if pipeline.metrics_port is not None:  # listening first: a port in use is said before a JVM starts
-        forecast = capacity_metrics.CapacityForecast(config.history.location, config.storage_limit)
-        try:
-            port = capacity_metrics.serve(forecast, config.http_host, pipeline.metrics_port)
-        except OSError as error:
-            fail(f"cannot listen on {config.http_host}:{pipeline.metrics_port} ({configuration.PREFIX}"
-                 f"aggregator.metrics.port): {error.strerror or error}")
-        log.info("the history's forecast on http://%s:%d/metrics, made every %s", config.http_host, port,
-                 capacity_metrics.FORECAST_EVERY)
+    aggregator = Aggregator(config)
     try:
-        with ClusterAdmin(pipeline.client) as admin:
-            ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
-            owner = checkpoints.Owner(admin.cluster_id(), pipeline.observations_topic, pipeline.decisions_topic)
-        checkpoint = _claimed_checkpoint(pipeline.checkpoint, owner, config.spark_url, tempfile.gettempdir(), log)
-        starting = end_offsets(pipeline.client, pipeline.observations_topic)
-        spark = session.aggregator_session(config.spark_url, "quota-sidecar-aggregator", {
-            "spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
-        # The agents' client id: the exemption they write keeps the pipeline out of the throttle it carries.
-        kafka_options = {"client.id": SIDECAR_CLIENT_ID, **pipeline.java_properties}
-
-        def started():
-            return aggregation.start(spark, kafka_options, pipeline.observations_topic, pipeline.decisions_topic,
-                                     checkpoint, f"{socket.gethostname()}/{os.getpid()}", starting)
-
-        query = started()
-        recording = None
-        if config.history.enabled:
-            def recording_started():
-                return aggregation.start_history(spark, kafka_options, pipeline.observations_topic,
-                                                 f"{checkpoint}-history", config.history.location,
-                                                 config.history.retention, config.history.interval, starting)
-
-            recording = recording_started()
-            log.info("appending the volumes observed to the history at %s every %s, kept %s",
-                     config.history.location, isodate.duration_isoformat(config.history.interval),
-                     isodate.duration_isoformat(config.history.retention))
-    except AdminError as error:
-        fail(f"cannot reach the pipeline cluster: {error}", UNREACHABLE)
-    except Exception as error:  # Spark's errors come as many types; one line says which
-        fail(f"cannot start the aggregation: {why(error)}")
-    if forecast is not None:
-        forecast.start(spark)
-    history_retry_at = 0.0
-    shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
-    log.info("deciding for the agents of %s: %s -> %s (checkpoint %s, Spark %s)", pipeline.bootstrap_servers,
-             pipeline.observations_topic, pipeline.decisions_topic, checkpoint, config.spark_url or "embedded")
-    try:
-        while not shutdown.event.wait(1.0):
-            if not query.isActive:  # a micro-batch failed (a write timed out...): resume from the checkpoint
-                log.warning("the aggregation stopped: %s; starting it again in %.0fs", why(query.exception()),
-                            RESTART_AFTER)
-                if shutdown.event.wait(RESTART_AFTER):
-                    break
-                try:
-                    query = started()
-                except Exception as error:
-                    fail(f"cannot start the aggregation again: {why(error)}", UNREACHABLE)
-            if recording is not None and not recording.isActive and time.monotonic() >= history_retry_at:
-                # the decisions go on without it; a failing history is tried again once a minute
-                history_retry_at = time.monotonic() + 60.0
-                log.warning("the history stopped: %s; starting it again", why(recording.exception()))
-                try:
-                    recording = recording_started()
-                except Exception as error:
-                    log.warning("cannot start the history again: %s", why(error))
+        aggregator.serve_forecast()
+        aggregator.start()
+        shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
+        aggregator.supervise(shutdown.event)
+    except CannotAggregate as cannot:
+        fail(cannot.line, UNREACHABLE if cannot.unreachable else BAD_CONFIGURATION)
     finally:
-        if forecast is not None:
-            forecast.stop()
-        for running in (query, recording):
-            if running is not None and running.isActive:
-                running.stop()
-        session.stop_sessions()
-
-
-def _claimed_checkpoint(configured: str, owner, spark_url: str, temp_dir: str, log: logging.Logger) -> str:
-    """The checkpoint's location (configured, else derived from the pipeline), checked to be this pipeline's before
-    Spark reads it: another pipeline's stops the aggregator with one line."""
-    from spark_jobs import checkpoint as checkpoints, session
-
-    location = configured or checkpoints.default_location(temp_dir, owner)
-    named = f"{configuration.PREFIX}aggregator.checkpoint.location={location}"
-    local = checkpoints.local_path(location)
-    if local is None or session.is_connect(spark_url):
-        log.info("%s: on %s filesystem, so which pipeline wrote it is not checked: give each pipeline a location of "
-                 "its own", named, "another" if local is None else "the Spark Connect server's")
-        return location
-    try:
-        said = checkpoints.claim(local, owner, named)
-    except checkpoints.CheckpointError as error:
-        fail(str(error))
-    if said:
-        log.info("%s", said)
-    return location
-
-
-def _refused_topic(error: BaseException, refusals, observations_topics: str, decisions_topic: str) -> str | None:
-    """The one line of a refusal when Kafka's authorizer refused Spark's Kafka source or sink a topic: the permission
-    and what stops without it. The consumer's and the producer's exceptions name the topics (the decisions topic is
-    the sink's); the admin client's, through which the source reads offsets (ListOffsets), names none: the source's."""
-    from quota_sidecar.common.errors import AuthorizationRefused
-
-    said = str(error)
-    named = re.search(r"TopicAuthorizationException: Not authorized to access topics: \[([^\]]*)\]", said)
-    if named is not None:
-        topics = frozenset(topic.strip() for topic in named.group(1).split(",") if topic.strip())
-    elif "TopicAuthorizationException: Topic authorization failed" in said:
-        topics = frozenset(topic.strip() for topic in observations_topics.split(",") if topic.strip())
-    else:
-        return None
-    sink = decisions_topic in topics
-    apis = ("Produce", "Metadata") if sink else ("Fetch", "Metadata", "ListOffsets")
-    return str(refusals.refused(AuthorizationRefused(f"Spark's Kafka {'sink' if sink else 'source'}", apis, "TOPIC",
-                                                     topics)))
-
-
-def _connector_jars() -> list[str]:
-    """The jars of Spark's Kafka connector that `make setup` resolved (build/spark-kafka.classpath); none where
-    they are on Spark's own classpath already (the quota-sidecar-spark image puts them in pyspark's jars)."""
-    listed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "spark-kafka.classpath")
-    try:
-        with open(listed, encoding="utf-8") as file:
-            return [jar for jar in file.read().strip().split(":") if jar]
-    except OSError:
-        if _on_sparks_classpath("spark-sql-kafka-0-10_"):
-            return []
-        fail(f"no jars of Spark's Kafka connector: set {configuration.PREFIX}aggregator.kafka.jars, or run "
-             f"`make setup` in the checkout ({listed})")
-
-
-def _on_sparks_classpath(prefix: str) -> bool:
-    import pyspark
-
-    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    return os.path.isdir(jars) and any(name.startswith(prefix) for name in os.listdir(jars))
+        aggregator.stop()
 
 
 def _deprecated_json_file(_ctx, _param, path: str | None) -> str | None:

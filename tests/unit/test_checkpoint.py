@@ -7,7 +7,8 @@ import os
 import pytest
 
 from quota_sidecar.configuration.properties import PREFIX
-from spark_jobs import checkpoint, commands
+from spark_jobs import checkpoint
+from spark_jobs.aggregator import CannotAggregate, claimed_checkpoint
 from spark_jobs.checkpoint import MARKER, CheckpointError, Owner
 
 OURS = Owner("cluster-B", "obs", "dec")
@@ -102,17 +103,16 @@ def test_local_path(location, local):
     assert checkpoint.local_path(location) == local
 
 
-def test_the_aggregate_command_derives_the_default_and_refuses_another_pipelines_with_exit_code_2(tmp_path, capsys):
-    log = logging.getLogger("test")
-    mine = commands._claimed_checkpoint("", OURS, "", str(tmp_path), log)
+def test_the_aggregator_derives_the_default_and_refuses_another_pipelines_in_one_line(tmp_path):
+    mine = claimed_checkpoint("", OURS, "", str(tmp_path))
     assert mine == checkpoint.default_location(str(tmp_path), OURS)
 
-    with pytest.raises(SystemExit) as stopped:
-        commands._claimed_checkpoint(mine, Owner("cluster-A", "obs", "dec"), "", str(tmp_path), log)
+    with pytest.raises(CannotAggregate) as refused:
+        claimed_checkpoint(mine, Owner("cluster-A", "obs", "dec"), "", str(tmp_path))
 
-    assert stopped.value.code == 2
-    [line] = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"quota-sidecar: {PREFIX}aggregator.checkpoint.location={mine} was "
+    assert not refused.value.unreachable  # a configuration to fix: exit code 2
+    [line] = refused.value.line.splitlines()
+    assert line.startswith(f"{PREFIX}aggregator.checkpoint.location={mine} was "
                            "written for cluster cluster-B (topics obs -> dec), not this pipeline's cluster cluster-A")
 
 
@@ -120,7 +120,7 @@ def test_the_aggregate_command_derives_the_default_and_refuses_another_pipelines
 def test_a_checkpoint_off_this_hosts_filesystem_is_not_checked_and_said(tmp_path, caplog, location, spark_url):
     caplog.set_level(logging.INFO)
 
-    assert commands._claimed_checkpoint(location, OURS, spark_url, str(tmp_path), logging.getLogger("test")) == location
+    assert claimed_checkpoint(location, OURS, spark_url, str(tmp_path)) == location
 
     [line] = [record.getMessage() for record in caplog.records]
     assert location in line and "is not checked" in line

@@ -119,7 +119,7 @@ def test_a_permission_the_table_grants_through_another_names_that_one_and_all_it
      "DESCRIBE or WRITE on TOPIC __quota_sidecar_decisions"),
 ])
 def test_the_aggregators_query_stopped_by_a_refused_topic_is_one_line_naming_the_permission(refused, permission):
-    from spark_jobs.commands import _refused_topic
+    from spark_jobs.aggregator import refused_topic
 
     refusals = Refusals()
     refusals.explain = RefusalLines(configuration.load((), EVERYTHING, aggregator=True), [acls.AGGREGATE]).explain
@@ -128,9 +128,9 @@ def test_the_aggregators_query_stopped_by_a_refused_topic_is_one_line_naming_the
                   "\tat org.apache.kafka.clients...")
     topics = "__quota_sidecar_observations", "__quota_sidecar_decisions"
 
-    line = _refused_topic(Exception(spark_said), refusals, *topics)
+    line = refused_topic(Exception(spark_said), refusals, *topics)
 
     assert line.startswith(f"{permission} refused for User:quota-sidecar (Spark's Kafka "), line
     assert "the aggregator: every micro-batch fails" in line and "\n" not in line
     assert [r.permission for r in refusals.lately(60)] == [permission]
-    assert _refused_topic(Exception("[STREAM_FAILED] a broker went away"), refusals, *topics) is None
+    assert refused_topic(Exception("[STREAM_FAILED] a broker went away"), refusals, *topics) is None
