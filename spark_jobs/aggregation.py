@@ -27,15 +27,6 @@ from spark_jobs import columns, history, move_progress, replication_rates, volum
 from spark_jobs.schemas import OBSERVATION_SCHEMA
 
 _log = logging.getLogger(__name__)
-_PARSED = f"from_json(CAST(value AS STRING), '{OBSERVATION_SCHEMA.simpleString()}') AS o"
-# Where a Kafka row of an observation is, for the line that refuses it.
-_POSITION = ("CAST(key AS STRING) AS key", "topic", "partition", "offset")
-_KNOWN_VERSION = f"coalesce(o.version, {messages.UNSAID}) IN ({', '.join(map(str, messages.READABLE))})"
-_READABLE = f"{_KNOWN_VERSION} AND o.id IS NOT NULL AND o.cluster IS NOT NULL"
-# Null fields too: an agent reads every column of a rule's rows by name.
-_JSON = "to_json(struct(*), map('ignoreNullFields', 'false'))"
-
-
 KINDS = wire.KINDS.names
 
 
@@ -44,25 +35,26 @@ def decisions(observations: DataFrame, aggregator: str, kinds: tuple[str, ...] =
     gets the factor and its volumes judged, one of replication rows their rates, moves and destinations.
     Only the rules of `kinds` (one at least: those a micro-batch holds) are planned: planning a rule costs a
     micro-batch more than running it."""
+    F = columns.functions(observations)
     parts = [rule(observations) for kind, rule in (("volumes", _volumes), ("replication", _replication))
              if kind in kinds]
     # No join: each part already carries its observation, and an observation is of one kind.
-    decided = {**_DECIDED, "aggregator": f"'{_quoted(aggregator)}'"}
-    return reduce(DataFrame.unionByName, parts).selectExpr(
-        "concat(observation.cluster, '/', coalesce(CAST(observation.agent AS STRING), '')) AS key",
-        f"to_json({_named_struct(decided, wire.DECISION_NAMES)}, map('ignoreNullFields', 'false')) AS value",
-    )
+    decided = _decided(F, aggregator)
+    key = F.concat(F.col("observation.cluster"), F.lit("/"), F.coalesce(F.col("observation.agent").cast("string"),
+                                                                       F.lit("")))
+    # Null fields too: an agent reads every column of a rule's rows by name.
+    value = F.to_json(F.struct(*(decided[name].alias(name) for name in wire.DECISION_NAMES)),
+                      {"ignoreNullFields": "false"})
+    return reduce(DataFrame.unionByName, parts).select(key.alias("key"), value.alias("value"))
 
 
-# Each field of a decision (pipeline/schema.py's DECISION_NAMES) from the row of its observation (``_grouped``):
-# who asked as the observation says it, each kind's answer as its rule decided it.
-_DECIDED = {
-    "version": str(messages.VERSION),
-    "answers": "observation.id",
-    **{name: f"observation.{name}" for name in wire.ASKER.without("id").names},
-    "decided_at": """date_format(current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")""",
-    **{kind: kind for kind in KINDS},
-}
+def _decided(F, aggregator: str) -> dict[str, Column]:
+    """Each field of a decision (pipeline/schema.py's DECISION_NAMES) from the row of its observation
+    (``_grouped``): who asked as the observation says it, each kind's answer as its rule decided it."""
+    return {"version": F.lit(messages.VERSION), "answers": F.col("observation.id"),
+            **{name: F.col(f"observation.{name}") for name in wire.ASKER.without("id").names},
+            "decided_at": F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"),
+            "aggregator": F.lit(aggregator), **{kind: F.col(kind) for kind in KINDS}}
 
 
 def decide(batch: DataFrame, aggregator: str, write: Callable[[DataFrame], None],
@@ -71,7 +63,10 @@ def decide(batch: DataFrame, aggregator: str, write: Callable[[DataFrame], None]
     decided: its decisions (``decisions``) handed to `write`; an observation of a version this aggregator does
     not read said by `refused` (one line for each sender and version) and left out."""
     refused = refused or refusals()
-    parsed = batch.selectExpr(_PARSED, *_POSITION).persist()  # parsed once, read by each rule
+    F = columns.functions(batch)
+    # parsed once, read by each rule; with where the Kafka row is, for the line that refuses it
+    parsed = batch.select(_parsed(F), F.col("key").cast("string").alias("key"), "topic", "partition",
+                          "offset").persist()
     try:
         kinds, unknown = _survey(parsed)
         for row in unknown:
@@ -92,58 +87,66 @@ def readable(observations: DataFrame) -> DataFrame:
     """Kafka rows of observations (``value``: JSON) → one row per observation (``schemas.OBSERVATION_SCHEMA``);
     one that is not JSON, of a version this aggregator does not read, or without an id or a cluster, is left out
     (and gets no decision). One without a version is version 1 (messages.UNSAID)."""
-    return _readable(observations.selectExpr(_PARSED))
+    return _readable(observations.select(_parsed(columns.functions(observations))))
+
+
+def _parsed(F) -> Column:
+    return F.from_json(F.col("value").cast("string"), OBSERVATION_SCHEMA).alias("o")
+
+
+def _known_version(F) -> Column:
+    return F.coalesce(F.col("o.version"), F.lit(messages.UNSAID)).isin(*messages.READABLE)
+
+
+def _is_readable(F) -> Column:
+    return _known_version(F) & F.col("o.id").isNotNull() & F.col("o.cluster").isNotNull()
 
 
 def _readable(parsed: DataFrame) -> DataFrame:
-    return parsed.where(_READABLE).selectExpr("o.*")
+    return parsed.where(_is_readable(columns.functions(parsed))).select("o.*")
 
 
 def _survey(parsed: DataFrame) -> tuple[tuple[str, ...], list]:
-    """Of parsed Kafka rows (``_PARSED`` and ``_POSITION``): the kinds of the readable observations, and the
-    sender and place of each of a version this aggregator does not read; one small job."""
-    present = parsed.selectExpr(
-        *(f"coalesce(max({_READABLE} AND o.{kind} IS NOT NULL), false) AS {kind}" for kind in KINDS),
-        f"""collect_list(CASE WHEN NOT ({_KNOWN_VERSION}) THEN named_struct('version', o.version,
-            'cluster', o.cluster, 'agent', o.agent, 'key', key, 'topic', topic, 'partition', partition,
-            'offset', offset) END) AS refused""").first()
+    """Of parsed Kafka rows (``o``, and where each is): the kinds of the readable observations, and the sender and
+    place of each of a version this aggregator does not read; one small job."""
+    F = columns.functions(parsed)
+    readable = _is_readable(F)
+    place = F.struct(F.col("o.version").alias("version"), F.col("o.cluster").alias("cluster"),
+                     F.col("o.agent").alias("agent"), "key", "topic", "partition", "offset")
+    present = parsed.select(
+        *(F.coalesce(F.max(readable & F.col(f"o.{kind}").isNotNull()), F.lit(False)).alias(kind) for kind in KINDS),
+        F.collect_list(F.when(~_known_version(F), place)).alias("refused")).first()
     return tuple(kind for kind in KINDS if present[kind]), present["refused"]
 
 
 def _volumes(observations: DataFrame) -> DataFrame:
-    volume_rows = _each_row(observations, "volumes", "filter(volumes.rows, v -> v.usable)",
-                            "volumes.limits AS limits").selectExpr("observation", "row.*", "limits.*")
     F = columns.functions(observations)
+    volume_rows = _each_row(observations, "volumes", F.filter(F.col("volumes.rows"), lambda v: v["usable"]),
+                            F.col("volumes.limits").alias("limits")).select("observation", "row.*", "limits.*")
     return _grouped(volume_violations.judge(volume_rows), "volumes", F.struct(
         volume_violations.factor(F).alias("factor"), volume_violations.judged_rows(F).alias("rows")))
 
 
 def _replication(observations: DataFrame) -> DataFrame:
-    replication_rows = _each_row(observations, "replication", "replication.rows").selectExpr("observation", "row.*")
+    F = columns.functions(observations)
+    replication_rows = _each_row(observations, "replication", F.col("replication.rows")).select("observation", "row.*")
     rates = replication_rates.transform(move_progress.transform(replication_rows))
-    return _grouped(rates, "replication", columns.functions(observations).struct(*replication_rates.decision(rates)))
+    return _grouped(rates, "replication", F.struct(*replication_rates.decision(rates)))
 
 
-def _each_row(observations: DataFrame, kind: str, rows: str, *columns: str) -> DataFrame:
-    """A row (``row``) for each of the `rows` (SQL array) of the observations of `kind`, with its
-    ``observation`` and `columns`. An observation without rows keeps one row, all null, which the rules leave
-    out of its decision: one whose volumes are all offline still gets a decision (factor 1.0, as in a batch
-    run). The observations are spread over the shuffle partitions by observation before their rows are
-    exploded: the rules' window and grouping are by observation, so that one shuffle of a row per observation
-    serves both, not two of a row per volume."""
-    return (observations.where(f"{kind} IS NOT NULL")
-            .selectExpr(f"{_OBSERVATION} AS observation", f"{rows} AS rows", *columns)
+def _each_row(observations: DataFrame, kind: str, rows: Column, *columns_: Column) -> DataFrame:
+    """A row (``row``) for each of the `rows` of the observations of `kind`, with its ``observation`` and
+    `columns_`. An observation without rows keeps one row, all null, which the rules leave out of its decision:
+    one whose volumes are all offline still gets a decision (factor 1.0, as in a batch run). The observations
+    are spread over the shuffle partitions by observation before their rows are exploded: the rules' window and
+    grouping are by observation, so that one shuffle of a row per observation serves both, not two of a row per
+    volume."""
+    F = columns.functions(observations)
+    observation = F.struct(*(F.col(name) for name in wire.ASKER.names)).alias("observation")
+    return (observations.where(F.col(kind).isNotNull())
+            .select(observation, rows.alias("rows"), *columns_)
             .repartition("observation")
-            .selectExpr("*", "explode_outer(rows) AS row").drop("rows"))
-
-
-def _named_struct(expressions: dict[str, str], names: tuple[str, ...]) -> str:
-    """named_struct of `names` in their order, each from its expression (SQL) in `expressions`."""
-    pairs = ", ".join(f"'{name}', {expressions[name]}" for name in names)
-    return f"named_struct({pairs})"
-
-
-_OBSERVATION = _named_struct({name: name for name in wire.ASKER.names}, wire.ASKER.names)
+            .select("*", F.explode_outer("rows").alias("row")).drop("rows"))
 
 
 def start(spark: SparkSession, kafka_options: dict[str, str], observations_topic: str, decisions_topic: str,
@@ -218,7 +221,3 @@ def _grouped(df: DataFrame, kind: str, decided: Column) -> DataFrame:
     other kind's."""
     other = "replication" if kind == "volumes" else "volumes"
     return df.groupBy("observation").agg(decided.alias(kind), columns.functions(df).lit(None).alias(other))
-
-
-def _quoted(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")

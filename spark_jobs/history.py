@@ -12,15 +12,17 @@ import os
 import re
 from datetime import date, datetime, timedelta, timezone
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
-# What a reader needs of every row, whoever wrote it; ``day`` and the partition folders are optional for it.
-COLUMNS = ("cluster", "broker", "log_dir", "observed_at", "total_bytes", "available_bytes")
-_TYPED = ("CAST(cluster AS STRING) AS cluster", "CAST(broker AS INT) AS broker", "CAST(log_dir AS STRING) AS log_dir",
-          "CAST(observed_at AS TIMESTAMP) AS observed_at", "CAST(total_bytes AS BIGINT) AS total_bytes",
-          "CAST(available_bytes AS BIGINT) AS available_bytes")
+from spark_jobs import columns
+
+# What a reader needs of every row, whoever wrote it, and its type; ``day`` and the partition folders are optional
+# for it.
+_TYPES = {"cluster": "string", "broker": "int", "log_dir": "string", "observed_at": "timestamp",
+         "total_bytes": "bigint", "available_bytes": "bigint"}
+COLUMNS = tuple(_TYPES)
 _DAY_FOLDER = re.compile(r"/day=(\d{4}-\d{2}-\d{2})/")
-_UTC_DAY = "date_from_unix_date(CAST(floor(unix_micros(observed_at) / 86400000000D) AS INT))"
+_MICROS_A_DAY = 86_400_000_000
 
 
 class HistoryError(ValueError):
@@ -34,17 +36,25 @@ def transform(parsed_observations: DataFrame) -> DataFrame:
     Every agent of a cluster observes every broker's volumes, so a volume is recorded by its own broker's agent
     only (by every agent when the agent is unnamed): once per pass, not once per agent. Of the rows an observation
     carries for a volume (its fill window), only the newest is new; the older ones were recorded before."""
-    rows = parsed_observations.where("volumes IS NOT NULL").selectExpr(
-        "id", "cluster", "agent", "CAST(observed_at AS TIMESTAMP) AS observed", "explode(volumes.rows) AS v"
-    ).where("v.usable AND (agent IS NULL OR v.broker_id = agent)")
-    newest = rows.selectExpr(
-        "id", "cluster", "observed", "v.broker_id AS broker", "v.log_dir AS log_dir", "v.total_bytes AS total_bytes",
-        "v.available_bytes AS available_bytes", "v.at_seconds AS at_seconds",
-        "max(v.at_seconds) OVER (PARTITION BY id, v.broker_id, v.log_dir) AS newest_at")
-    return newest.where("at_seconds = newest_at").selectExpr(
-        "cluster", "broker", "log_dir",
-        "timestamp_micros(unix_micros(observed) + CAST(round(at_seconds * 1000000) AS BIGINT)) AS observed_at",
-        "total_bytes", "available_bytes").selectExpr("*", f"{_UTC_DAY} AS day")
+    F = columns.functions(parsed_observations)
+    v, agent = F.col("v"), F.col("agent")
+    rows = (parsed_observations.where(F.col("volumes").isNotNull())
+            .select("id", "cluster", "agent", F.col("observed_at").cast("timestamp").alias("observed"),
+                    F.explode("volumes.rows").alias("v"))
+            .where(v["usable"] & (agent.isNull() | (v["broker_id"] == agent))))
+    volume = columns.window(rows).partitionBy(F.col("id"), v["broker_id"], v["log_dir"])
+    newest = rows.select("id", "cluster", "observed", v["broker_id"].alias("broker"), v["log_dir"].alias("log_dir"),
+                         v["total_bytes"].alias("total_bytes"), v["available_bytes"].alias("available_bytes"),
+                         v["at_seconds"].alias("at_seconds"), F.max(v["at_seconds"]).over(volume).alias("newest_at"))
+    observed_at = F.timestamp_micros(F.unix_micros("observed") + F.round(F.col("at_seconds") * 1_000_000).cast("bigint"))
+    return (newest.where(F.col("at_seconds") == F.col("newest_at"))
+            .select("cluster", "broker", "log_dir", observed_at.alias("observed_at"), "total_bytes", "available_bytes")
+            .select("*", _utc_day(F).alias("day")))
+
+
+def _utc_day(F) -> Column:
+    """The UTC date of ``observed_at``, from epoch microseconds: no session time zone shifts it."""
+    return F.date_from_unix_date(F.floor(F.unix_micros("observed_at") / float(_MICROS_A_DAY)).cast("int"))
 
 
 def append(history_rows: DataFrame, path: str) -> None:
@@ -67,11 +77,12 @@ def read(spark: SparkSession, path: str, since: datetime | None = None) -> DataF
     missing = [column for column in COLUMNS if column not in frame.columns]
     if missing:
         raise HistoryError(f"{path}: the history has no column {', '.join(missing)} (it needs {', '.join(COLUMNS)})")
+    F = columns.functions(frame)
     if since is not None and "day" in frame.columns:  # the partitions before `since` are not even listed
-        frame = frame.where(f"CAST(day AS STRING) >= '{since.date().isoformat()}'")
-    typed = frame.selectExpr(*_TYPED)
+        frame = frame.where(F.col("day").cast("string") >= since.date().isoformat())
+    typed = frame.select(*(F.col(name).cast(kind).alias(name) for name, kind in _TYPES.items()))
     if since is not None:
-        typed = typed.where(f"unix_micros(observed_at) >= {int(since.timestamp() * 1_000_000)}")
+        typed = typed.where(F.unix_micros("observed_at") >= int(since.timestamp() * 1_000_000))
     return typed
 
 

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import SparkSession
 
 from quota_sidecar.common.vocabulary import StorageLimit
-from spark_jobs import forecast, history, session
+from spark_jobs import columns, forecast, history
 from spark_jobs.forecast import DAY, ForecastParams
 
 AT_RISK = timedelta(days=90)
@@ -112,15 +112,15 @@ def _series(spark: SparkSession, rows, risky: list[dict]) -> dict:
     wanted = spark.createDataFrame(
         [(v["cluster"], v["broker"], v["log_dir"], v["first_seconds"], max(v["last_seconds"] - v["first_seconds"], 1.0))
          for v in risky], "cluster string, broker int, log_dir string, t0 double, span double")
-    points = session.sql_over(f"""
-        WITH bucketed AS (
-          SELECT h.cluster, h.broker, h.log_dir, unix_micros(h.observed_at) / 1000000D AS t, h.available_bytes,
-                 CAST(floor((unix_micros(h.observed_at) / 1000000D - w.t0) / w.span * {CHART_POINTS}) AS INT) AS bucket
-          FROM {{rows}} h JOIN {{wanted}} w ON h.cluster = w.cluster AND h.broker = w.broker AND h.log_dir = w.log_dir
-        )
-        SELECT cluster, broker, log_dir, min_by(t, available_bytes) AS low_t, min(available_bytes) AS low,
-               max_by(t, available_bytes) AS high_t, max(available_bytes) AS high
-        FROM bucketed GROUP BY cluster, broker, log_dir, bucket""", rows=rows, wanted=wanted).collect()
+    F = columns.functions(rows)
+    seconds = F.unix_micros("observed_at") / 1_000_000.0
+    bucket = F.floor((seconds - F.col("t0")) / F.col("span") * CHART_POINTS).cast("int")
+    points = (rows.join(wanted, ["cluster", "broker", "log_dir"])
+              .select("cluster", "broker", "log_dir", seconds.alias("t"), "available_bytes", bucket.alias("bucket"))
+              .groupBy("cluster", "broker", "log_dir", "bucket")
+              .agg(F.min_by("t", "available_bytes").alias("low_t"), F.min("available_bytes").alias("low"),
+                   F.max_by("t", "available_bytes").alias("high_t"), F.max("available_bytes").alias("high"))
+              .collect())
     series: dict = {}
     for row in points:
         key = _volume_key(row)

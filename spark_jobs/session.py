@@ -128,18 +128,6 @@ def for_large_data(spark: SparkSession) -> SparkSession:
     return large
 
 
-def sql_over(text: str, **frames: DataFrame) -> DataFrame:
-    """`text` run with ``{name}`` standing for each DataFrame of `frames` (all of one session), by pyspark's own
-    means: classic pyspark names each with a temporary view for the call and drops it after; Spark Connect sends it
-    within the plan. So a query made again and again (the aggregator's hourly forecast) leaves no view behind. Every
-    other brace in `text` is SQL's."""
-    spark = next(iter(frames.values())).sparkSession
-    escaped = text.replace("{", "{{").replace("}", "}}")
-    for name in frames:
-        escaped = escaped.replace("{{" + name + "}}", "{" + name + "}")
-    return spark.sql(escaped, **frames)
-
-
 def spread_over_cores(spark: SparkSession) -> None:
     """One shuffle partition per core of a driver in this process (the aggregator's micro-batches, whose
     observations are independent); a Spark Connect server's session keeps its own setting."""

@@ -1,7 +1,7 @@
 """Replication throttles (KIP-73 + kafka-kit autothrottle): who moves what, throttled-replica lists, rates.
 
 Pure decision code: the lists, the rates and their precedence, and what the runner (replication.py) writes
-and lets go of; the rate formula itself is Spark SQL (spark_jobs/replication_rates.py). A move's sources are its current replicas (replicas minus adding) and its
+and lets go of; the rate formula itself is Spark's (spark_jobs/replication_rates.py). A move's sources are its current replicas (replicas minus adding) and its
 destinations are the adding replicas, Kafka's own rule in kafka-reassign-partitions. Each source gets
 `partition:broker` in the topic's leader list and each destination in its follower list; each broker's
 leader (outbound) and follower (inbound) rate follows its measured network headroom.

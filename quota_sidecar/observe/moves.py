@@ -4,7 +4,7 @@ SumReplicaLag, KAFKA-1546's lag in time); the progress rule's vocabulary is voca
 The history is what the I/O side keeps (the runner in a sidecar, `evaluate` in a replay): every reading of
 the leaders' and the adding replicas' sizes over the network window or `replication.stuck.after`, whichever
 is longer, and since when each replica has been behind. From it `record` makes the inputs of the rule,
-which is Spark SQL (spark_jobs/move_progress.py): rates, ETA, state, per-destination sums, keep_up floors.
+which is Spark's (spark_jobs/move_progress.py): rates, ETA, state, per-destination sums, keep_up floors.
 """
 
 from __future__ import annotations

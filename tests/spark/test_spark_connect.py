@@ -91,8 +91,8 @@ def test_replication_decision_is_the_same_over_connect(sessions):
 
 
 def test_the_capacity_report_is_the_same_over_connect_and_leaves_no_view_on_the_server(sessions, small_history):
-    """Its queries name their DataFrames by pyspark's means (session.sql_over): over Connect they go within the plan,
-    which the server analyses when a result is asked for."""
+    """Its queries are DataFrames: over Connect they go within the plan, which the server analyses when a result
+    is asked for."""
     embedded, connect = sessions
     limit, now = StorageLimit(min_available_bytes=100 * MB), datetime(2026, 11, 27, tzinfo=timezone.utc)
 

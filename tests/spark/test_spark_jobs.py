@@ -11,7 +11,7 @@ import pytest
 from quota_sidecar.common.vocabulary import RULE_REASONS
 from spark_jobs import replication_rates, volume_violations
 from spark_jobs.schemas import BROKER_ROLE_SCHEMA, VOLUME_SCHEMA, frame_from_rows
-from spark_jobs.session import SparkStartError, get_session, sql_over
+from spark_jobs.session import SparkStartError, get_session
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MB = 1_000_000
@@ -360,18 +360,6 @@ def test_session_is_built_once(spark):
 def test_second_in_process_driver_is_refused_naming_the_url(spark):
     with pytest.raises(SparkStartError, match=r"local\[2\]"):
         get_session("local[2]")
-
-
-def test_sql_over_names_its_dataframes_for_the_call_only_and_keeps_sqls_own_braces(spark):
-    def views() -> set[str]:
-        return {table.name for table in spark.catalog.listTables() if table.isTemporary}
-
-    numbers, before = spark.createDataFrame([(1,), (2,)], "n INT"), views()
-
-    rows = sql_over("SELECT n, '{n}' AS braces, '{{' AS doubled FROM {numbers} ORDER BY n", numbers=numbers).collect()
-
-    assert [tuple(row) for row in rows] == [(1, "{n}", "{{"), (2, "{n}", "{{")]
-    assert views() == before
 
 
 DESCENT = {"min_available_bytes": 1000, "descent_min_available_bytes": 2000, "descent_horizon_seconds": 60.0}
