@@ -30,7 +30,7 @@ def transform(brokers_df: DataFrame) -> DataFrame:
     computed = F.greatest(F.floor((capacity - F.greatest(used - replication, F.lit(0))
                                    - F.greatest(used - capacity, F.lit(0))) * max_percent / 100), min_rate)
     # Multiplied out rather than divided by applied_rate: no division by zero, same comparison for P > 0.
-    small_change = F.abs(computed - applied) * 100 < F.col("change_threshold_percent") * applied
+    small_change = F.abs(F.col("computed_rate") - applied) * 100 < F.col("change_threshold_percent") * applied
     no_figure = used.isNull()
     reason = (F.when(no_figure & (F.col("consecutive_failures") > F.col("failure_threshold")), F.lit(FAIL_SAFE))
               .when(no_figure & applied.isNull(), F.lit(FAIL_SAFE))
@@ -46,7 +46,8 @@ def transform(brokers_df: DataFrame) -> DataFrame:
     cap = F.floor(capacity * max_percent / 100)
     keep_up_rate = F.when(floor.isNotNull(), F.least(F.ceil(floor), cap)).cast("bigint")
     raised = F.col("keep_up_rate") > F.col("rule_rate")
-    return (brokers_df.select("*", computed.alias("computed_rate"), reason.alias("rule_reason"))
+    return (brokers_df.select("*", computed.alias("computed_rate"))
+            .select("*", reason.alias("rule_reason"))
             .select("*", rule_rate.alias("rule_rate"), keep_up_rate.alias("keep_up_rate"))
             .select("*", F.when(raised, F.col("keep_up_rate")).otherwise(F.col("rule_rate")).alias("rate"),
                     F.when(raised, F.lit(KEEP_UP)).otherwise(rule_reason).alias("reason"),
