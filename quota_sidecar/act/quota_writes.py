@@ -25,6 +25,10 @@ class QuotaWriter:
         self.tenants = quotas.TenantCount(0, 0)
         self.stopped = False  # `quota-sidecar cleanup` handed everything back: nothing is written again
         self.last_resort: last_resort.LastResort | None = None
+        # What this process last wrote to each target, beside the records: another sidecar's clean-up may delete a
+        # record while this one's value is on its way (SIGTERM to every agent at once), and the clean-up of this one
+        # must still hand that value back.
+        self._own_writes: dict = {}
 
     def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
               seen_at: datetime | None = None, named_only: bool = False) -> None:
@@ -55,6 +59,7 @@ class QuotaWriter:
             second=lambda fresh: planned(fresh, settle=True))
         ownership.carry_out_together(writes, self.store, self._record_key, self._alter_quotas, self._written,
                                      seen_at=looked)
+        self._remember(writes, looked)
         in_force = quotas.after(in_force, writes)
         self.in_force = {entity: keys for entity, keys in in_force.items() if entity not in wanted.tenants}
         self.tenants = quotas.tenant_count(wanted, in_force)
@@ -89,7 +94,7 @@ class QuotaWriter:
         exemptions = {(None, self.config.sidecar_client_id), self.config.sidecar_entity}  # and one written before
 
         def planned(all_records: records.Records, settle: bool = False) -> tuple[records.Records, list]:
-            owned = records.owned(all_records, records.QUOTA)
+            owned = {**self._own_writes, **records.owned(all_records, records.QUOTA)}
             in_force = quotas.flatten(self.admin.describe_user_quotas(list(dict.fromkeys(e for e, _ in owned))))
             return all_records, ownership.restore(in_force, self._settled(owned, in_force) if settle else owned)
 
@@ -102,6 +107,13 @@ class QuotaWriter:
             ownership.carry_out_together(batch, self.store, self._record_key, self._alter_quotas, self._written,
                                          force=True)
         return all_records
+
+    def _remember(self, writes: list[ownership.Write], looked: float | None) -> None:
+        for write in writes:
+            if write.forget:
+                self._own_writes.pop(write.target, None)
+            else:
+                self._own_writes[write.target] = write.record(looked)
 
     def _settled(self, owned: dict, in_force: dict) -> dict:
         """owned, with what two sidecars wrote at once known as theirs (ownership.settle_races)."""
