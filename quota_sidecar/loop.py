@@ -14,41 +14,101 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Callable
+from typing import Callable, ContextManager, Iterable, Mapping, Protocol, Sequence
 
 from .act.pass_writes import PassWrites
 from .act.quota_writes import QuotaWriter
-from .act.snapshot import Counters, LocalWatchView, Snapshot, utcnow
+from .act.snapshot import CordonView, Counters, CoverView, LocalWatchView, ReplicationView, Snapshot, utcnow
 from .common import allocator, deadline, records
 from .common.errors import AdminError, DecisionFailed, HandedBack
 from .common.failure_report import FailureReport
-from .common.observation import Observation
+from .common.observation import Observation, ReplicationObservation, Volume
 from .common.refusals import REFUSALS
 from .configuration.settings import SidecarConfig
 from .decide import descent
 from .decide.decider import Decider, Decision
 from .observe.cluster_view import Observer
-from .observe.local_watch import LocalWatch, pass_horizon
+from .observe.local_watch import LocalWatch, NoWatch, pass_horizon
 from .observe.volumes import hold_the_pass
 from .shutdown import GracefulShutdown
 
 log = logging.getLogger(__name__)
 
 
+class Guard(Protocol):
+    """This broker's disk guard (act/local_guard.py)."""
+    moves: list[dict]
+
+    def at_risk(self) -> Mapping: ...
+    def keep_between_passes(self, read_records: Callable[[], records.Records], clock: Callable[[], datetime],
+                            timeout: float) -> None: ...
+    def cleanup(self, all_records: records.Records) -> None: ...
+
+
+class Verdict(Protocol):
+    """The local verdict (act/local_verdict.py): the quotas of the hard limit written ahead of the decision."""
+
+    def holds(self) -> list[str]: ...
+    def write_ahead(self, now: datetime) -> None: ...
+    def pass_under_way(self) -> ContextManager[None]: ...
+    def deciding(self, all_records: records.Records | None) -> ContextManager[None]: ...
+    def confirm(self, own: Iterable[Volume]) -> None: ...
+
+
+class Cover(Protocol):
+    """The watch of the brokers whose agent is down (observe/cover_watch.py)."""
+    judged: list[tuple[int, str]]
+
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+    def saw(self, brokers: Sequence[int]) -> None: ...
+    def view(self) -> CoverView | None: ...
+
+
+class Replication(Protocol):
+    """This broker's replication throttles (act/replication.py)."""
+    runs_between_polls: bool
+
+    def view(self) -> ReplicationView | None: ...
+    def observe(self, all_records: records.Records, guarded: bool = False) -> ReplicationObservation | None: ...
+    def cleanup(self, all_records: records.Records) -> None: ...
+    def close(self) -> None: ...
+
+
+class Cordoner(Protocol):
+    """This broker's cordoned log dirs (act/cordoning.py)."""
+    view: CordonView | None
+
+    def cleanup(self, all_records: records.Records) -> None: ...
+
+
+class Closes(Protocol):
+    """The znodes' volumes (observe/znode_volumes.py)."""
+
+    def close(self) -> None: ...
+
+
+class Pipeline(Protocol):
+    """The agent's end of the pipeline (pipeline/transport.py)."""
+    @property
+    def last_decision(self) -> dict | None: ...
+
+    def connect(self) -> None: ...
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Features:
-    """The parts of the features a configuration may leave out, each one that does nothing when it does:
-    `watch` the local watch (None without it), `guard` act/local_guard.py, `verdict` act/local_verdict.py,
-    `cover` observe/cover_watch.py, `replication` act/replication.py, `cordoner` act/cordoning.py, `znodes`
-    observe/znode_volumes.py, `pipeline` pipeline/transport.py."""
-    watch: LocalWatch | None
-    guard: object
-    verdict: object
-    cover: object
-    replication: object
-    cordoner: object
-    znodes: object
-    pipeline: object
+    """The parts of the features a configuration may leave out, each one that does nothing when it does; the loop
+    knows them by what it calls (the modules that build them are wiring.py's to import)."""
+    watch: LocalWatch | NoWatch
+    guard: Guard
+    verdict: Verdict
+    cover: Cover
+    replication: Replication
+    cordoner: Cordoner
+    znodes: Closes
+    pipeline: Pipeline
 
 
 class Sidecar:
@@ -78,7 +138,7 @@ class Sidecar:
             return self._published
 
     def publish(self) -> None:
-        watch = None if self.watch is None else LocalWatchView(
+        watch = None if not self.watch.on else LocalWatchView(
             tuple(self.watch.dirs), dict(self.watch.unreadable), tuple(self.watch.danger), self.watch.running)
         snapshot = Snapshot(self.config, self.decider.factor, self.decider.last, replace(self.counters),
                             {entity: dict(keys) for entity, keys in self.quota_writer.in_force.items()},
@@ -197,8 +257,7 @@ class Sidecar:
             log.info("the pipeline is not connected yet: %s", failure)
 
     def close(self) -> None:
-        if self.watch is not None:
-            self.watch.stop()
+        self.watch.stop()
         self.cover.stop()
         self.replication.close()
         self.admin.close()
@@ -216,8 +275,7 @@ class Sidecar:
         if between:
             every = min(full_every, self.config.replication.check_interval.total_seconds())
         shutdown.also_wakes(self.wake)
-        if self.watch is not None:
-            self.watch.start()
+        self.watch.start()
         self.cover.start()
         self.publish()  # the watch runs: ready (/readyz) before the first pass, which may wait for the aggregator
         next_full = next_any = time.monotonic()
@@ -269,7 +327,7 @@ class Sidecar:
         limit, one when none is any more."""
         asked = self.wake.is_set()
         self.wake.clear()
-        near = list(self.watch.danger) if self.watch is not None else []
+        near = list(self.watch.danger)
         if near and not self._near_the_limit:
             log.info("pass now: local dir %s at or near the limit (within %.1fs at its fill rate); passes follow "
                      "at the watch's pace while it stays there", ", ".join(near),

@@ -84,7 +84,7 @@ def assemble(config: configuration.SidecarConfig, admin, store, decider_of: Call
     from .loop import Features, Sidecar
     from .observe.cluster_view import Observer
     from .observe.cover_watch import NoCover
-    from .observe.local_watch import LocalWatch, as_volumes, pass_horizon
+    from .observe.local_watch import LocalWatch, NoWatch, as_volumes, pass_horizon
     from .observe.znode_volumes import NoZnodes
     from .pipeline.transport import NoPipeline
 
@@ -101,21 +101,21 @@ def assemble(config: configuration.SidecarConfig, admin, store, decider_of: Call
         wake.set()
         verdict.ahead_of_the_pass()
 
-    watch = None
+    watch = NoWatch()
     settings, limit = config.local_watch, config.storage_limit
     if settings.enabled and limit is not None and config.storage_check_enabled:
         offer = None if znodes is None or config.broker_id is None else (
             lambda samples: znodes.offer(as_volumes(config.broker_id, samples, clock())))
         watch = LocalWatch(settings, limit, woken, lambda: pass_horizon(settings, limit, counters.last_poll_seconds),
                            on_sample=offer, fill_window=config.fill_window.total_seconds())
-    has_verdict = watch is not None or cover_of is not None  # the local watch's verdict, or the cover's
+    has_verdict = watch.on or cover_of is not None  # the local watch's verdict, or the cover's
     pipeline = NoPipeline() if pipeline_of is None else pipeline_of(
         (lambda: verdict.while_deciding()) if has_verdict else None)
     replication = NoReplication() if replication_of is None else replication_of(pipeline)
-    guard = NoGuard() if replication_of is None or watch is None else LocalGuard(
+    guard = NoGuard() if replication_of is None or not watch.on else LocalGuard(
         replication, admin, store, limit, config.cancel_moves_at_limit, counters, watch)
     # its heartbeats say whether this agent's verdict holds
-    cover = None if cover_of is None else cover_of(woken, lambda: bool(verdict.holds()), pipeline)
+    cover = NoCover() if cover_of is None else cover_of(woken, lambda: bool(verdict.holds()), pipeline)
     verdict = NoVerdict() if not has_verdict else LocalVerdict(
         watch, cover, quota_writer, lambda now: decider.judged_locally(now), counters, clock)
     decider = decider_of(pipeline, replication)
@@ -128,7 +128,7 @@ def assemble(config: configuration.SidecarConfig, admin, store, decider_of: Call
     writes = PassWrites(quota_writer, store, verdict, guard, replication, cordoner, counters, poll_report,
                         replication_report)
     return Sidecar(config, admin, store, decider, quota_writer, observer, writes,
-                   Features(watch, guard, verdict, cover or NoCover(), replication, cordoner, znodes, pipeline),
+                   Features(watch, guard, verdict, cover, replication, cordoner, znodes, pipeline),
                    counters, poll_report, replication_report, wake, clock)
 
 

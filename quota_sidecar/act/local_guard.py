@@ -27,7 +27,7 @@ from ..common.errors import AdminError
 from ..common.failure_report import FailureReport
 from ..common.observation import Reassignment
 from ..common.vocabulary import StorageLimit
-from ..observe.local_watch import LocalWatch
+from ..observe.local_watch import LocalWatch, NoWatch
 from ..observe.volumes import LocalSample
 from .snapshot import Counters
 
@@ -57,11 +57,11 @@ class LocalGuard:
     """Writes this broker's guard while a dir of it is at risk, and cancels the moves onto a dir it cannot hold."""
 
     def __init__(self, runner, admin, store, limit: StorageLimit, cancel_moves: bool, counters: Counters,
-                 watch: LocalWatch | None = None):
+                 watch: LocalWatch | NoWatch | None = None):
         self.runner, self.admin, self.store, self.limit, self.counters = runner, admin, store, limit, counters
         self.broker_id: int = runner.broker_id
         self.cancel_moves = cancel_moves
-        self.watch = watch  # None: hold() only, with the dirs at risk given
+        self.watch = watch or NoWatch()  # without it: hold() only, with the dirs at risk given
         self.report = FailureReport("disk guard write", "disk guard writes")
         self.since: dict[str, int] = {}  # dir at risk -> its free space when the guard went in
         self.moves: list[dict] = []  # the moves onto this broker its sidecar cancelled, as recorded

@@ -28,8 +28,8 @@ from typing import Callable, Iterable, Iterator, Mapping
 from ..common import records
 from ..common.errors import AdminError
 from ..common.observation import Volume
-from ..observe.cover_watch import CoverWatch
-from ..observe.local_watch import LocalWatch
+from ..observe.cover_watch import CoverWatch, NoCover
+from ..observe.local_watch import LocalWatch, NoWatch
 from ..observe.volumes import foreign_dirs
 from .quota_writes import QuotaWriter
 from .snapshot import Counters
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 class LocalVerdict:
-    def __init__(self, watch: LocalWatch | None, cover: CoverWatch | None, quota_writer: QuotaWriter,
+    def __init__(self, watch: LocalWatch | NoWatch, cover: CoverWatch | NoCover, quota_writer: QuotaWriter,
                  judged_locally: Callable[[datetime], Mapping], counters: Counters, clock: Callable[[], datetime]):
         self.watch, self.cover = watch, cover
         self.quota_writer = quota_writer
@@ -58,10 +58,10 @@ class LocalVerdict:
     def holds(self) -> list[str]:
         """Why the verdict holds: each confirmed dir of this broker the watch's last sample judges violated, and
         each volume of a covered broker the cover's judges so; none when it does not."""
-        local = [] if self.watch is None else [
+        local = [
             f"local dir {d} {self._how_near(d)} in its statvfs samples" for d in self.watch.judged
             if d in self.confirmed_dirs]
-        covered = [] if self.cover is None else [
+        covered = [
             f"broker {broker}'s {log_dir} judged violated in DescribeLogDirs (its agent is down)"
             for broker, log_dir in self.cover.judged]
         return local + covered
@@ -71,7 +71,7 @@ class LocalVerdict:
         return bool(self.holds()) or bool(self._held_elsewhere())
 
     def _held_elsewhere(self) -> list[int]:
-        held_by = [] if self.cover is None else self.cover.heartbeats.holding_agents()
+        held_by = self.cover.holding_agents()
         if held_by != self._held_by:
             log.info("%s", f"the local verdict of agent(s) {held_by} holds: this agent lifts nothing until it lets go"
                      if held_by else "no other agent's local verdict holds any more")
@@ -123,8 +123,7 @@ class LocalVerdict:
         except AdminError as error:  # the pass's own writes try again; a verdict not in force is said at once
             log.warning("%s: writing the local verdict's quotas %s failed: %s", "; ".join(reasons), when, error)
         if self.counters.writes > writes:
-            if self.watch is not None:
-                self.watch.reacted(time.monotonic() - started)
+            self.watch.reacted(time.monotonic() - started)
             log.info("%s: quotas written %s", "; ".join(reasons), when)
         return True
 
@@ -155,8 +154,6 @@ class LocalVerdict:
     def confirm(self, own: Iterable[Volume]) -> None:
         """After a poll that succeeded, with this broker's volumes as the broker reported them: the watch stops
         sampling dirs on another filesystem, and only the usable ones of the same filesystem may trigger."""
-        if self.watch is None:
-            return
         own = list(own)
         latest = {log_dir: samples[-1] for log_dir, samples in self.watch.history().items()}
         foreign = foreign_dirs(latest, own)

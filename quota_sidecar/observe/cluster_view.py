@@ -11,7 +11,7 @@ from ..common.errors import AdminError
 from ..common.failure_report import FailureReport
 from ..common.observation import Entity, Observation, Volume
 from ..configuration.settings import SidecarConfig
-from .local_watch import LocalWatch, as_volumes, own_volumes
+from .local_watch import LocalWatch, NoWatch, as_volumes, own_volumes
 
 # What the quotas in force mean for the tenants and the descent (decide/quotas.tenant_rates, decide/descent.in_force),
 # from what is in force and what the sidecars own: (the tenants' rates, the producers' quotas in force).
@@ -23,7 +23,7 @@ class Observer:
     none); `znodes` exchanges volumes through ZooKeeper (observe/znode_volumes.py, or one that has none)."""
 
     def __init__(self, config: SidecarConfig, admin, znodes, replication, replication_report: FailureReport,
-                 watch: LocalWatch | None, rates_in_force: RatesInForce):
+                 watch: LocalWatch | NoWatch, rates_in_force: RatesInForce):
         self.config, self.admin, self.znodes, self.replication = config, admin, znodes, replication
         self.replication_report = replication_report
         self.watch = watch
@@ -66,12 +66,12 @@ class Observer:
 
     def local_samples(self, now: datetime) -> tuple[Volume, ...]:
         """This broker's local samples as volume measurements for the fill history (its broker id known)."""
-        if self.watch is None or self.config.broker_id is None:
+        if self.config.broker_id is None:
             return ()
         return as_volumes(self.config.broker_id, [s for samples in self.watch.history().values() for s in samples], now)
 
     def _own_volumes(self, now: datetime) -> tuple[Volume, ...]:
         """This broker's volumes for its znode: the running watch's newest samples, else read now."""
-        if self.watch is not None and self.watch.running and (latest := self.watch.latest()):
+        if self.watch.running and (latest := self.watch.latest()):
             return as_volumes(self.config.broker_id, latest, now)
         return tuple(own_volumes(self.config.broker_id, self.config.local_watch.log_dirs, now))

@@ -70,6 +70,10 @@ class CoverWatch:
     def view(self) -> CoverView:
         return CoverView(self.heard(), tuple(self.covered))
 
+    def holding_agents(self) -> list[int]:
+        """The other live agents whose local verdict holds, as their heartbeats say."""
+        return self.heartbeats.holding_agents()
+
     def heard(self) -> dict[int, float]:
         """Each agent heard: seconds since its last beat was read."""
         now = self.monotonic()
@@ -118,3 +122,6 @@ class NoCover:
 
     def view(self) -> None:
         return None
+
+    def holding_agents(self) -> list[int]:
+        return []

@@ -67,6 +67,8 @@ def pass_horizon(settings: LocalWatchConfig, limit: StorageLimit, last_pass_seco
 class LocalWatch:
     """Samples the dirs in a daemon thread; `wake()` is called each time a dir is in the danger zone."""
 
+    on = True
+
     def __init__(self, config: LocalWatchConfig, limit: StorageLimit, wake: Callable[[], None],
                  horizon: Callable[[], float], read: Callable[[str, float], LocalSample] = statvfs_sample,
                  clock: Callable[[], float] = time.monotonic,
@@ -216,3 +218,32 @@ class LocalWatch:
     def _round(self) -> None:
         if self.sample():
             self.wake()
+
+
+class NoWatch:
+    """Without the local watch (local.watch.enabled=false, or no storage limit): nothing sampled, judged or woken."""
+
+    on = running = False
+    interval = float("inf")  # it never samples
+    until_judged: float | None = None
+    dirs: tuple[str, ...] = ()
+    unreadable: dict[str, str] = {}
+    danger = at_limit = reaching = judged = guard_zone = ()
+
+    def start(self) -> NoWatch:
+        return self
+
+    def stop(self) -> None:
+        pass
+
+    def latest(self) -> list[LocalSample]:
+        return []
+
+    def history(self) -> dict[str, list[LocalSample]]:
+        return {}
+
+    def exclude(self, reasons: Mapping[str, str]) -> None:
+        pass
+
+    def reacted(self, write_seconds: float) -> None:
+        pass

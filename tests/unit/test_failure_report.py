@@ -342,7 +342,7 @@ def test_a_covered_brokers_volume_at_the_limit_gets_the_verdict_from_the_agent_t
         decision = car.run_pass()
         in_force.append((decision.throttle_factor, admin.quotas[None]["producer_byte_rate"]))
 
-    assert car.watch is None and in_force == [(1.0, 1_000_000.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
+    assert not car.watch.on and in_force == [(1.0, 1_000_000.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1_000_000.0)]
 
 
 def test_while_another_agents_heartbeat_says_its_verdict_holds_a_decision_lifts_nothing(tmp_path):

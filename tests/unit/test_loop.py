@@ -150,7 +150,7 @@ def test_a_dir_away_from_the_limit_again_brings_one_pass_now_to_lift_what_it_no_
 
 def test_without_local_dirs_there_is_no_watch_and_the_interval_holds():
     car = sidecar(FailingStore(RuntimeError("unused")))
-    assert car.watch is None and car.snapshot().local_watch is None
+    assert not car.watch.on and car.snapshot().local_watch is None
 
 
 def test_shutdown_wakes_a_loop_waiting_for_its_next_pass():
