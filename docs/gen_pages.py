@@ -128,7 +128,7 @@ Spark extra (`pip install 'quota-sidecar[spark]'`); the agent's commands do not.
 
 def every_command() -> click.Group:
     """`quota-sidecar` with every command it lists loaded: mkdocs-click documents a group's `commands` when it has
-    any, and would leave out the Spark commands that cli.py's group loads by name only when called."""
+    any, and would leave out the Spark commands that the cli package's group loads by name only when called."""
     with click.Context(main) as ctx:
         commands = {name: main.get_command(ctx, name) for name in main.list_commands(ctx)}
     return click.Group(main.name, commands, params=main.params, help=main.help, epilog=main.epilog,

@@ -1,6 +1,6 @@
 """The commands that need Spark (pip install 'quota-sidecar[spark]'): `aggregate`, the fleet's aggregator;
 `evaluate`, recorded observations replayed through the rules in batch; `plan`, a reassignment's time and
-throttle; `report`, the capacity report of the aggregator's history. quota_sidecar/cli.py names them and
+throttle; `report`, the capacity report of the aggregator's history. quota_sidecar/cli names them and
 loads this module only when one is called: the agent never imports pyspark. Spark's modules are imported inside
 each command, after `needs_spark` has said in one line what to install when pyspark is missing (so
 `quota-sidecar --help` lists them without it).
@@ -14,8 +14,8 @@ from datetime import timedelta
 
 import click
 
-from quota_sidecar.cli import (BAD_CONFIGURATION, UNREACHABLE, Duration, config_options, deprecated, epilog, fail,
-                               load_config, output_option)
+from quota_sidecar.cli.grammar import (BAD_CONFIGURATION, UNREACHABLE, Duration, config_options, deprecated, epilog, fail,
+                                       load_config, output_option)
 from quota_sidecar.common.errors import AdminError, SparkUnavailable
 from quota_sidecar.configuration import config as configuration
 

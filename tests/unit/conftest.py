@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 import builders
-from quota_sidecar import cli
+from quota_sidecar.cli import grammar
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def later():
 def library_logging_as_it_was():
     """A command run here sets the libraries' loggers (cli.main silences kafka-python's): put them back after each
     test, or a later test in the same process (test_admin's SASL test, in `pytest tests`) sees none of their records."""
-    levels = {name: logging.getLogger(name).level for name in cli.LIBRARY_LOGGERS}
+    levels = {name: logging.getLogger(name).level for name in grammar.LIBRARY_LOGGERS}
     yield
     logging.captureWarnings(False)
     for name, level in levels.items():

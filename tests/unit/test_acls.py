@@ -1,5 +1,5 @@
 """`quota-sidecar acls`: the ACLs each process needs with a configuration, and nothing more (decide/acls.py),
-printed as kafka-acls commands, a table and JSON (serve/acls_text.py, cli.py)."""
+printed as kafka-acls commands, a table and JSON (serve/acls_text.py, cli/acls.py)."""
 
 import json
 

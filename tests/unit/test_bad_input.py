@@ -10,7 +10,9 @@ import socket
 import pytest
 from click.testing import CliRunner
 
-from quota_sidecar import cli, wiring
+from quota_sidecar import wiring
+from quota_sidecar.cli import main
+from quota_sidecar.cli import grammar as cli_grammar
 from quota_sidecar.configuration import config as cfg
 from quota_sidecar.configuration.keys import KEYS
 
@@ -126,7 +128,7 @@ def nothing_starts(monkeypatch):
 def run_with(tmp_path, keys: dict[str, str]):
     path = tmp_path / "sidecar.properties"
     path.write_text("".join(f"{P}{key}={value}\n" for key, value in keys.items()))
-    return CliRunner().invoke(cli.main, ["run", "--config", str(path)])
+    return CliRunner().invoke(main, ["run", "--config", str(path)])
 
 
 def test_the_table_has_a_bad_value_for_every_key():
@@ -137,7 +139,7 @@ def test_the_table_has_a_bad_value_for_every_key():
 def test_a_bad_value_stops_run_with_one_line_naming_the_key(tmp_path, nothing_starts, key, value, more):
     result = run_with(tmp_path, {**BASE, **more, key: value})
 
-    assert result.exit_code == cli.BAD_CONFIGURATION, result.output
+    assert result.exit_code == cli_grammar.BAD_CONFIGURATION, result.output
     assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"quota-sidecar: {P}{key}"), lines
@@ -152,7 +154,7 @@ def test_a_port_in_use_is_refused_at_start_naming_http_port(tmp_path, nothing_st
         port = taken.getsockname()[1]
         result = run_with(tmp_path, {**BASE, "http.port": str(port)})
 
-    assert result.exit_code == cli.BAD_CONFIGURATION
+    assert result.exit_code == cli_grammar.BAD_CONFIGURATION
     assert result.stderr == (f"quota-sidecar: {P}http.port={port}: cannot listen on 127.0.0.1:{port} "
                              "(address already in use); expected a free port of an address of this host\n")
 
@@ -162,7 +164,7 @@ def test_a_port_in_use_is_refused_at_start_naming_http_port(tmp_path, nothing_st
 def test_an_address_this_host_does_not_have_is_refused_at_start_naming_http_host(tmp_path, nothing_starts, host, why):
     result = run_with(tmp_path, {**BASE, "http.host": host})
 
-    assert result.exit_code == cli.BAD_CONFIGURATION
+    assert result.exit_code == cli_grammar.BAD_CONFIGURATION
     assert result.stderr.startswith(f"quota-sidecar: {P}http.host={host!r}: cannot listen on {host}:0 ({why})")
     assert result.stderr.count("\n") == 1
 

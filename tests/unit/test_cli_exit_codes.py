@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster.ports import closed_port, free_loopback_ports
-from quota_sidecar.cli import BAD_CONFIGURATION, EXIT_CODES, OK, UNREACHABLE
+from quota_sidecar.cli.grammar import BAD_CONFIGURATION, EXIT_CODES, OK, UNREACHABLE
 
 EXECUTABLE = Path(sys.executable).parent / "quota-sidecar"
 ROOT = Path(__file__).resolve().parents[2]

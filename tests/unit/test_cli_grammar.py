@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cluster.ports import closed_port
-from quota_sidecar.cli import _override_text, main
+from quota_sidecar.cli import main
+from quota_sidecar.cli.overrides import override_text
 from quota_sidecar.configuration.properties import command_line_duration
 
 BASE = ["--set", "kafka.admin.bootstrap.servers=localhost:9092",
@@ -119,9 +120,9 @@ def test_throttle_is_still_the_replication_overrides_hidden_with_a_line_on_stder
 
 
 def test_an_override_as_a_table():
-    assert _override_text({"broker_id": None, "override": None}) == (
+    assert override_text({"broker_id": None, "override": None}) == (
         "override: global\nrate: none (the computed rates apply)")
-    assert _override_text({"broker_id": 2, "override": {"rate": 5, "autoremove": False},
+    assert override_text({"broker_id": 2, "override": {"rate": 5, "autoremove": False},
                            "changed": {"by": "127.0.0.1"}}) == (
         "override: broker 2\nrate: 5 bytes/s\nautoremove: False\nchanged by: 127.0.0.1")
-    assert _override_text({"broker_id": None, "removed": False}) == "override: global\nremoved: no (there was none)"
+    assert override_text({"broker_id": None, "removed": False}) == "override: global\nremoved: no (there was none)"
