@@ -28,7 +28,7 @@ class QuotaWriter:
         # What this process last wrote to each target, beside the records: another sidecar's clean-up may delete a
         # record while this one's value is on its way (SIGTERM to every agent at once), and the clean-up of this one
         # must still hand that value back.
-        self._own_writes: dict = {}
+        self._own_writes: dict[ownership.Target, records.Owned] = {}
 
     def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
               seen_at: datetime | None = None, named_only: bool = False) -> None:
