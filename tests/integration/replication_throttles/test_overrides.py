@@ -73,7 +73,7 @@ def test_a_broker_override_throttles_the_catch_up_of_a_restarted_broker(settled,
     window of it at once, and one fetch more), and the catch-up's rate lies in Kafka's band. Unthrottled, the
     6 MiB arrive within a second.
     """
-    fleet, topic, rate, size = settled, unique_name, 100_000, 2 * MOVE_BYTES  # 6 MiB: a minute
+    fleet, topic, rate, size = settled, unique_name, 200_000, 2 * MOVE_BYTES  # 6 MiB: half a minute
     fetch = int(BROKER_PROPERTIES["replica.fetch.max.bytes"])
     create_topic(cluster, topic, {0: [1, 3]})
     assert http("PUT", f"{fleet[1].url}/throttle/3", {"rate": rate}, TOKEN)[0] == 200
