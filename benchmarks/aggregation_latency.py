@@ -5,10 +5,11 @@ One local broker holds the pipeline's topics; `quota-sidecar aggregate` (embedde
 end is quota_sidecar.pipeline.transport.Pipeline, as `run` uses it: each question publishes one observation (3 brokers ×
 2 log dirs, 10 measurements each in the fill window: 60 rows) and waits for the decision naming it. After
 WARM_UP unmeasured questions, `--questions` measured ones, one every `--every` seconds (an agent asks once
-per pass). Then the same rows through spark_jobs.volume_violations.decide on an embedded session in this
-process: what every sidecar does today.
+per pass). Before the questions, the aggregator at rest for `--idle` seconds: the CPU it and the broker spend
+while nobody asks (the streaming query looks for new observations all the same). Then the same rows through
+spark_jobs.volume_violations.decide on an embedded session in this process: what every sidecar does today.
 
-    .venv/bin/python benchmarks/aggregation_latency.py [--questions 60] [--every 0.25]
+    .venv/bin/python benchmarks/aggregation_latency.py [--questions 60] [--every 0.25] [--idle 30]
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+
+import psutil
 
 from common import MiB, LoadWatch, Result, print_result, provenance, table, this_command
 
@@ -43,7 +46,15 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1]
 
 
-def through_the_aggregator(questions: int, every: float) -> list[float]:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of a process and of every process under it (the aggregator's Spark JVM)."""
+    processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    return sum(sum(process.cpu_times()[:2]) for process in processes)
+
+
+def through_the_aggregator(questions: int, every: float, idle: float) -> tuple[list[float], dict[str, float]]:
+    """The latencies of the measured questions, and the share of a core the aggregator and the broker took at
+    rest after the warm-up."""
     work = Path(tempfile.mkdtemp(prefix="aggregation-latency-"))
     cluster = LocalKafkaCluster(brokers=1).start()
     aggregator = SidecarProcess("aggregator", work, {
@@ -61,14 +72,24 @@ def through_the_aggregator(questions: int, every: float) -> list[float]:
                 if index >= WARM_UP:
                     raise
                 continue  # a question asked while the query was still starting
+            if index == WARM_UP - 1:
+                at_rest = _at_rest({"aggregator": aggregator.process.pid,
+                                    "broker": cluster._nodes[1].process.pid}, idle)
             if index >= WARM_UP:
                 measured.append(time.perf_counter() - asked)
             time.sleep(every)
-        return measured
+        return measured, at_rest
     finally:
         pipeline.close()
         aggregator.stop()
         cluster.stop()
+
+
+def _at_rest(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    before, started = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - started
+    return {name: (cpu_seconds(pid) - before[name]) / elapsed for name, pid in pids.items()}
 
 
 def in_this_process(questions: int, every: float) -> list[float]:
@@ -86,15 +107,17 @@ def in_this_process(questions: int, every: float) -> list[float]:
     return measured
 
 
-def run(questions: int, every: float) -> Result:
+def run(questions: int, every: float, idle: float) -> Result:
     with LoadWatch() as load:
-        aggregated = through_the_aggregator(questions, every)
+        aggregated, at_rest = through_the_aggregator(questions, every, idle)
         local = in_this_process(questions, every)
     lines = [table(["decided", "median", "p95", "max", "n"], [
         [name, f"{statistics.median(values):.3f} s", f"{p95(values):.3f} s", f"{max(values):.3f} s", len(values)]
         for name, values in (("by the aggregator (published → decision read)", aggregated),
                              ("in the agent's own embedded Spark (today)", local))])]
-    lines += ["", f"{len(rows())} rows an observation, one every {every} s.", "",
+    lines += ["", f"{len(rows())} rows an observation, one every {every} s. At rest ({idle:g} s without a question, "
+              f"after the warm-up): the aggregator {at_rest['aggregator']:.0%} of a core, the pipeline's broker "
+              f"{at_rest['broker']:.0%}.", "",
               provenance(this_command(), load)]
     return Result(TITLE, "\n".join(lines))
 
@@ -103,8 +126,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=60)
     parser.add_argument("--every", type=float, default=0.25, help="seconds between two questions")
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds at rest, measured before the questions")
     args = parser.parse_args()
-    print_result(run(args.questions, args.every))
+    print_result(run(args.questions, args.every, args.idle))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,13 @@ _BATCH_CONF = {"spark.driver.extraJavaOptions": _LOG4J2_OPTION,
 # given back to the system every 5 s: without that the aggregator's RSS grows for as long as it runs
 # (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and ignores it rather
 # than fail to start.
+#
+# Its decisions' query starts a micro-batch as soon as the last one ended ("0 seconds"), and between observations
+# Spark asks the pipeline's brokers for the topic's end offsets every pollingDelay (10 ms by default): most of the
+# aggregator's CPU at rest, and as many ListOffsets requests at the brokers. A tenth as often costs no latency.
+AGGREGATOR_POLLING_DELAY = "100ms"
 AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false",
+                   "spark.sql.streaming.pollingDelay": AGGREGATOR_POLLING_DELAY,
                    "spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:+UnlockExperimentalVMOptions "
                    "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"}
 # glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core), which the trim above
