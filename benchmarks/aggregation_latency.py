@@ -20,9 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
-from common import MiB, LoadWatch, Result, print_result, provenance, table, this_command
+from common import MiB, LoadWatch, Result, cpu_seconds, print_result, provenance, table, this_command
 
 from harness.cluster.local_cluster import LocalKafkaCluster
 from harness.agents.sidecar_process import SidecarProcess
@@ -44,12 +42,6 @@ def rows() -> list[dict]:
 
 def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process and of every process under it (the aggregator's Spark JVM)."""
-    processes = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    return sum(sum(process.cpu_times()[:2]) for process in processes)
 
 
 def through_the_aggregator(questions: int, every: float, idle: float) -> tuple[list[float], dict[str, float]]:
@@ -86,10 +78,10 @@ def through_the_aggregator(questions: int, every: float, idle: float) -> tuple[l
 
 
 def _at_rest(pids: dict[str, int], seconds: float) -> dict[str, float]:
-    before, started = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
+    before, started = {name: cpu_seconds([pid]) for name, pid in pids.items()}, time.monotonic()
     time.sleep(seconds)
     elapsed = time.monotonic() - started
-    return {name: (cpu_seconds(pid) - before[name]) / elapsed for name, pid in pids.items()}
+    return {name: (cpu_seconds([pid]) - before[name]) / elapsed for name, pid in pids.items()}
 
 
 def in_this_process(questions: int, every: float) -> list[float]:

@@ -27,6 +27,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # before anything imports 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the lab (tests/harness) is not installed with the sidecar
 
+import psutil  # noqa: E402
 from kafka import KafkaAdminClient  # noqa: E402
 
 from harness.spark.aggregator import Aggregator  # noqa: E402
@@ -158,6 +159,20 @@ def this_command() -> str:
 
 
 # ---------------------------------------------------------------- Kafka helpers
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU of the processes and their descendants; one that ended meanwhile (a Spark Python worker) counts in
+    its parent's children times once reaped."""
+    total = 0.0
+    for pid in pids:
+        root = psutil.Process(pid)
+        for process in (root, *root.children(recursive=True)):
+            try:
+                total += sum(process.cpu_times()[:4])  # user, system, and of its reaped children
+            except psutil.NoSuchProcess:
+                pass
+    return total
 
 
 def raise_file_limit() -> None:

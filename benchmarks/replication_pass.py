@@ -19,7 +19,7 @@ import statistics
 import time
 
 import psutil
-from common import aggregator_running, table, uptime
+from common import aggregator_running, cpu_seconds, table, uptime
 
 from quota_sidecar.common.observation import BrokerLoad, MovingReplica, Overrides, Reassignment, ReplicationObservation
 from quota_sidecar.configuration.config import PREFIX, from_properties
@@ -38,20 +38,6 @@ def observation(moves: int) -> ReplicationObservation:
     loads = {broker: BrokerLoad(3e6, 1e6, 1e6, 2e6) for broker in (SOURCE, UNINVOLVED, DESTINATION)}
     applied = {broker: {"leader_rate": 2_000_000, "follower_rate": 2_000_000} for broker in loads}
     return ReplicationObservation(reassignments, loads, applied, Overrides(), {}, replicas)
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """CPU of the processes and their descendants; one that ended meanwhile (a Spark Python worker) counts in
-    its parent's children times once reaped."""
-    total = 0.0
-    for pid in pids:
-        root = psutil.Process(pid)
-        for process in (root, *root.children(recursive=True)):
-            try:
-                total += sum(process.cpu_times()[:4])  # user, system, and of its reaped children
-            except psutil.NoSuchProcess:
-                pass
-    return total
 
 
 def measure(pipeline_servers: str, passes: int, moves: int, aggregator_pid: int) -> list[list[object]]:
