@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from kafka import KafkaAdminClient
@@ -167,9 +168,9 @@ def flood_act(cluster: LocalKafkaCluster, small_dir: str, sidecars: SidecarProce
 
 def lift_act(cluster: LocalKafkaCluster, small_dir: str, sidecars: SidecarProcesses) -> float:
     """Delete the topic and wait for the throttle to go: how long that took."""
-    deleted_at = time.monotonic()
+    deleted_at, deleted_on = time.monotonic(), datetime.now(timezone.utc)
     delete_flood_topic(cluster)
-    lifted_at = wait_for_lift(DiskWatch(small_dir), sidecars)
+    lifted_at = wait_for_lift(DiskWatch(small_dir), sidecars, deleted_on)
     print(sidecars.status_table())
     return lifted_at - deleted_at
 
@@ -249,8 +250,20 @@ class SidecarProcesses:
             f"per broker until a volume has <= {MIN_AVAILABLE_BYTES // MiB} MiB free")
 
     def status(self) -> dict | None:
-        """Sidecar 1's /status as JSON; None when it does not answer."""
+        """The asked agent's /status as JSON; None when it does not answer."""
         return self.asked.get("/status")
+
+    def lifted_everywhere(self, since: datetime) -> bool:
+        """Whether every agent's last decision, from a look after `since`, lifts the throttle and steps nothing
+        down. Until then an agent's decision from an older look at the volumes may lower the quota again, and
+        with the aggregator killed next it would stay there."""
+        for sidecar in self.fleet:
+            status = sidecar.get("/status")
+            last_success = status and status["throttle"]["last_success"]
+            if not last_success or datetime.fromisoformat(last_success) < since or status["descent"] is not None \
+                    or throttle_factor(status) != 1.0:
+                return False
+        return True
 
     def status_table(self) -> str:
         """What `quota-sidecar status` shows a person for the agent asked."""
@@ -355,15 +368,17 @@ def flood_until_stalled(flood: Flood, disk: DiskWatch, sidecars: SidecarProcesse
             raise DemoError(f"the producer did not stall within {STALL_TIMEOUT:.0f}s of flooding")
 
 
-def wait_for_lift(disk: DiskWatch, sidecars: SidecarProcesses) -> float:
-    """Wait until the asked agent reports factor 1.0 and the full quota again; return when that was seen."""
+def wait_for_lift(disk: DiskWatch, sidecars: SidecarProcesses, since: datetime) -> float:
+    """Wait until the asked agent reports factor 1.0 and the full quota again, and every agent's decision since
+    `since` lifts; return when that was seen."""
     deadline = time.monotonic() + LIFT_TIMEOUT
     next_line = time.monotonic()
     while True:
         time.sleep(SAMPLE_EVERY)
         disk.sample()
         status = sidecars.status()
-        if throttle_factor(status) == 1.0 and producer_quota(status) == PRODUCE_BYTES_PER_SECOND:
+        if throttle_factor(status) == 1.0 and producer_quota(status) == PRODUCE_BYTES_PER_SECOND \
+                and sidecars.lifted_everywhere(since):
             lifted_at = time.monotonic()
             say(f"throttle lifted: factor 1.0, the default user's producer quota is "
                 f"{PRODUCE_BYTES_PER_SECOND:,} B/s again; broker {SMALL_BROKER} free {disk.free / MiB:.1f} MiB")

@@ -103,9 +103,13 @@ class SidecarProcess:
         return self
 
     def send(self, sig: int) -> None:
-        """One signal (a second SIGTERM could reach Python after it put the default handler back)."""
+        """One signal (a second SIGTERM could reach Python after it put the default handler back). SIGKILL, a
+        crash, goes to the whole session: the aggregator's Spark JVM would otherwise decide on for seconds."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
+            if sig == signal.SIGKILL:
+                os.killpg(self.process.pid, sig)
+            else:
+                self.process.send_signal(sig)
 
     def stop(self, sig: int | None = signal.SIGTERM, timeout: float = 120.0) -> int | None:
         """Send `sig` (None: it was sent already), wait, and return the exit code (negative: the signal)."""
@@ -117,7 +121,7 @@ class SidecarProcess:
         try:
             return process.wait(timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise SidecarError(f"{self.name} did not stop within {timeout:.0f}s:\n{self.log_tail()}") from None
 
