@@ -11,7 +11,7 @@ from datetime import datetime
 
 from ..common import records
 from ..configuration.settings import QuotaConfig
-from ..decide import descent, quotas
+from ..decide import quotas
 from . import last_resort, ownership
 from .snapshot import Counters, utcnow
 
@@ -35,8 +35,6 @@ class QuotaWriter:
         """Write what differs from `wanted`, decided from a look at the cluster at `seen_at`. A quota another
         sidecar wrote from a later look (its local verdict while this pass waited for the aggregator, a lift
         after this sidecar's last valid decision) is left as it is: this decision did not see what that one saw.
-        So is a producer quota this write would lower more than a step of the descent: the step was taken from
-        another value, which a sidecar changed since (a lift from a newer view of the volumes).
         `tighten_only`: a poll that could not decide knows nothing new, so it may keep a throttle (retrying a
         write that failed) but lifts none. `named_only`: only the writes whose value the records name already
         (ownership.Write.named), for records that may be stale: the others need records read now."""
@@ -52,8 +50,7 @@ class QuotaWriter:
             writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
                               and (not named_only or write.named)
-                              and not _seen_later(owned.get(write.target), looked, write)
-                              and not self._steeper_than_a_step(write, wanted)], owned
+                              and not _seen_later(owned.get(write.target), looked, write)], owned
 
         # Races between sidecars are settled on the second look's fresh records only: the pass's may not show
         # the write that explains what is in force (another sidecar's verdict while this pass waited).
@@ -122,19 +119,6 @@ class QuotaWriter:
         """owned, with what two sidecars wrote at once known as theirs (ownership.settle_races)."""
         return ownership.settle_races(owned, in_force,
                                       lambda target: self.store.written_lately(self._record_key(target)))
-
-    def _steeper_than_a_step(self, write: ownership.Write, wanted: quotas.ClientQuotas) -> bool:
-        """Whether the write lowers the default user's or a tenant's producer quota more than produce.descent.ratio
-        times below the value in force, and not to the hard limit's 1 B/s."""
-        entity, key = write.target
-        if key != quotas.PRODUCE or (entity is not None and entity not in wanted.tenants) or not write.changes \
-                or write.old is None or write.new is None or write.new <= descent.LAST_RESORT \
-                or write.new >= write.old / self.config.descent_ratio - 1:
-            return False
-        log.info("%s: %s kept, not %s: more than a step of the descent below the value in force, which changed "
-                 "since this decision's look", quotas.target_label(write.target), quotas.rate_text(write.old),
-                 quotas.rate_text(write.new))
-        return True
 
     def _read_records(self) -> records.Records:
         return records.parse(self.store.read_all())

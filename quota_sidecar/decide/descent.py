@@ -3,10 +3,8 @@
 Kafka throttles a client that went over its bandwidth quota for (observed - quota) / quota x window, bounded by
 nothing, and neither the broker's mute nor the Java client's wait is shortened when the quota is lifted
 (docs/research/throttle-recovery.md). So a quota is never lowered more than `ratio` times below the rate its
-clients can have now (the quota in force; with none, the fastest broker's fill rate), nor sooner than `step` after
-the sidecars last lowered it: each throttle stays under (ratio - 1) x the window. A fill rate is averaged over the
-fill window and lags a flood that just began, so below a quota in force it is no bound: a step from it could
-throttle for minutes. And while the disk
+clients can have now (the quota in force, or the fastest broker's fill rate when that is lower), nor sooner than
+`step` after the sidecars last lowered it: each throttle stays under (ratio - 1) x the window. And while the disk
 leaves time for it, the descent goes no lower than the floor, where one request of max.request.size waits at most
 30 s.
 
@@ -43,7 +41,7 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
     the tenants stepped from what is in force. `descending`: a volume fills within the descent's start or
     horizon (the volume rule's verdict), so every producer quota heads for the floor (or the goal, when lower: the
     soft zone's `produce` x factor and the fallback go where proposal 047 says, in steps). `fill`: the fastest
-    broker's fill rate in bytes/s, where the first step from no quota starts. `own`: each entity's
+    broker's fill rate in bytes/s, an upper bound of any client's rate on any broker. `own`: each entity's
     producer rate without a throttle (None: unlimited). `hold`: no step down now (a poll that could not decide)."""
     if factor <= 0.0:
         return goal
@@ -56,7 +54,7 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
             return None if target is not None and target == own.get(entity) and entity != _DEFAULT else target
         if hold or (current.at is not None and now - current.at < config.descent_step.total_seconds()):
             return current.rate  # the last step's throttle and a window are not over yet
-        bound = current.rate if current.rate is not None else fill if fill and fill > 0 else None
+        bound = _lower(current.rate, fill if fill and fill > 0 else None)
         if bound is None:
             return target
         return max(target, float(math.ceil(bound / config.descent_ratio)))

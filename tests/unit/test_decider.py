@@ -168,8 +168,7 @@ def test_the_rate_question_asked_ahead_is_the_one_judged_unless_this_polls_viola
 
 
 def test_a_volume_judged_descending_lowers_the_producer_quota_written():
-    """The job's `descending` column reaches the descent: a third of the quota in force is written (the slower
-    fill rate is no bound below it), the goal stays."""
+    """The job's `descending` column reaches the descent: a third of the fill rate is written, the goal stays."""
     def judge(rows, params):
         row = rows[-1]
         volume = Volume(row["broker_id"], row["log_dir"], row["total_bytes"], row["available_bytes"], AT)
@@ -178,5 +177,5 @@ def test_a_volume_judged_descending_lowers_the_producer_quota_written():
     decision = Decider(sidecar_config(), judge).decide(poll(0, (3, "/a", 900)))
 
     assert decision.descending and decision.to_json()["volumes"][0]["descending"]
-    assert decision.written_quotas.default_user["producer_byte_rate"] == 333_334
+    assert decision.written_quotas.default_user["producer_byte_rate"] == 200_000
     assert decision.client_quotas.default_user["producer_byte_rate"] == 1_000_000

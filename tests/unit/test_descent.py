@@ -40,14 +40,6 @@ def test_the_first_step_is_a_third_of_the_fastest_brokers_fill_rate():
     assert producer(written(1.0, True, 20e6, {})) == pytest.approx(20e6 / 3, abs=1)
 
 
-def test_a_step_from_a_quota_in_force_is_a_third_of_it_whatever_the_fill_rate():
-    """A flood that began seconds ago fills at 100 kB/s averaged over the fill window while its producer sends
-    at its 5 MB/s quota: a step to a third of the fill would throttle it for ten minutes."""
-    step = producer(written(1.0, True, 100_173.0, {None: Written(5e6)}))
-    assert step == pytest.approx(5e6 / 3, abs=1)
-    assert throttle_seconds(5e6, step) <= 24.0 + 1e-9
-
-
 def test_no_step_comes_sooner_than_the_step_time_after_the_last_one():
     in_force = {None: Written(6_666_666.0, at=1000.0 - 20)}
     assert producer(written(1.0, True, 20e6, in_force)) == 6_666_666.0

@@ -1,7 +1,5 @@
 """The client quotas' writer hands back what it wrote, also when another sidecar's clean-up took its record."""
 
-from dataclasses import replace
-
 from builders import AT, MemoryStore, QuotasInMemory, sidecar_config
 from quota_sidecar.act.quota_writes import QuotaWriter
 from quota_sidecar.act.snapshot import Counters
@@ -47,19 +45,3 @@ def test_a_value_someone_changed_after_the_write_is_left_as_it_is():
     writer.cleanup()
 
     assert admin.quotas[None] == {quotas.PRODUCE: 7_000.0}
-
-
-def test_a_lift_another_sidecar_wrote_after_this_decisions_look_is_not_undone_by_more_than_a_step():
-    """This decision looked when the floor was in force and keeps it; another sidecar lifted it since, from a
-    newer view of the volumes: the floor is not written over the lift, and the hard limit still would be."""
-    config, admin, store = sidecar_config().quotas, QuotasInMemory(), MemoryStore()
-    writer = QuotaWriter(config, admin, store, Counters())
-    admin.quotas[None] = {quotas.PRODUCE: 1_000_000.0}  # the lift, written after this decision's look
-    wanted = quotas.wanted(config, 1.0)
-    floor = replace(wanted, default_user={**wanted.default_user, quotas.PRODUCE: config.floor})
-
-    writer.apply(floor, {}, seen_at=AT)
-    assert admin.quotas[None] == {quotas.PRODUCE: 1_000_000.0}
-
-    writer.apply(quotas.wanted(config, 0.0), {}, seen_at=AT)
-    assert admin.quotas[None] == {quotas.PRODUCE: 1.0}
