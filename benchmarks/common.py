@@ -158,9 +158,6 @@ def this_command() -> str:
     return shlex.join([".venv/bin/python", script, *sys.argv[1:]])
 
 
-# ---------------------------------------------------------------- Kafka helpers
-
-
 def cpu_seconds(pids: list[int]) -> float:
     """CPU of the processes and their descendants; one that ended meanwhile (a Spark Python worker) counts in
     its parent's children times once reaped."""
@@ -173,6 +170,9 @@ def cpu_seconds(pids: list[int]) -> float:
             except psutil.NoSuchProcess:
                 pass
     return total
+
+
+# ---------------------------------------------------------------- Kafka helpers
 
 
 def raise_file_limit() -> None:
