@@ -377,8 +377,7 @@ def wait_for_lift(disk: DiskWatch, sidecars: SidecarProcesses, since: datetime) 
         time.sleep(SAMPLE_EVERY)
         disk.sample()
         status = sidecars.status()
-        if throttle_factor(status) == 1.0 and producer_quota(status) == PRODUCE_BYTES_PER_SECOND \
-                and sidecars.lifted_everywhere(since):
+        if producer_quota(status) == PRODUCE_BYTES_PER_SECOND and sidecars.lifted_everywhere(since):
             lifted_at = time.monotonic()
             say(f"throttle lifted: factor 1.0, the default user's producer quota is "
                 f"{PRODUCE_BYTES_PER_SECOND:,} B/s again; broker {SMALL_BROKER} free {disk.free / MiB:.1f} MiB")
