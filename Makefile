@@ -75,8 +75,9 @@ test-security: setup
 browser:
 	@command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
 
-# Seconds, no JVM: pure decisions, configuration, the loop, status, metrics and HTTP without a cluster.
-unit: venv imports
+# Seconds: pure decisions, configuration, the loop, status, metrics and HTTP without a cluster; the CLI's exit
+# codes start `aggregate` against an unanswering pipeline, whose Spark needs the Kafka connector's jars (setup).
+unit: setup imports
 	$(BIN)/pytest tests/unit
 
 # The Spark rules in one embedded session, and the same through a local Spark Connect server; the capacity
