@@ -113,6 +113,16 @@ def settle_races(owned: Mapping[Target, Owned], in_force: Mapping[Target, float 
     return settled
 
 
+def recorded_again(settled: Mapping[Target, Owned], stored: Mapping[Target, Owned], writes: list[Write],
+                   in_force: Mapping[Target, float | None]) -> list[Write]:
+    """writes, and a record written again (the value unchanged) for each target settle_races gave back to the
+    sidecars that no write records anew: its record still names the overtaken value, and once the race window
+    has passed the next look would take the value in force for someone else's and leave the target alone."""
+    planned = {write.target for write in writes}
+    return writes + [Write(target, in_force.get(target), in_force.get(target), mine.replaced)
+                     for target, mine in settled.items() if target not in planned and mine != stored.get(target)]
+
+
 def _leave(target: Target, old: float | None, mine: Owned, forget: bool = False) -> Write:
     return Write(target, old, old, mine.replaced, forget=forget, left_alone=True, written=mine.written)
 

@@ -43,11 +43,13 @@ class QuotaWriter:
         looked = None if seen_at is None else seen_at.timestamp()
 
         def planned(all_records: records.Records, settle: bool = False) -> tuple[dict, list[ownership.Write], dict]:
-            owned = records.owned(all_records, records.QUOTA)
+            stored = owned = records.owned(all_records, records.QUOTA)
             in_force = self.read(wanted, owned)
             if settle:
                 owned = self._settled(owned, quotas.flatten(in_force))
-            writes = ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned)
+            writes = ownership.recorded_again(
+                owned, stored, ownership.plan(quotas.targets(wanted, in_force, owned), quotas.flatten(in_force), owned),
+                quotas.flatten(in_force))
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
                               and (not named_only or write.named)
                               and not _seen_later(owned.get(write.target), looked, write)], owned

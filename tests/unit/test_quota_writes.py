@@ -1,6 +1,10 @@
-"""The client quotas' writer hands back what it wrote, also when another sidecar's clean-up took its record."""
+"""The client quotas' writer hands back what it wrote, also when another sidecar's clean-up took its record, and
+keeps as the sidecars' a value two of them wrote at once."""
+
+from datetime import timedelta
 
 from builders import AT, MemoryStore, QuotasInMemory, sidecar_config
+from quota_sidecar.act import ownership
 from quota_sidecar.act.quota_writes import QuotaWriter
 from quota_sidecar.act.snapshot import Counters
 from quota_sidecar.common import records
@@ -45,3 +49,35 @@ def test_a_value_someone_changed_after_the_write_is_left_as_it_is():
     writer.cleanup()
 
     assert admin.quotas[None] == {quotas.PRODUCE: 7_000.0}
+
+
+class RecentWrites(MemoryStore):
+    """The records store, with the values written within the race window (ClusterStore.written_lately) set by hand."""
+
+    def __init__(self):
+        super().__init__()
+        self.lately: dict[str, list[dict]] = {}
+
+    def written_lately(self, key):
+        return self.lately.get(key, [])
+
+
+def test_a_value_two_sidecars_wrote_at_once_stays_the_sidecars_after_the_race_window(monkeypatch):
+    monkeypatch.setattr(ownership, "SECOND_LOOK_SECONDS", 0.0)
+    config, admin, store = sidecar_config().quotas, QuotasInMemory(), RecentWrites()
+    first, second = (QuotaWriter(config, admin, store, Counters()) for _ in range(2))
+    first.apply(quotas.wanted(config, 1.0), {}, seen_at=AT)
+    # Two sidecars step it down at once: the second's record (500,000) lands after the first's (250,000), the
+    # first's value after the second's: 250,000 in force, beside a record naming 500,000.
+    key = records.key(records.QUOTA, None, quotas.PRODUCE)
+    stored = dict(store.values[key], written=500_000.0, before=1_000_000.0)
+    store.values[key] = stored
+    store.lately = {key: [dict(stored, written=250_000.0), stored]}
+    admin.quotas[None][quotas.PRODUCE] = 250_000.0
+    first.apply(quotas.wanted(config, 0.25), records.parse(store.read_all()), seen_at=AT + timedelta(seconds=5))
+    store.lately = {}  # the race window has passed
+
+    second.apply(quotas.wanted(config, 0.1), records.parse(store.read_all()), seen_at=AT + timedelta(seconds=20))
+
+    assert admin.quotas[None][quotas.PRODUCE] == 100_000
+    assert not store.values[key].get("yielded")
