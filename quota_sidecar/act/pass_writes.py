@@ -52,7 +52,8 @@ class PassWrites:
                 undecided = (decision.error is not None and not decision.entered_fallback) or \
                     self.verdict.held_anywhere()
                 self.quota_writer.apply(decision.written_quotas or decision.client_quotas, all_records,
-                                        tighten_only=undecided, seen_at=decision.looked_at)
+                                        tighten_only=undecided, seen_at=decision.looked_at,
+                                        stepped_from=decision.stepped_from)
                 if decision.error is None:
                     self.record_descent(decision.descent_rate, records.descent_rate(all_records))
                 if decision.replication is not None:

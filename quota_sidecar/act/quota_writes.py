@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Mapping
 
 from ..common import records
 from ..configuration.settings import QuotaConfig
-from ..decide import quotas
+from ..decide import descent, quotas
 from . import last_resort, ownership
 from .snapshot import Counters, utcnow
 
@@ -31,10 +32,12 @@ class QuotaWriter:
         self._own_writes: dict[ownership.Target, records.Owned] = {}
 
     def apply(self, wanted: quotas.ClientQuotas, all_records: records.Records, tighten_only: bool = False,
-              seen_at: datetime | None = None, named_only: bool = False) -> None:
+              seen_at: datetime | None = None, named_only: bool = False, stepped_from: Mapping | None = None) -> None:
         """Write what differs from `wanted`, decided from a look at the cluster at `seen_at`. A quota another
         sidecar wrote from a later look (its local verdict while this pass waited for the aggregator, a lift
         after this sidecar's last valid decision) is left as it is: this decision did not see what that one saw.
+        So is a producer quota the descent stepped down from another value than the one in force now
+        (`stepped_from`, Decision's): the next pass steps from this one. The hard limit's 1 B/s is written anyway.
         `tighten_only`: a poll that could not decide knows nothing new, so it may keep a throttle (retrying a
         write that failed) but lifts none. `named_only`: only the writes whose value the records name already
         (ownership.Write.named), for records that may be stale: the others need records read now."""
@@ -52,7 +55,8 @@ class QuotaWriter:
                 quotas.flatten(in_force))
             return in_force, [write for write in writes if (not tighten_only or _tightens(write))
                               and (not named_only or write.named)
-                              and not _seen_later(owned.get(write.target), looked, write)], owned
+                              and not _seen_later(owned.get(write.target), looked, write)
+                              and not _stepped_from_another(write, stepped_from or {})], owned
 
         # Races between sidecars are settled on the second look's fresh records only: the pass's may not show
         # the write that explains what is in force (another sidecar's verdict while this pass waited).
@@ -163,3 +167,17 @@ def _tightens(write: ownership.Write) -> bool:
     if not write.changes:
         return True
     return write.new is not None and (write.old is None or write.new < write.old)
+
+
+def _stepped_from_another(write: ownership.Write, stepped_from: Mapping) -> bool:
+    """Whether the write lowers a producer quota (not to the hard limit's) that the decision knew at another value
+    (another sidecar lifted it since, from a newer view of the volumes)."""
+    entity, key = write.target
+    if key != quotas.PRODUCE or entity not in stepped_from or stepped_from[entity] == write.old \
+            or not write.changes or write.new is None or write.new <= descent.LAST_RESORT \
+            or not descent.lower(write.new, write.old):
+        return False
+    log.info("%s: %s kept, not %s: the descent stepped from %s, which is no longer in force",
+             quotas.target_label(write.target), quotas.rate_text(write.old), quotas.rate_text(write.new),
+             quotas.rate_text(stepped_from[entity]))
+    return True

@@ -7,7 +7,7 @@ replay command and the tests all drive the very same path.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Mapping
 
@@ -44,6 +44,9 @@ class Decision:
     written_quotas: quotas.ClientQuotas | None = None  # what is written on the way to client_quotas (descent.py)
     descending: bool = False  # a volume fills within the descent's start or horizon
     descent_rate: float | None = None  # the fastest fill since the descent began (None: none under way)
+    # Each producer quota the descent stepped from, as this decision last knew it (None: no quota): a write that
+    # finds another value in force was decided without it (writes.QuotaWriter.apply).
+    stepped_from: Mapping = field(default_factory=dict)
 
     @property
     def looked_at(self) -> datetime:
@@ -156,7 +159,7 @@ class Decider:
                 log.debug("replication decision failed: %s", failure, exc_info=True)
                 replication_error = f"decision failed: {failure}"
         goal = quotas.wanted(self.config.quotas, self.factor.factor, self.tenant_rates)
-        written = self._written(goal, observation)
+        written, stepped_from = self._written(goal, observation)
         decision = Decision(
             at=observation.at,
             throttle_factor=self.factor.factor,
@@ -164,6 +167,7 @@ class Decider:
             valid_from=self.factor.valid_from,
             client_quotas=goal,
             written_quotas=written,
+            stepped_from=stepped_from,
             descending=self.descending,
             descent_rate=self.descent_rate,
             volumes=volumes,
@@ -178,7 +182,7 @@ class Decider:
         self.last = decision
         return decision
 
-    def _written(self, goal: quotas.ClientQuotas, observation: Observation) -> quotas.ClientQuotas:
+    def _written(self, goal: quotas.ClientQuotas, observation: Observation) -> tuple[quotas.ClientQuotas, dict]:
         """The goal as the descent writes it, stepped from the producer quotas in force: as the poll read them, or
         (`evaluate`) as this decider last wrote them. A step is dated by the later of its record's look and when
         this decider first saw it (a record's look is the last success's while polls fail). A poll that could not
@@ -188,6 +192,8 @@ class Decider:
         if observation.producer_rates is not None:
             self.in_force = {entity: self._dated(entity, seen, now) for entity, seen in observation.producer_rates.items()}
         own = {None: self.config.quotas.produce, **self.tenant_rates}
+        stepped_from = {} if observation.producer_rates is None else {  # only a look's values say what is in force
+            entity: self.in_force.get(entity, descent.Written(own.get(entity))).rate for entity in [None, *goal.tenants]}
         written = descent.descend(goal, self.factor.factor, self.descending, self.fill, self.in_force, own,
                                   now, self.config.quotas,
                                   hold=observation.error is not None and self.factor.source != FALLBACK)
@@ -196,7 +202,7 @@ class Decider:
             before = self.in_force.get(entity, descent.Written(own.get(entity))).rate
             if before != rate:
                 self.in_force[entity] = descent.Written(rate, now if descent.lower(rate, before) else None)
-        return written
+        return written, stepped_from
 
     def _dated(self, entity, seen: descent.Written, now: float) -> descent.Written:
         known = self.in_force.get(entity)

@@ -180,3 +180,17 @@ def test_a_step_is_dated_when_first_seen_when_its_record_looked_earlier():
                                               volumes=OneVolumeAdmin(10 << 30, 5 << 30).describe_volumes((1,), AT),
                                               tenant_rates={}, producer_rates=seen))
         assert decision.written_quotas.default_user[quotas.PRODUCE] == 333_334.0  # held: first seen at +0 s
+
+
+def test_a_decision_says_which_producer_quota_its_step_came_from():
+    """What the look read (the writer leaves a lowering alone when another value is in force by then); a decision
+    without a look at the quotas names none."""
+    config = sidecar_config(**{"broker.id": 1, "produce": None})
+    volumes = OneVolumeAdmin(10 << 30, 5 << 30).describe_volumes((1,), AT)
+    seen = {None: Written(333_334.0, at=AT.timestamp() - 300)}
+    looked = Decider(config, descending_judge([True], [])).decide(
+        Observation(at=AT, brokers=(1,), volumes=volumes, tenant_rates={}, producer_rates=seen))
+    assert looked.stepped_from == {None: 333_334.0}
+    unread = Decider(config, descending_judge([True], [])).decide(
+        Observation(at=AT, brokers=(1,), volumes=volumes, tenant_rates={}))
+    assert unread.stepped_from == {}

@@ -1,6 +1,7 @@
-"""The client quotas' writer hands back what it wrote, also when another sidecar's clean-up took its record, and
-keeps as the sidecars' a value two of them wrote at once."""
+"""The client quotas' writer hands back what it wrote, also when another sidecar's clean-up took its record; keeps
+as the sidecars' a value two of them wrote at once; steps no quota down from a value gone since its look."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 from builders import AT, MemoryStore, QuotasInMemory, sidecar_config
@@ -81,3 +82,23 @@ def test_a_value_two_sidecars_wrote_at_once_stays_the_sidecars_after_the_race_wi
 
     assert admin.quotas[None][quotas.PRODUCE] == 100_000
     assert not store.values[key].get("yielded")
+
+
+def test_a_lift_written_since_this_decisions_look_is_not_stepped_down_from_what_the_look_saw():
+    """This decision's look saw the floor and keeps it; another sidecar lifted it since, from a newer view of the
+    volumes (and an earlier look at the quotas): the floor is not written over the lift. The hard limit would be."""
+    config, admin, store = sidecar_config().quotas, QuotasInMemory(), MemoryStore()
+    writer = QuotaWriter(config, admin, store, Counters())
+    admin.quotas[None] = {quotas.PRODUCE: 1_000_000.0}  # the lift
+    wanted = quotas.wanted(config, 1.0)
+    floor = replace(wanted, default_user={**wanted.default_user, quotas.PRODUCE: config.floor})
+
+    writer.apply(floor, {}, seen_at=AT, stepped_from={None: config.floor})
+    assert admin.quotas[None] == {quotas.PRODUCE: 1_000_000.0}
+
+    writer.apply(floor, {}, seen_at=AT, stepped_from={None: 1_000_000.0})  # the next pass's look saw the lift
+    assert admin.quotas[None] == {quotas.PRODUCE: config.floor}
+
+    admin.quotas[None] = {quotas.PRODUCE: 1_000_000.0}
+    writer.apply(quotas.wanted(config, 0.0), {}, seen_at=AT, stepped_from={None: config.floor})
+    assert admin.quotas[None] == {quotas.PRODUCE: 1.0}
