@@ -176,8 +176,8 @@ KEYS: tuple[Key, ...] = (
         "max.request.size (1 MiB) then waits at most 30 s; raise it N times for N producers of one principal "
         "writing at once", "26214 (1 MiB / 40 s)"),
     Key("produce.descent.ratio", step_ratio, 3.0, "each step of the descent lowers a producer quota at most this "
-        "many times, from the lower of the quota in force and the fastest broker's fill rate: Kafka's throttle "
-        "time stays under (ratio - 1) x its quota window"),
+        "many times, from the lower of the quota in force and the fastest broker's fill (its fill rate, or its "
+        "growth over Kafka's quota window when faster): Kafka's throttle time stays under (ratio - 1) x that window"),
     Key("produce.descent.step", positive_duration, timedelta(seconds=36), "the time between two steps down: at "
         "least the throttle a step causes and one quota window (ratio x the window, 12 s at most with Kafka's "
         "defaults); passes come this often while the descent lasts"),

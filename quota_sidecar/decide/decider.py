@@ -103,7 +103,7 @@ class Decider:
         self.missing: set[int] = set()  # brokers seen before, absent for longer than the validity
         self.tenant_rates: dict = {}  # from the last poll that read them, for the local verdict and failed polls
         self.descending = False  # a volume fills within the descent's start or horizon (at the last success)
-        self.fill: float | None = None  # the fastest broker's fill rate then, bytes/s
+        self.fill: float | None = None  # the fastest broker's fill then (descent.fill_bound), bytes/s
         self.descent_rate: float | None = None  # the fastest fill since the descent began (None: none under way)
         self.in_force: dict = {}  # the producer quotas in force (descent.Written), as last read or written
         self.last: Decision | None = None
@@ -131,7 +131,7 @@ class Decider:
                 violations = tuple(_violation(row) for row in judged if row["violated"])
                 self.known_violations = violations
                 self.descending = any(row["descending"] for row in judged)
-                self.fill = descent.fastest_fill(judged)
+                self.fill = descent.fill_bound(judged, self.history)
                 self.descent_rate = max(self.descent_rate or 0.0, self.fill or 0.0) if self.descending else None
                 if self.missing:
                     self.factor = after_incomplete(self.factor, observation.at, self.config.fallback_factor)

@@ -3,7 +3,7 @@
 Kafka throttles a client that went over its bandwidth quota for (observed - quota) / quota x window, bounded by
 nothing, and neither the broker's mute nor the Java client's wait is shortened when the quota is lifted
 (docs/research/throttle-recovery.md). So a quota is never lowered more than `ratio` times below the rate its
-clients can have now (the quota in force, or the fastest broker's fill rate when that is lower), nor sooner than
+clients can have now (the quota in force, or the fastest broker's fill when that is lower), nor sooner than
 `step` after the sidecars last lowered it: each throttle stays under (ratio - 1) x the window. And while the disk
 leaves time for it, the descent goes no lower than the floor, where one request of max.request.size waits at most
 30 s.
@@ -18,11 +18,14 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from ..common.observation import Entity
+from ..common.observation import Entity, Volume
 from ..configuration.settings import QuotaConfig
 from .quotas import PRODUCE, ClientQuotas
 
 LAST_RESORT = 1.0  # the hard limit's producer quota, bytes/s
+# Kafka measures a client's rate over quota.window.num (11) samples of quota.window.size.seconds (1 s), as if over
+# 10 s at least: a broker's growth over as long bounds what any client sent it in Kafka's eyes.
+QUOTA_WINDOW_SECONDS = 10.0
 _DEFAULT: Entity = None  # the default user
 
 
@@ -41,7 +44,7 @@ def descend(goal: ClientQuotas, factor: float, descending: bool, fill: float | N
     the tenants stepped from what is in force. `descending`: a volume fills within the descent's start or
     horizon (the volume rule's verdict), so every producer quota heads for the floor (or the goal, when lower: the
     soft zone's `produce` x factor and the fallback go where proposal 047 says, in steps). `fill`: the fastest
-    broker's fill rate in bytes/s, an upper bound of any client's rate on any broker. `own`: each entity's
+    broker's fill in bytes/s (fill_bound), an upper bound of any client's rate on any broker. `own`: each entity's
     producer rate without a throttle (None: unlimited). `hold`: no step down now (a poll that could not decide)."""
     if factor <= 0.0:
         return goal
@@ -93,6 +96,28 @@ def fastest_fill(judged: list[Mapping]) -> float | None:
         if rate is not None and rate > 0:
             per_broker[row["broker_id"]] = per_broker.get(row["broker_id"], 0.0) + rate
     return max(per_broker.values(), default=None)
+
+
+def fastest_growth(history: Mapping[tuple[int, str], tuple[Volume, ...]]) -> float | None:
+    """The fastest broker's growth (its volumes together) from each volume's newest measurement at least
+    QUOTA_WINDOW_SECONDS before its newest to the newest, bytes/s; None when none grew."""
+    per_broker: dict[int, float] = {}
+    for (broker, _), volumes in history.items():
+        newest = volumes[-1]
+        older = [volume for volume in volumes
+                 if (newest.observed_at - volume.observed_at).total_seconds() >= QUOTA_WINDOW_SECONDS]
+        if older:
+            grown = older[-1].available_bytes - newest.available_bytes
+            seconds = (newest.observed_at - older[-1].observed_at).total_seconds()
+            per_broker[broker] = per_broker.get(broker, 0.0) + max(0.0, grown / seconds)
+    return max((rate for rate in per_broker.values() if rate > 0), default=None)
+
+
+def fill_bound(judged: list[Mapping], history: Mapping[tuple[int, str], tuple[Volume, ...]]) -> float | None:
+    """The faster of the fastest broker's fill rate and its growth over Kafka's quota window: the fill rate is a
+    slope over storage.fill.window, which shows a flood that began seconds ago as a part of its rate, and a step
+    from that would throttle its clients for minutes."""
+    return max((rate for rate in (fastest_fill(judged), fastest_growth(history)) if rate is not None), default=None)
 
 
 def lower(a: float | None, b: float | None) -> bool:

@@ -8,7 +8,7 @@ import pytest
 
 from builders import AT, Clock, MemoryStore, OneVolumeAdmin, sidecar_config
 from quota_sidecar.common import records
-from quota_sidecar.common.observation import Observation
+from quota_sidecar.common.observation import Observation, Volume
 from quota_sidecar.common.records import Owned
 from quota_sidecar.configuration.settings import QuotaConfig
 from quota_sidecar.decide import descent, quotas
@@ -194,3 +194,31 @@ def test_a_decision_says_which_producer_quota_its_step_came_from():
     unread = Decider(config, descending_judge([True], [])).decide(
         Observation(at=AT, brokers=(1,), volumes=volumes, tenant_rates={}))
     assert unread.stepped_from == {}
+
+
+def test_a_flood_that_began_seconds_ago_is_stepped_from_its_growth_over_kafkas_window_not_the_slope():
+    """Flat for a minute, then 5 MB/s for 10 s: the slope over the fill window shows a part of it; a step from
+    that would throttle the flood's clients for minutes, one from its growth for under (ratio - 1) x the window."""
+    volumes = [Volume(1, "/data", 10 << 30, (5 << 30) - max(0, seconds - 60) * 5_000_000,
+                      AT + timedelta(seconds=seconds)) for seconds in range(0, 75, 5)]
+    history = {(1, "/data"): tuple(volumes)}
+    judged = [{"broker_id": 1, "fill_bytes_per_sec": 1.2e6}]  # about what a slope over the minute shows
+
+    bound = descent.fill_bound(judged, history)
+
+    assert bound == pytest.approx(5e6, rel=0.01)
+    step = producer(written(1.0, True, bound, {}))
+    assert throttle_seconds(5e6, step) <= 2 * WINDOW + 1
+    assert descent.fill_bound(judged, {(1, "/data"): tuple(volumes[:3])}) == 1.2e6  # steady: the slope
+    assert descent.fastest_growth({(1, "/data"): tuple(volumes[-2:])}) is None  # nothing a window older
+
+
+def test_the_decider_steps_a_young_flood_from_its_growth():
+    config = sidecar_config(**{"broker.id": 1, "produce": None})
+    decider = Decider(config, descending_judge([False, False, True], []))  # its slope: 3 MB/s
+    for seconds, available in ((0, 5 << 30), (5, 5 << 30), (10, (5 << 30) - 300_000_000)):  # 30 MB/s since +5 s
+        at = AT + timedelta(seconds=seconds)
+        volume = Volume(1, "/data", 10 << 30, available, at)
+        decision = decider.decide(Observation(at=at, brokers=(1,), volumes=(volume,), tenant_rates={},
+                                              producer_rates={None: Written(None)}))
+    assert decision.written_quotas.default_user[quotas.PRODUCE] == 10_000_000.0  # a third of 30 MB/s, not of 3
