@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: setup venv kafka browser test unit spark integration imports conformance demo bench clean test-chart image test-docker \
-        soak-tests test-harness test-network test-security test-zookeeper test-capacity chart-acls docs test-docs
+        soak-tests test-harness test-network test-security test-zookeeper test-capacity test-spark-cluster chart-acls docs test-docs
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -44,7 +44,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
 # `make conformance` runs them through evaluate on Spark Connect, `make test-harness` the lab's own tests.
 test: setup imports browser
-	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker --ignore=tests/docs -m "not harness and not security and not zookeeper and not capacity and not network_lab"
+	CONFORMANCE=$(abspath $(CONFORMANCE)) $(BIN)/pytest --ignore=tests/chart --ignore=tests/docker --ignore=tests/docs -m "not harness and not security and not zookeeper and not capacity and not network_lab and not spark_cluster"
 
 # The network lab (tests/integration/test_network_throttle.py): brokers behind 6 MB/s links, a move throttled by the
 # sidecars against one at kafka-reassign-partitions' static rate, ~4 min; CI runs it after make test (make test has
@@ -64,6 +64,12 @@ test-zookeeper: setup
 # retention's sawtooth, the history appended, `quota-sidecar report -o json` (~4 min); CI runs it after make test.
 test-capacity: setup
 	$(BIN)/pytest -m capacity tests/integration
+
+# The aggregator on a Spark standalone cluster (Spark's own Master and two Workers from the installed pyspark): it
+# decides for a 3-broker cluster's agents on the Workers' executors, killed and started again from its checkpoint
+# (~2 min); CI runs it after make test.
+test-spark-cluster: setup
+	$(BIN)/pytest -m spark_cluster tests/integration
 
 # Under Kafka's authorizer over SASL_SSL and mutual TLS: each of the agent's ACLs taken away in turn, and the TLS
 # failures (a wrong CA, a host name mismatch, an expired client certificate). ~3 min; make test runs the

@@ -27,7 +27,7 @@ _HOST = "127.0.0.1"
 # A shell between us and spark-submit (which execs into the JVM) stops the JVM when its stdin, a pipe
 # from this process, closes: on stop(), and also when this process dies without running stop().
 # (sh gives background jobs /dev/null as stdin, hence the pipe kept on fd 3.)
-_WATCHDOG = 'exec 3<&0; "$@" </dev/null 3<&- & jvm=$!; (read -r _; kill -TERM "$jvm") <&3 & wait "$jvm"'
+WATCHDOG = 'exec 3<&0; "$@" </dev/null 3<&- & jvm=$!; (read -r _; kill -TERM "$jvm") <&3 & wait "$jvm"'
 
 
 class ConnectServerError(RuntimeError):
@@ -73,7 +73,7 @@ class ConnectServer:
         with open(self.log_path, "ab") as log:
             # Its own process group: a Ctrl-C meant for us does not reach it, and stop() can kill the lot.
             self._process = subprocess.Popen(
-                ["/bin/sh", "-c", _WATCHDOG, "watchdog", *command], stdin=subprocess.PIPE, stdout=log,
+                ["/bin/sh", "-c", WATCHDOG, "watchdog", *command], stdin=subprocess.PIPE, stdout=log,
                 stderr=subprocess.STDOUT, cwd=self.work_dir, env=env, start_new_session=True,
             )  # fmt: skip
         atexit.register(self.stop)  # no server left behind when a caller forgets to stop it
