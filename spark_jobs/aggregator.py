@@ -47,6 +47,7 @@ class Aggregator:
         self.forecast: capacity_metrics.CapacityForecast | None = None
         self.spark = self.decisions = self.recording = None
         self._history_retry_at = 0.0
+        self._stopped_before = False  # the decisions' query stopped since the start
 
     def serve_forecast(self) -> None:
         """The history's forecast on aggregator.metrics.port, when it is set."""
@@ -99,10 +100,15 @@ class Aggregator:
         resumes from its checkpoint; a history that stopped is started again once a minute."""
         while not stopping.wait(1.0):
             if not self.decisions.isActive:
-                _log.warning("the aggregation stopped: %s; starting it again in %.0fs",
-                             self.why(self.decisions.exception()), RESTART_AFTER)
-                if stopping.wait(RESTART_AFTER):
-                    return
+                failure, first, self._stopped_before = self.decisions.exception(), not self._stopped_before, True
+                if first and replay_metrics_failed(failure):
+                    _log.info("Spark's Kafka source failed to report the metrics of the aggregation's first "
+                              "micro-batch from its checkpoint (a bug of Spark 4.1); starting it again at once")
+                else:
+                    _log.warning("the aggregation stopped: %s; starting it again in %.0fs", self.why(failure),
+                                 RESTART_AFTER)
+                    if stopping.wait(RESTART_AFTER):
+                        return
                 try:
                     self.decisions = self._start_decisions()
                 except Exception as error:
@@ -141,6 +147,14 @@ class Aggregator:
         return aggregation.start_history(self.spark, self.kafka_options, self.pipeline.observations_topic,
                                          f"{self.checkpoint}-history", history.location, history.retention,
                                          history.interval, self.starting)
+
+
+def replay_metrics_failed(error: BaseException | None) -> bool:
+    """Whether the query stopped as Spark 4.1's Kafka source stops a micro-batch a restart replays from the
+    checkpoint (offsets logged, not committed: a kill), once it was written: its metrics read the latest offsets,
+    which only a new batch fetches (SPARK-55271). The query's next start goes on from the batch after it."""
+    return 'Cannot invoke "scala.collection.IterableOps.map(scala.Function1)" because the return value of ' \
+        '"scala.Option.get()" is null' in str(error or "")
 
 
 def claimed_checkpoint(configured: str, owner: checkpoints.Owner, spark_url: str, temp_dir: str) -> str:

@@ -1,7 +1,7 @@
 """The aggregator on a Spark standalone cluster (Spark's own Master and two Workers, harness/spark/standalone.py):
 it decides for the agents of a 3-broker cluster with its micro-batches run by the Workers' executors (the Kafka
 connector's jars shipped to them by spark.jars), and after a SIGKILL it starts again from its checkpoint and decides
-again on the same cluster."""
+again on the same cluster, without a stop of its query on the way."""
 
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ def test_the_aggregator_decides_on_a_standalone_cluster_and_resumes_from_its_che
         assert len(standalone.applications(APPLICATION)) == 1
         after = batches(tmp_path / "aggregator-checkpoint") - before
         assert before and after and min(after) > max(before), (before, after)  # its micro-batches went on
+        assert aggregator.process.problems() == []  # no query stopped and waited to start again
 
 
 def batches(checkpoint: Path) -> set[int]:
