@@ -90,10 +90,6 @@ class StandaloneSpark:
     def __exit__(self, *exc_info) -> None:
         self.stop()
 
-    def logs(self) -> str:
-        return "\n".join(f"-- {path.name} --\n{path.read_text(errors='replace')[-6000:]}"
-                         for path in sorted(self.work_dir.glob("*.log")))
-
     def _start(self, name: str, main_class: str, *arguments: str) -> None:
         spark_home = os.path.dirname(pyspark.__file__)  # this pyspark, whatever SPARK_HOME says
         environment = {**os.environ, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": HOST,
