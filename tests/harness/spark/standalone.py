@@ -2,7 +2,7 @@
 distribution starts them (`spark-class org.apache.spark.deploy.master.Master`, `...worker.Worker`), each a child
 process on 127.0.0.1 that stops when this process does.
 
-    with StandaloneSpark(workers=2) as spark:
+    with StandaloneSpark(work_dir, workers=2) as spark:
         Aggregator(servers, work_dir, **{"spark.url": spark.url})
 """
 
@@ -92,8 +92,7 @@ class StandaloneSpark:
 
     def _start(self, name: str, main_class: str, *arguments: str) -> None:
         spark_home = os.path.dirname(pyspark.__file__)  # this pyspark, whatever SPARK_HOME says
-        environment = {**os.environ, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": HOST,
-                       "SPARK_WORKER_DIR": str(self.work_dir)}
+        environment = {**os.environ, "SPARK_HOME": spark_home, "SPARK_LOCAL_IP": HOST}
         with open(self.work_dir / f"{name}.log", "ab") as log:
             self._processes[name] = subprocess.Popen(
                 ["/bin/sh", "-c", WATCHDOG, "watchdog", os.path.join(spark_home, "bin", "spark-class"), main_class,
