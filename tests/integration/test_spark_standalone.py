@@ -1,17 +1,21 @@
-"""The aggregator on a Spark standalone cluster (Spark's own Master and two Workers, harness/spark/standalone.py):
-it decides for the agents of a 3-broker cluster with its micro-batches run by the Workers' executors (the Kafka
-connector's jars shipped to them by spark.jars), and after a SIGKILL it starts again from its checkpoint and decides
-again on the same cluster, without a stop of its query on the way."""
+"""The aggregator and the capacity report on a Spark standalone cluster (Spark's own Master and two Workers,
+harness/spark/standalone.py). The aggregator decides for the agents of a 3-broker cluster with its micro-batches run
+by the Workers' executors (the Kafka connector's jars shipped to them by spark.jars), and after a SIGKILL it starts
+again from its checkpoint and decides again on the same cluster, without a stop of its query on the way. The report
+runs beside it, on the core the aggregator leaves free, over the history its executors append."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from harness.agents.sidecar_process import SidecarProcess
+from harness.agents.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.spark.aggregator import Aggregator
 from harness.spark.standalone import StandaloneSpark
 from harness.waiting import eventually
@@ -21,6 +25,7 @@ from quota_sidecar.kafka_clients.admin import ClusterAdmin
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_cluster]
 APPLICATION = "quota-sidecar-aggregator"
+REPORT = "quota-sidecar-report"
 
 
 @pytest.fixture
@@ -61,6 +66,42 @@ def test_the_aggregator_decides_on_a_standalone_cluster_and_resumes_from_its_che
         after = batches(tmp_path / "aggregator-checkpoint") - before
         assert before and after and min(after) > max(before), (before, after)  # its micro-batches went on
         assert aggregator.process.problems() == []  # no query stopped and waited to start again
+
+
+def test_the_report_runs_beside_the_aggregator_on_a_standalone_cluster_over_its_history(
+        standalone, make_kafka_cluster, tmp_path):
+    cluster = make_kafka_cluster(brokers=3)
+    history = tmp_path / "history"
+    # An application takes every free core unless told otherwise: the aggregator leaves the second Worker to the
+    # report, through Spark's own defaults file as an operator would.
+    spark_conf = tmp_path / "spark-conf"
+    spark_conf.mkdir()
+    (spark_conf / "spark-defaults.conf").write_text("spark.cores.max 1\n")
+    aggregator = Aggregator(cluster.bootstrap_servers, tmp_path, environment={"SPARK_CONF_DIR": str(spark_conf)}, **{
+        "spark.url": standalone.url, "history.location": history, "history.interval": "PT2S"})
+    with ExitStack() as stack:
+        aggregator.start().wait_ready()
+        stack.callback(aggregator.stop)
+        [application] = standalone.applications(APPLICATION)
+        assert application["cores"] == 1, application
+        for broker in (1, 2, 3):
+            stack.enter_context(SidecarProcess(f"agent-{broker}", tmp_path, {
+                P + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, P + "broker.id": broker,
+                P + "storage.check.interval": "PT1S", P + "storage.per.volume.limit.min.available.bytes": 1 << 20,
+                **aggregator.agent_properties})).wait_ready()
+        eventually(lambda: len(list(history.rglob("*.parquet"))) >= 3, 90, "the history appended by the executors")
+
+        done = subprocess.run([str(EXECUTABLE), "report", "--history", str(history), "--since", "ALL", "-o", "json",
+                               "--out", str(tmp_path / "report"), "--set", f"spark.url={standalone.url}"],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+        assert done.returncode == 0, done.stderr
+        volumes = json.loads(done.stdout)["volumes"]
+        assert {volume["broker"] for volume in volumes} == {1, 2, 3}, volumes
+        assert all(volume["observations"] >= 2 for volume in volumes), volumes
+        [report] = standalone.applications(REPORT, finished=True)
+        assert report["cores"] == 1, report  # on the cluster, not in a Spark of its own
+        assert len(standalone.applications(APPLICATION)) == 1  # the aggregator ran on meanwhile
 
 
 def batches(checkpoint: Path) -> set[int]:

@@ -68,10 +68,10 @@ class StandaloneSpark:
         except OSError:
             return None
 
-    def applications(self, name: str) -> list[dict]:
-        """The running applications of that name, as the Master lists them."""
+    def applications(self, name: str, finished: bool = False) -> list[dict]:
+        """The running (or with `finished`, the finished) applications of that name, as the Master lists them."""
         state = self.state() or {}
-        return [app for app in state.get("activeapps", []) if app.get("name") == name]
+        return [app for app in state.get("completedapps" if finished else "activeapps", []) if app.get("name") == name]
 
     def stop(self, timeout: float = 30.0) -> None:
         """Workers first (they kill their executors), then the Master; SIGKILL to what outlives `timeout`."""
