@@ -8,10 +8,12 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import InvalidReplicationAssignmentError
 
 from harness.cluster.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
 
@@ -83,10 +85,24 @@ def acknowledged_so_far(output: str) -> int:
     return sum(int(line.split()[0]) for line in windows if re.match(r"\d+ records sent, ", line))
 
 
+UNCORDON_SEEN_WITHIN = 10.0  # s: a few of the brokers' heartbeats
+
+
 def fill(bootstrap_servers: str, topic: str, broker: int, mebibytes: int) -> None:
-    """A new one-partition topic on `broker`, written `mebibytes` of random records of ~1 MiB (acks=all)."""
+    """A new one-partition topic on `broker`, written `mebibytes` of random records of ~1 MiB (acks=all).
+
+    A log dir uncordoned a moment ago still counts as cordoned at the controller until the broker's next heartbeat
+    (broker.heartbeat.interval.ms, 2 s): the topic's creation is tried again for that long."""
     with KafkaAdminClient(bootstrap_servers=bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(topic, replica_assignments={0: [broker]})])
+        deadline = time.monotonic() + UNCORDON_SEEN_WITHIN
+        while True:
+            try:
+                admin.create_topics([NewTopic(topic, replica_assignments={0: [broker]})])
+                break
+            except InvalidReplicationAssignmentError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
     for _ in range(mebibytes):
         producer.send(topic, os.urandom((1 << 20) - 1024))
