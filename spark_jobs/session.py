@@ -9,11 +9,12 @@ out of the sidecar's log. Failures are told in one line (``reason``).
 """
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import threading
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 EMBEDDED = "embedded local[1]"  # how messages name the session of no URL
 LOG4J2_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
@@ -242,7 +243,6 @@ def _driver_session(master: str, app_name: str, settings: dict) -> SparkSession:
     """A session on a driver in this process. Its JVM's console goes to CONSOLE_LOG, not to the sidecar's
     stderr: errors only (log4j2.properties), and what a JVM that cannot start says, for the one-line reason."""
     from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
 
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
     if SparkContext._gateway is not None:  # a JVM from an earlier, stopped session of this process
@@ -250,12 +250,35 @@ def _driver_session(master: str, app_name: str, settings: dict) -> SparkSession:
     with open(CONSOLE_LOG, "ab") as console:
         start = console.tell()
         try:
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": console, "stderr": subprocess.STDOUT})
+            gateway = _launch_gateway_deaf_to_sigterm(conf, {"stdout": console, "stderr": subprocess.STDOUT})
         except Exception as error:
             said = _first_line(CONSOLE_LOG, start)
             raise RuntimeError(f"{reason(error)}{f' It said: {said}' if said else ''} (the JVM's output: {CONSOLE_LOG})") \
                 from error
     return SparkSession(SparkContext(conf=conf, gateway=gateway))
+
+
+def _launch_gateway_deaf_to_sigterm(conf, popen_kwargs: dict):
+    """pyspark's JVM, started with SIGTERM ignored (a JVM keeps a signal ignored at its start): a stop of the
+    process group or of systemd's cgroup then stops this process, which stops its queries and Spark in order,
+    not Spark's shutdown hook under them. The JVM exits with this process (its stdin closes). pyspark sets a
+    preexec_fn of its own, so its Popen is wrapped for the launch."""
+    from pyspark import java_gateway
+
+    popen = java_gateway.Popen
+
+    def popen_ignoring_sigterm(command, preexec_fn=None, **kwargs):
+        def preexec():
+            if preexec_fn is not None:
+                preexec_fn()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return popen(command, preexec_fn=preexec, **kwargs)
+
+    java_gateway.Popen = popen_ignoring_sigterm
+    try:
+        return java_gateway.launch_gateway(conf, popen_kwargs=popen_kwargs)
+    finally:
+        java_gateway.Popen = popen
 
 
 def _first_line(path: str, offset: int) -> str:
