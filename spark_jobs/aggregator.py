@@ -66,7 +66,7 @@ class Aggregator:
     def start(self) -> None:
         """The topics made if missing, the checkpoint claimed, the session and the queries started."""
         config, pipeline = self.config, self.pipeline
-        jars = pipeline.kafka_jars or connector_jars()
+        jars = pipeline.kafka_jars or connector_jars(config.spark_url)
         try:
             with ClusterAdmin(pipeline.client) as admin:
                 ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
@@ -194,22 +194,37 @@ def refused_topic(error: BaseException, refusals, observations_topics: str, deci
                                                      topics)))
 
 
-def connector_jars() -> list[str]:
-    """The jars of Spark's Kafka connector that `make setup` resolved (build/spark-kafka.classpath); none where
-    they are on Spark's own classpath already (the quota-sidecar-spark image puts them in pyspark's jars)."""
-    listed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "spark-kafka.classpath")
+CONNECTOR_CLASSPATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build",
+                                   "spark-kafka.classpath")
+# The connector's jars as pom-spark-kafka.xml resolves them (what Spark's own jars lack), by file name.
+_CONNECTOR_JARS = ("spark-sql-kafka-0-10_", "spark-token-provider-kafka-0-10_", "kafka-clients-", "commons-pool2-")
+
+
+def connector_jars(spark_url: str | None = None) -> list[str]:
+    """The jars of Spark's Kafka connector that `make setup` resolved (build/spark-kafka.classpath); else, where
+    they are on Spark's own classpath already (the quota-sidecar-spark image puts them in pyspark's jars), none,
+    but for a standalone cluster's executors (``spark://``), whose Spark is not this one: those jars, shipped."""
     try:
-        with open(listed, encoding="utf-8") as file:
+        with open(CONNECTOR_CLASSPATH, encoding="utf-8") as file:
             return [jar for jar in file.read().strip().split(":") if jar]
     except OSError:
-        if _on_sparks_classpath("spark-sql-kafka-0-10_"):
-            return []
+        on_classpath = _sparks_own_connector_jars()
+        if on_classpath:
+            return on_classpath if (spark_url or "").startswith("spark://") else []
         raise CannotAggregate(f"no jars of Spark's Kafka connector: set {configuration.PREFIX}aggregator.kafka.jars, "
-                              f"or run `make setup` in the checkout ({listed})") from None
+                              f"or run `make setup` in the checkout ({CONNECTOR_CLASSPATH})") from None
 
 
-def _on_sparks_classpath(prefix: str) -> bool:
+def _sparks_own_connector_jars() -> list[str]:
+    jars = spark_jars_dir()
+    names = sorted(os.listdir(jars)) if os.path.isdir(jars) else []
+    if not any(name.startswith(_CONNECTOR_JARS[0]) for name in names):
+        return []
+    return [os.path.join(jars, name) for name in names if name.startswith(_CONNECTOR_JARS)]
+
+
+def spark_jars_dir() -> str:
+    """pyspark's own jars: Spark's classpath in this process."""
     import pyspark
 
-    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    return os.path.isdir(jars) and any(name.startswith(prefix) for name in os.listdir(jars))
+    return os.path.join(os.path.dirname(pyspark.__file__), "jars")

@@ -10,13 +10,9 @@ promtool from PATH (Debian's prometheus package). Without them the tests skip an
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import ssl
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import kubernetes_validate
@@ -24,7 +20,8 @@ import pytest
 import yaml
 
 from harness.agents.chart import (CHART, COMBINATIONS, KUBE_VERSION, OPERATOR_KINDS, ROOT, container_env, containers_named,
-                           expand, render, volume_files)
+                           render)
+from harness.agents.rendered_container import RenderedContainer, status, violated_limit
 from harness.spark.aggregator import Aggregator
 from harness.cluster.local_cluster import LocalKafkaCluster
 from harness.cluster.secure_lab import SecureLab, grant
@@ -149,6 +146,90 @@ def test_without_the_aggregator_the_chart_renders_none(helm):
     assert "aggregator.properties" not in next(d for d in documents if d["kind"] == "ConfigMap")["data"]
 
 
+def spark_defaults(documents: list[dict]) -> dict[str, str]:
+    conf = next(d for d in documents if d["metadata"]["name"] == "qs-quota-sidecar-aggregator-spark")
+    lines = [line for line in conf["data"]["spark-defaults.conf"].splitlines() if line and not line.startswith("#")]
+    return dict(line.split(" ", 1) for line in lines)
+
+
+@pytest.mark.parametrize("name", ["spark-standalone", "spark-kubernetes"])
+def test_on_a_spark_cluster_the_executors_reach_the_driver_back_through_a_headless_service(helm, name):
+    documents = render(helm, COMBINATIONS[name])
+
+    service = next(d for d in documents if d["kind"] == "Service" and d["metadata"]["name"].endswith("-driver"))
+    assert service["spec"]["clusterIP"] == "None"
+    aggregator = next(d for d in documents if d["kind"] == "Deployment")
+    assert service["spec"]["selector"] == aggregator["spec"]["selector"]["matchLabels"]
+    conf = spark_defaults(documents)
+    assert conf["spark.driver.host"] == "qs-quota-sidecar-aggregator-driver.default.svc"
+    assert conf["spark.driver.bindAddress"] == "0.0.0.0"
+    container, = aggregator["spec"]["template"]["spec"]["containers"]
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    assert ports["spark-driver"] == int(conf["spark.driver.port"]) == 7078
+    assert ports["spark-blocks"] == int(conf["spark.blockManager.port"]) == 7079
+    assert {port["port"] for port in service["spec"]["ports"]} == {7078, 7079}
+    env = container_env(container, {"metadata.name": "qs-quota-sidecar-aggregator-0", "status.podIP": "10.0.0.7"})
+    assert env["SPARK_LOCAL_IP"] == "10.0.0.7"  # the image's loopback would put the driver out of their reach
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "spark-conf")
+    assert env["SPARK_CONF_DIR"] == mount["mountPath"]
+    properties = next(d for d in documents if d["metadata"]["name"] == "qs-quota-sidecar-config")["data"]["aggregator.properties"]
+    url = next(s.split("=", 1)[1] for s in COMBINATIONS[name] if s.startswith("aggregator.sparkUrl="))
+    assert f"client.quota.callback.static.spark.url={url}" in properties.splitlines()
+
+
+def test_on_a_standalone_cluster_the_aggregator_takes_at_most_its_executors_cores(helm):
+    documents = render(helm, COMBINATIONS["spark-standalone"] + ["aggregator.executors.instances=3"])
+
+    assert spark_defaults(documents)["spark.cores.max"] == "3"  # else it takes every core the Workers have
+    assert not [d for d in documents if d["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+
+
+def test_on_kubernetes_the_aggregator_starts_locked_down_executor_pods_of_its_own_image(helm):
+    documents = render(helm, COMBINATIONS["spark-kubernetes"])
+
+    conf = spark_defaults(documents)
+    assert conf["spark.kubernetes.container.image"] == "quota-sidecar-spark:0.1.0"
+    assert conf["spark.executor.instances"] == "2" and conf["spark.kubernetes.namespace"] == "default"
+    assert conf["spark.kubernetes.executor.label.team"] == "platform"  # aggregator.sparkConf
+    template_path = conf["spark.kubernetes.executor.podTemplateFile"]
+    spark = next(d for d in documents if d["metadata"]["name"] == "qs-quota-sidecar-aggregator-spark")
+    template = yaml.safe_load(spark["data"][Path(template_path).name])
+    executor, = template["spec"]["containers"]
+    assert executor["name"] == conf["spark.kubernetes.executor.podTemplateContainerName"]
+    assert executor["securityContext"]["runAsNonRoot"] and executor["securityContext"]["readOnlyRootFilesystem"]
+    assert executor["workingDir"] in {m["mountPath"] for m in executor["volumeMounts"]}  # the driver's jars go there
+    assert template["spec"]["automountServiceAccountToken"] is False  # executors need no API access
+    assert container_env(executor, {"status.podIP": "10.0.0.8"})["SPARK_LOCAL_IP"] == "10.0.0.8"
+    aggregator = next(d for d in documents if d["kind"] == "Deployment")
+    pod = aggregator["spec"]["template"]["spec"]
+    binding = next(d for d in documents if d["kind"] == "RoleBinding")
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+    rule, = next(d for d in documents if d["kind"] == "Role")["rules"]  # pods only: no ConfigMap, no claims
+    assert rule["resources"] == ["pods"] and {"create", "delete", "watch"} <= set(rule["verbs"])
+    assert conf["spark.kubernetes.executor.disableConfigMap"] == "true"
+    env = container_env(pod["containers"][0], {"metadata.name": "qs-quota-sidecar-aggregator-x1",
+                                                "status.podIP": "10.0.0.7"})
+    assert "spark.kubernetes.driver.pod.name=qs-quota-sidecar-aggregator-x1" in env["PYSPARK_SUBMIT_ARGS"]
+
+
+@pytest.mark.parametrize("name", ["defaults", "spark-connect"])
+def test_with_spark_in_its_pod_or_on_a_connect_server_the_aggregator_publishes_no_driver(helm, name):
+    documents = render(helm, COMBINATIONS[name])
+
+    assert not [d for d in documents if d["kind"] in ("Service", "ServiceAccount", "Role")
+                or d["metadata"]["name"].endswith("-spark")]
+    container, = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container_env(container, {})["SPARK_LOCAL_IP"] == "127.0.0.1"
+
+
+def test_a_spark_url_of_no_known_kind_is_refused_in_one_line(helm):
+    rendered = subprocess.run([*helm, "template", "qs", str(CHART), "--set", "aggregator.sparkUrl=yarn"],
+                              capture_output=True, text=True)
+
+    assert rendered.returncode != 0
+    assert 'aggregator.sparkUrl "yarn": expected spark://host:port' in rendered.stderr
+
+
 def test_the_native_sidecar_is_an_init_container_that_restarts(helm):
     statefulset = next(d for d in render(helm, COMBINATIONS["example-native-sidecar"]) if d["kind"] == "StatefulSet")
 
@@ -199,128 +280,6 @@ def test_promtool_rule_tests_pass():
                             capture_output=True, text=True)
 
     assert tested.returncode == 0, tested.stdout + tested.stderr
-
-
-# ---------------------------------------------------------------- the rendered container, run for real
-
-
-def mounted(path: str, mounts: dict[str, str]) -> str:
-    """A path in the container as it is here: under the directory standing for the mount that holds it."""
-    holders = [mount for mount in mounts if path == mount or path.startswith(mount + "/")]
-    if not holders:
-        return path
-    mount = max(holders, key=len)
-    return mounts[mount] + path[len(mount):]
-
-
-class RenderedContainer:
-    """A container of the example as rendered (by default the agent of the StatefulSet; the aggregator is the
-    Deployment's), run as the kubelet would: its command, args and env, its ConfigMap and Secrets as files at their
-    mount paths (under a temp dir: no root filesystem of ours is touched; a Secret the chart only names comes from
-    `secrets`), the broker's data dir at the data volume's mount path, pod ordinal 1 in the pod-index label."""
-
-    def __init__(self, helm, work: Path, settings: list[str], secrets: dict[str, dict[str, str]] | None = None,
-                 kind: str = "StatefulSet", name: str = "quota-sidecar"):
-        self.documents = render(helm, ["example.enabled=true", *settings])
-        workload = next(d for d in self.documents if d["kind"] == kind)
-        self.container, = containers_named([workload], name)
-        volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
-        work = work / name
-        work.mkdir()
-        self.mounts = {}  # mountPath in the container -> the directory that stands for it here
-        files, named_paths = {}, []
-        for mount in self.container["volumeMounts"]:
-            volume = volumes.get(mount["name"])
-            if volume is None:  # the volume claim template: the broker's data volume
-                assert mount["readOnly"]
-                continue
-            directory = work / mount["name"]
-            directory.mkdir()
-            self.mounts[mount["mountPath"]] = str(directory)
-            if "secret" in volume or "configMap" in volume:
-                named = (secrets or {}).get(volume.get("secret", {}).get("secretName"))
-                files[mount["mountPath"]] = named or volume_files(self.documents, volume)
-            if "emptyDir" not in volume:  # /tmp holds the lab's own paths (the broker's log dirs): kept as they are
-                named_paths.append(mount["mountPath"])
-        for mount_path, contents in files.items():  # the properties name paths under the mounts: ours here
-            for file_name, content in contents.items():
-                for path in named_paths:
-                    content = content.replace(path + "/", self.mounts[path] + "/")
-                Path(self.mounts[mount_path], file_name).write_text(content)
-        env = container_env(self.container, {"metadata.labels['apps.kubernetes.io/pod-index']": "1"})
-        self.env = {name: mounted(value, self.mounts) for name, value in env.items()}  # HOME=/tmp: the emptyDir
-        self.command = [mounted(expand(item, self.env), self.mounts)
-                        for item in self.container["command"] + self.container["args"]]
-        assert self.command[0] == "quota-sidecar"
-        self.log_path = work / f"{name}.log"
-        self.process = None
-
-    def __enter__(self) -> RenderedContainer:
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen([str(EXECUTABLE), *self.command[1:]], stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            env={**os.environ, **self.env}, start_new_session=True)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=60)
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def run(self, timeout: float = 120) -> subprocess.CompletedProcess:
-        """Run it to its end (a Job's container): its exit code and output."""
-        return subprocess.run([str(EXECUTABLE), *self.command[1:]], capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
-
-    def get(self, url: str, context: ssl.SSLContext | None = None) -> int:
-        """The status of a GET; 0 while nothing listens. Not retried once the process has exited."""
-        if self.process.poll() is not None:
-            raise RuntimeError(f"{self.container['name']} exited:\n{self.log()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=5, context=context) as response:
-                return response.status
-        except urllib.error.HTTPError as error:
-            return error.code
-        except urllib.error.URLError:
-            return 0
-
-    def wait_ready(self, base: str) -> None:
-        """The kubelet's view: the readiness probe answers 200, then the liveness probe, at the probes' port; then
-        the strict readiness: the first decision has come."""
-        readiness = self.container["readinessProbe"]["httpGet"]["path"]
-        try:
-            eventually(lambda: self.get(base + readiness) == 200, timeout=240, what=f"{readiness} answering 200",
-                       every=1)
-            assert self.get(base + self.container["livenessProbe"]["httpGet"]["path"]) == 200
-            eventually(lambda: self.get(base + "/readyz?strict=1") == 200, timeout=240, what="the first decision",
-                       every=1)
-        except AssertionError as error:
-            raise AssertionError(f"{error}\n{self.log()[-3000:]}") from None
-
-    def set_override(self, base: str, token: str, context: ssl.SSLContext | None = None) -> int:
-        override = urllib.request.Request(base + "/throttle/1", method="PUT", data=b'{"rate": 5000000}',
-                                          headers={"Authorization": f"Bearer {token}",
-                                                   "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(override, timeout=10, context=context) as response:
-                return response.status
-        except urllib.error.HTTPError as error:
-            return error.code
-
-
-def violated_limit(log_dir: Path) -> list[str]:
-    """Settings of a sidecar beside `log_dir`'s broker whose limit every volume violates: producers throttled."""
-    return ["config.storage\\.check\\.interval=PT2S",
-            "config.storage\\.per\\.volume\\.limit\\.min\\.available\\.bytes=1000000000000000000",
-            f"dataVolume.mountPath={log_dir.parent}", f"dataVolume.logDirs={log_dir}"]
-
-
-def status(url: str, context: ssl.SSLContext | None = None) -> dict:
-    with urllib.request.urlopen(url + "/status", timeout=5, context=context) as response:
-        return json.load(response)
 
 
 def test_the_rendered_agent_and_aggregator_run_against_a_real_cluster_and_the_uninstall_hook_hands_back(

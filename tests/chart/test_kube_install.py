@@ -4,19 +4,28 @@ running fake nodes, so that `helm install --wait` reaches Running without execut
 
 The Prometheus operator's kinds (PodMonitor, ServiceMonitor, PrometheusRule) are checked by the same server
 against the operator's own CRDs (tests/chart/crds, a released version's), applied before the installs.
+
+On kwok nothing runs, so where a container must really run (the aggregator as Spark's driver, its executors) it is
+run here as the kubelet would, from what the server holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.agents.chart import CHART, COMBINATIONS, OPERATOR_KINDS, ROOT, render
+from harness.agents.chart import CHART, COMBINATIONS, OPERATOR_KINDS, ROOT, container_env, expand, render
+from harness.agents.rendered_container import RenderedContainer, mounted, status, violated_limit
+from harness.cluster.local_cluster import LocalKafkaCluster
 from harness.cluster.ports import free_loopback_ports
 from harness.waiting import eventually
 
@@ -33,6 +42,8 @@ class ControlPlane:
         self.work = work
         self.processes: list[subprocess.Popen] = []
         self.kubeconfig = work / "kubeconfig"
+        self.server = ""
+        self.ca_cert = work / "certs" / "apiserver.crt"  # kube-apiserver's own, made at its first start
 
     def start(self, name: str, command: list[str]) -> None:
         log = open(self.work / f"{name}.log", "w")
@@ -50,6 +61,9 @@ class ControlPlane:
     def kubectl(self, *arguments: str, input: str | None = None) -> str:
         return subprocess.run(["kubectl", f"--kubeconfig={self.kubeconfig}", *arguments], input=input,
                               capture_output=True, text=True, check=True).stdout
+
+    def json(self, *arguments: str) -> dict:
+        return json.loads(self.kubectl(*arguments, "-o", "json"))
 
     def log_tails(self) -> str:
         return "\n".join(f"--- {path.name}\n{path.read_text()[-1500:]}" for path in self.work.glob("*.log"))
@@ -79,13 +93,14 @@ def control_plane(tmp_path_factory, helm):
     work = tmp_path_factory.mktemp("kube")
     plane = ControlPlane(work)
     etcd_port, peer_port, api_port, scheduler_port, manager_port = free_loopback_ports(5)
+    plane.server = f"https://127.0.0.1:{api_port}"
     subprocess.run(["openssl", "genrsa", "-out", str(work / "sa.key"), "2048"], check=True, capture_output=True)
     subprocess.run(["openssl", "rsa", "-in", str(work / "sa.key"), "-pubout", "-out", str(work / "sa.pub")],
                    check=True, capture_output=True)
     (work / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
     plane.kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "test",
-        "clusters": [{"name": "test", "cluster": {"server": f"https://127.0.0.1:{api_port}",
+        "clusters": [{"name": "test", "cluster": {"server": plane.server,
                                                   "insecure-skip-tls-verify": True}}],
         "users": [{"name": "admin", "user": {"token": TOKEN}}],
         "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}]}))
@@ -176,3 +191,97 @@ def test_the_operator_kinds_are_checked_by_the_server(control_plane, helm):
 
     assert installed.returncode != 0
     assert "PodMonitor.monitoring.coreos.com" in installed.stderr and "interval" in installed.stderr
+
+
+def install(plane: ControlPlane, helm: list[str], namespace: str, settings: list[str]) -> None:
+    arguments = [item for setting in settings for item in ("--set", setting)]
+    installed = subprocess.run([*helm, "install", "qs", str(CHART), f"--kubeconfig={plane.kubeconfig}",
+                                "--namespace", namespace, "--create-namespace", "--wait", "--timeout", "5m",
+                                *arguments], capture_output=True, text=True)
+    assert installed.returncode == 0, f"{installed.stderr}\n{plane.log_tails()}"
+
+
+def run_as_kubelet(pod: dict, work: Path, log_path: Path) -> subprocess.Popen:
+    """The pod's one container as the server holds it, started here as a kubelet would: its command, args, env and
+    working dir, its pod IP 127.0.0.1, each mount (an emptyDir) a directory under `work`; this checkout's venv stands
+    for the image's (its pyspark on the PATH)."""
+    container, = pod["spec"]["containers"]
+    mounts = {}
+    for mount in container.get("volumeMounts", []):
+        mounts[mount["mountPath"]] = str(work / mount["name"])
+        Path(mounts[mount["mountPath"]]).mkdir(parents=True, exist_ok=True)
+    fields = {"status.podIP": "127.0.0.1", "metadata.name": pod["metadata"]["name"],
+              "metadata.namespace": pod["metadata"]["namespace"]}
+    env = {name: mounted(value, mounts) for name, value in container_env(container, fields).items()}
+    command = [mounted(expand(item, env), mounts) for item in container.get("command", []) + container.get("args", [])]
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    with open(log_path, "w") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=mounted(container["workingDir"], mounts), env={**os.environ, **env, "PATH": path},
+                                start_new_session=True)
+
+
+@contextlib.contextmanager
+def explained_by(*logs: Path):
+    """A failed wait, with the tails of these logs."""
+    try:
+        yield
+    except AssertionError as failure:
+        tails = "\n".join(f"--- {log}\n{log.read_text(errors='replace')[-3000:]}" for log in logs if log.exists())
+        raise AssertionError(f"{failure}\n{tails}") from None
+
+
+def test_on_kubernetes_the_aggregator_decides_through_executor_pods_it_starts_as_its_service_account(
+        control_plane, helm, tmp_path):
+    """aggregator.sparkUrl=k8s://: the rendered aggregator, run here as its installed pod with that pod's
+    ServiceAccount token, asks the server for its executor pod: one, of the resources the values give, owned by
+    the aggregator's pod (deleted with it) and locked down. That pod's container, run here, is a working executor:
+    the aggregator decides through it. Stopped, the aggregator deletes its executor pod."""
+    namespace = "qs-spark-on-kube"
+    token_file = tmp_path / "token"
+    driver_port, blocks_port, http_port = free_loopback_ports(3)
+    with LocalKafkaCluster(brokers=1) as cluster:
+        log_dir = Path(cluster.log_dirs(1)[0])
+        conf = {"spark\\.driver\\.host": "127.0.0.1", "spark\\.driver\\.bindAddress": "127.0.0.1",  # it runs here
+                "spark\\.kubernetes\\.authenticate\\.oauthTokenFile": token_file,
+                "spark\\.kubernetes\\.authenticate\\.caCertFile": control_plane.ca_cert}
+        settings = [f"aggregator.sparkUrl=k8s://{control_plane.server}", "aggregator.executors.instances=1",
+                    "aggregator.executors.memory=512m", "aggregator.executors.cpuRequest=250m",
+                    f"aggregator.driverPorts.driver={driver_port}", f"aggregator.driverPorts.blockManager={blocks_port}",
+                    f"aggregator.bootstrapServers={cluster.bootstrap_servers}",
+                    "aggregator.checkpoint.storageClassName=manual",
+                    *(f"aggregator.sparkConf.{key}={value}" for key, value in conf.items())]
+        install(control_plane, helm, namespace, settings)
+        name = "qs-quota-sidecar-aggregator"
+        token_file.write_text(control_plane.kubectl("create", "token", name, "-n", namespace).strip())
+        driver_pod, = control_plane.json("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/name={name}")["items"]
+        sidecar_settings = [f"config.kafka\\.admin\\.bootstrap\\.servers={cluster.bootstrap_servers}",
+                            "config.http\\.host=127.0.0.1", f"config.http\\.port={http_port}", *violated_limit(log_dir)]
+        fields = {"metadata.name": driver_pod["metadata"]["name"], "status.podIP": "127.0.0.1"}
+        executor_pods = ["get", "pods", "-n", namespace, "-l", "spark-role=executor"]
+        with RenderedContainer(helm, tmp_path, settings + sidecar_settings, kind="Deployment", name="aggregator",
+                               fields=fields, namespace=namespace) as aggregator:
+            spark_console = Path(tempfile.gettempdir(), f"quota-sidecar-spark-{aggregator.process.pid}.log")
+            with explained_by(aggregator.log_path, spark_console):
+                executor_pod, = eventually(lambda: control_plane.json(*executor_pods)["items"], 180, "an executor pod",
+                                           every=1)
+            owner, = executor_pod["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["uid"]) == ("Pod", driver_pod["metadata"]["uid"])
+            assert executor_pod["spec"]["automountServiceAccountToken"] is False
+            container, = executor_pod["spec"]["containers"]
+            assert container["resources"]["requests"] == {"cpu": "250m", "memory": "896Mi"}  # 512m and its overhead
+            assert container["securityContext"]["runAsNonRoot"] and container["securityContext"]["readOnlyRootFilesystem"]
+            assert {"emptyDir"} == {kind for volume in executor_pod["spec"]["volumes"] for kind in volume} - {"name"}
+            executor = run_as_kubelet(executor_pod, tmp_path / "executor", tmp_path / "executor.log")
+            try:
+                with RenderedContainer(helm, tmp_path, settings + sidecar_settings, namespace=namespace) as sidecar:
+                    base = f"http://127.0.0.1:{http_port}"
+                    sidecar.wait_ready(base)
+                    with explained_by(aggregator.log_path, spark_console, tmp_path / "executor.log"):
+                        seen = eventually(lambda: (now := status(base))["sidecar"]["decided_by"]["aggregator"] and now,
+                                          240, "a decision through the executor")
+                    assert seen["throttle"]["factor"] == 0.0
+            finally:
+                os.killpg(executor.pid, signal.SIGTERM)
+                executor.wait(timeout=60)
+        eventually(lambda: not control_plane.json(*executor_pods)["items"], 60, "the executor pod deleted", every=1)

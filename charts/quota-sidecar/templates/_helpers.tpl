@@ -77,6 +77,9 @@ it, its checkpoint on its volume). Both get the TLS files to the brokers.
 {{- if not (index $props "pipeline.bootstrap.servers") -}}
 {{- $_ := set $props "pipeline.bootstrap.servers" (include "quota-sidecar.aggregatorBootstrap" $root) -}}
 {{- end -}}
+{{- if and $root.Values.aggregator.sparkUrl (not (index $props "spark.url")) -}}
+{{- $_ := set $props "spark.url" $root.Values.aggregator.sparkUrl -}}
+{{- end -}}
 {{- $_ := set $props "aggregator.checkpoint.location" (printf "%s/checkpoint" (include "quota-sidecar.aggregatorDataDir" $root)) -}}
 {{- if $root.Values.aggregator.history.enabled -}}
 {{- if not (index $props "history.location") -}}
@@ -262,4 +265,61 @@ volumeMounts:
 {{- end }}
 - name: quota-sidecar-tmp
   emptyDir: {}
+{{- end -}}
+
+{{/*
+Where the aggregator's Spark runs, from aggregator.sparkUrl: embedded, connect, standalone or kubernetes; anything
+else fails in one line.
+*/}}
+{{- define "quota-sidecar.sparkMode" -}}
+{{- $url := .Values.aggregator.sparkUrl | default "" -}}
+{{- if not $url -}}embedded
+{{- else if hasPrefix "sc://" $url -}}connect
+{{- else if hasPrefix "spark://" $url -}}standalone
+{{- else if hasPrefix "k8s://" $url -}}kubernetes
+{{- else -}}
+{{- fail (printf "aggregator.sparkUrl %q: expected spark://host:port, k8s://https://host:port or sc://host:port (empty: Spark in the aggregator's pod)" $url) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Its executors connect back to its driver (spark:// and k8s://): a headless Service and fixed ports. */}}
+{{- define "quota-sidecar.sparkDriverReached" -}}
+{{- if has (include "quota-sidecar.sparkMode" .) (list "standalone" "kubernetes") }}true{{ end -}}
+{{- end -}}
+
+{{- define "quota-sidecar.sparkConfDir" -}}/etc/quota-sidecar-spark{{- end -}}
+
+{{/* The driver's spark-defaults.conf for a Spark cluster: how executors reach it back, what they may take. */}}
+{{- define "quota-sidecar.sparkDefaults" -}}
+{{- $name := printf "%s-aggregator" (include "quota-sidecar.fullname" .) -}}
+{{- $aggregator := .Values.aggregator -}}
+{{- $executors := $aggregator.executors -}}
+{{- $conf := dict
+      "spark.driver.host" (printf "%s-driver.%s.svc" $name .Release.Namespace)
+      "spark.driver.bindAddress" "0.0.0.0"
+      "spark.driver.port" (toString $aggregator.driverPorts.driver)
+      "spark.blockManager.port" (toString $aggregator.driverPorts.blockManager)
+      "spark.executor.cores" (toString $executors.cores)
+      "spark.executor.memory" $executors.memory
+      "spark.executor.memoryOverhead" $executors.memoryOverhead -}}
+{{- if eq (include "quota-sidecar.sparkMode" .) "standalone" -}}
+{{- $_ := set $conf "spark.cores.max" (toString (mul $executors.instances $executors.cores)) -}}
+{{- else -}}
+{{- $_ := set $conf "spark.executor.instances" (toString $executors.instances) -}}
+{{- $_ := set $conf "spark.kubernetes.namespace" .Release.Namespace -}}
+{{- $_ := set $conf "spark.kubernetes.container.image" (printf "%s:%s" $aggregator.image.repository ($aggregator.image.tag | default .Chart.AppVersion)) -}}
+{{- $_ := set $conf "spark.kubernetes.container.image.pullPolicy" .Values.image.pullPolicy -}}
+{{- $_ := set $conf "spark.kubernetes.executor.podNamePrefix" $name -}}
+{{- $_ := set $conf "spark.kubernetes.executor.podTemplateFile" (printf "%s/executor-pod.yaml" (include "quota-sidecar.sparkConfDir" .)) -}}
+{{- $_ := set $conf "spark.kubernetes.executor.podTemplateContainerName" "executor" -}}
+{{- $_ := set $conf "spark.kubernetes.executor.request.cores" (toString $executors.cpuRequest) -}}
+{{- /* its executors take their settings from the driver and have no volume claims: no ConfigMap, no claims */ -}}
+{{- $_ := set $conf "spark.kubernetes.executor.disableConfigMap" "true" -}}
+{{- $_ := set $conf "spark.kubernetes.driver.ownPersistentVolumeClaim" "false" -}}
+{{- $_ := set $conf "spark.kubernetes.driver.reusePersistentVolumeClaim" "false" -}}
+{{- end -}}
+# Rendered by the quota-sidecar chart from aggregator.sparkUrl, driverPorts, executors and sparkConf.
+{{- range $key, $value := merge (deepCopy $aggregator.sparkConf) $conf }}
+{{ $key }} {{ $value }}
+{{- end }}
 {{- end -}}

@@ -35,6 +35,10 @@ COMBINATIONS = {
     "aggregator-elsewhere": ["aggregator.bootstrapServers=my-kafka-0.my-kafka:9092",
                              "aggregator.checkpoint.storageClassName=fast", "aggregator.image.tag=0.1.0-rc1"],
     "separate-pipeline": ["config.pipeline\\.bootstrap\\.servers=kafka-ops:9092"],
+    "spark-standalone": ["aggregator.sparkUrl=spark://spark-master.spark:7077"],
+    "spark-kubernetes": ["aggregator.sparkUrl=k8s://https://kubernetes.default.svc",
+                         "aggregator.sparkConf.spark\\.kubernetes\\.executor\\.label\\.team=platform"],
+    "spark-connect": ["aggregator.sparkUrl=sc://spark-connect:15002"],
     "example-everything": ["example.enabled=true", "secrets.api\\.token=s3cret",
                            "monitoring.podMonitor=true", "monitoring.serviceMonitor=true",
                            "monitoring.prometheusRule=true", "monitoring.dashboard=true",
@@ -66,9 +70,10 @@ def helm_or_skip(home: Path) -> list[str]:
     return [found]
 
 
-def render(helm: list[str], settings: list[str], release: str = "qs") -> list[dict]:
+def render(helm: list[str], settings: list[str], release: str = "qs", namespace: str = "default") -> list[dict]:
     arguments = [item for setting in settings for item in ("--set", setting)]
-    output = subprocess.run([*helm, "template", release, str(CHART), "--kube-version", KUBE_VERSION, *arguments],
+    output = subprocess.run([*helm, "template", release, str(CHART), "--kube-version", KUBE_VERSION,
+                             "--namespace", namespace, *arguments],
                             check=True, capture_output=True, text=True).stdout
     return [doc for doc in yaml.safe_load_all(output) if doc]
 
