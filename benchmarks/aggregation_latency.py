@@ -8,8 +8,10 @@ WARM_UP unmeasured questions, `--questions` measured ones, one every `--every` s
 per pass). Before the questions, the aggregator at rest for `--idle` seconds: the CPU it and the broker spend
 while nobody asks (the streaming query looks for new observations all the same). Then the same rows through
 spark_jobs.volume_violations.decide on an embedded session in this process: what every sidecar does today.
+With `--standalone N`, the aggregator's micro-batches run on a Spark standalone cluster of N Workers (Spark's own
+Master and Workers, tests/harness/spark/standalone.py) instead of its embedded Spark.
 
-    .venv/bin/python benchmarks/aggregation_latency.py [--questions 60] [--every 0.25] [--idle 30]
+    .venv/bin/python benchmarks/aggregation_latency.py [--questions 60] [--every 0.25] [--idle 30] [--standalone 2]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from common import MiB, LoadWatch, Result, cpu_seconds, print_result, provenance
 
 from harness.cluster.local_cluster import LocalKafkaCluster
 from harness.agents.sidecar_process import SidecarProcess
+from harness.spark.standalone import StandaloneSpark
 from quota_sidecar.common.errors import DecisionFailed
 from quota_sidecar.configuration.properties import PREFIX
 from quota_sidecar.pipeline.transport import Pipeline
@@ -44,14 +47,17 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1]
 
 
-def through_the_aggregator(questions: int, every: float, idle: float) -> tuple[list[float], dict[str, float]]:
-    """The latencies of the measured questions, and the share of a core the aggregator and the broker took at
-    rest after the warm-up."""
+def through_the_aggregator(questions: int, every: float, idle: float,
+                           workers: int = 0) -> tuple[list[float], dict[str, float]]:
+    """The latencies of the measured questions, and the share of a core the aggregator (its driver) and the broker
+    took at rest after the warm-up; `workers`: on a standalone cluster of that many Workers, else embedded."""
     work = Path(tempfile.mkdtemp(prefix="aggregation-latency-"))
     cluster = LocalKafkaCluster(brokers=1).start()
+    spark = StandaloneSpark(work / "spark", workers=workers).start() if workers else None
     aggregator = SidecarProcess("aggregator", work, {
         PREFIX + "pipeline.bootstrap.servers": cluster.bootstrap_servers,
-        PREFIX + "aggregator.checkpoint.location": work / "checkpoint"}, command="aggregate").start()
+        PREFIX + "aggregator.checkpoint.location": work / "checkpoint",
+        **({PREFIX + "spark.url": spark.url} if spark else {})}, command="aggregate").start()
     pipeline = Pipeline({"bootstrap_servers": cluster.bootstrap_servers}, lambda: "benchmark", 1, timeout=30.0)
     try:
         aggregator.wait_for_line("deciding for the agents of", 240)
@@ -74,6 +80,8 @@ def through_the_aggregator(questions: int, every: float, idle: float) -> tuple[l
     finally:
         pipeline.close()
         aggregator.stop()
+        if spark:
+            spark.stop()
         cluster.stop()
 
 
@@ -99,13 +107,14 @@ def in_this_process(questions: int, every: float) -> list[float]:
     return measured
 
 
-def run(questions: int, every: float, idle: float) -> Result:
+def run(questions: int, every: float, idle: float, workers: int) -> Result:
     with LoadWatch() as load:
-        aggregated, at_rest = through_the_aggregator(questions, every, idle)
+        aggregated, at_rest = through_the_aggregator(questions, every, idle, workers)
         local = in_this_process(questions, every)
+    where = f" on a standalone cluster of {workers} Workers" if workers else ""
     lines = [table(["decided", "median", "p95", "max", "n"], [
         [name, f"{statistics.median(values):.3f} s", f"{p95(values):.3f} s", f"{max(values):.3f} s", len(values)]
-        for name, values in (("by the aggregator (published → decision read)", aggregated),
+        for name, values in ((f"by the aggregator{where} (published → decision read)", aggregated),
                              ("in the agent's own embedded Spark (today)", local))])]
     lines += ["", f"{len(rows())} rows an observation, one every {every} s. At rest ({idle:g} s without a question, "
               f"after the warm-up): the aggregator {at_rest['aggregator']:.0%} of a core, the pipeline's broker "
@@ -119,8 +128,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=60)
     parser.add_argument("--every", type=float, default=0.25, help="seconds between two questions")
     parser.add_argument("--idle", type=float, default=30.0, help="seconds at rest, measured before the questions")
+    parser.add_argument("--standalone", type=int, default=0, metavar="WORKERS",
+                        help="the aggregator on a Spark standalone cluster of this many Workers (0: embedded)")
     args = parser.parse_args()
-    print_result(run(args.questions, args.every, args.idle))
+    print_result(run(args.questions, args.every, args.idle, args.standalone))
 
 
 if __name__ == "__main__":
