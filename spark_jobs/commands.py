@@ -130,10 +130,11 @@ def aggregate(config_paths: tuple[str, ...], overrides: tuple[str, ...]) -> None
     # A permission refused is said in one line naming what stops without it, at start and by Spark's queries.
     REFUSALS.explain = RefusalLines(config, [acls.AGGREGATE]).explain
     aggregator = Aggregator(config)
+    shutdown = GracefulShutdown().install()  # a stop asked while Spark starts is honoured once it has started
     try:
         aggregator.serve_forecast()
         aggregator.start()
-        shutdown = GracefulShutdown().install()  # after Spark's start: pyspark puts a SIGINT handler of its own
+        shutdown.install()  # again: pyspark's start put a SIGINT handler of its own
         aggregator.supervise(shutdown.event)
     except CannotAggregate as cannot:
         fail(cannot.line, UNREACHABLE if cannot.unreachable else BAD_CONFIGURATION)
