@@ -165,14 +165,10 @@ def local_volumes(count: int) -> dict:
 def test_every_combination_installs_and_reaches_running(control_plane, helm, name):
     namespace = f"qs-{name}"[:63]
     settings = COMBINATIONS[name] + ["example.storageClassName=manual", "aggregator.checkpoint.storageClassName=manual"]
-    arguments = [item for setting in settings for item in ("--set", setting)]
-    installed = subprocess.run([*helm, "install", "qs", str(CHART), f"--kubeconfig={control_plane.kubeconfig}",
-                                "--namespace", namespace, "--create-namespace", "--wait", "--timeout", "5m",
-                                *arguments], capture_output=True, text=True)
+    warnings = install(control_plane, helm, namespace, settings)
 
     pods = control_plane.kubectl("get", "pods", "-n", namespace, "-o", "wide")
-    assert installed.returncode == 0, f"{installed.stderr}\n{pods}\n{control_plane.log_tails()}"
-    assert "unknown field" not in installed.stderr  # the server only warns of fields it would drop
+    assert "unknown field" not in warnings  # the server only warns of fields it would drop
     for document in render(helm, settings):  # in the server, as the CRD stores them
         if document["kind"] in OPERATOR_KINDS:
             control_plane.kubectl("get", document["kind"].lower(), document["metadata"]["name"], "-n", namespace)
@@ -193,12 +189,15 @@ def test_the_operator_kinds_are_checked_by_the_server(control_plane, helm):
     assert "PodMonitor.monitoring.coreos.com" in installed.stderr and "interval" in installed.stderr
 
 
-def install(plane: ControlPlane, helm: list[str], namespace: str, settings: list[str]) -> None:
+def install(plane: ControlPlane, helm: list[str], namespace: str, settings: list[str]) -> str:
+    """`helm install --wait` of the chart as release qs into `namespace`, asserted to succeed; what helm said."""
     arguments = [item for setting in settings for item in ("--set", setting)]
     installed = subprocess.run([*helm, "install", "qs", str(CHART), f"--kubeconfig={plane.kubeconfig}",
                                 "--namespace", namespace, "--create-namespace", "--wait", "--timeout", "5m",
                                 *arguments], capture_output=True, text=True)
-    assert installed.returncode == 0, f"{installed.stderr}\n{plane.log_tails()}"
+    pods = "" if installed.returncode == 0 else plane.kubectl("get", "pods", "-n", namespace, "-o", "wide")
+    assert installed.returncode == 0, f"{installed.stderr}\n{pods}\n{plane.log_tails()}"
+    return installed.stderr
 
 
 def run_as_kubelet(pod: dict, work: Path, log_path: Path) -> subprocess.Popen:
