@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON ?= $(abspath $(BIN)/python)
 
 .PHONY: setup venv kafka browser test unit spark integration imports conformance demo bench clean test-chart image test-docker \
-        soak-tests test-harness test-network test-security test-zookeeper test-capacity test-spark-cluster chart-acls docs test-docs
+        soak-tests test-harness test-network test-security test-zookeeper test-capacity s3a test-spark-cluster chart-acls docs test-docs
 
 setup: venv kafka
 venv: $(VENV)/.installed
@@ -39,6 +39,16 @@ build/kafka-zookeeper.classpath: pom-zookeeper.xml
 build/kafka-3.2.classpath: pom-zookeeper.xml
 	mkdir -p build
 	mvn -q -B -f pom-zookeeper.xml -Dkafka.version=3.2.3 dependency:build-classpath -Dmdep.outputFile=$@
+# Hadoop's S3A connector for a history on object storage (pom-s3a.xml; ~640 MB, so not in make setup).
+s3a: build/s3a.classpath
+build/s3a.classpath: pom-s3a.xml
+	mkdir -p build
+	mvn -q -B -f pom-s3a.xml dependency:build-classpath -Dmdep.outputFile=$@
+# MinIO, the S3-compatible server the capacity tests keep a history on: built from its Go module (~1–3 min once).
+MINIO_VERSION ?= v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO := build/tools/bin/minio
+$(MINIO):
+	GOBIN=$(abspath build/tools/bin) go install github.com/minio/minio@$(MINIO_VERSION)
 
 # Everything CI runs: the import contract, unit, Spark and integration tests, the conformance cases.
 # Every conformance folder runs inside it, through a running aggregator (tests/integration/test_aggregator.py);
@@ -61,8 +71,9 @@ test-zookeeper: setup
 	$(BIN)/pytest -m zookeeper tests/integration
 
 # The history and the capacity report end to end: an agent and the aggregator on a real cluster whose disk fills in
-# retention's sawtooth, the history appended, `quota-sidecar report -o json` (~4 min); CI runs it after make test.
-test-capacity: setup
+# retention's sawtooth, the history appended, `quota-sidecar report -o json`; then the history on a MinIO server
+# through S3A (~5 min); CI runs it after make test.
+test-capacity: setup s3a $(MINIO)
 	$(BIN)/pytest -m capacity tests/integration
 
 # The aggregator on a Spark standalone cluster (Spark's own Master and two Workers from the installed pyspark): it

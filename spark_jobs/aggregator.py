@@ -25,7 +25,7 @@ from quota_sidecar.configuration.properties import SIDECAR_CLIENT_ID
 from quota_sidecar.kafka_clients.admin import ClusterAdmin
 from quota_sidecar.pipeline.topics import ensure_topics
 from quota_sidecar.pipeline.transport import end_offsets
-from spark_jobs import aggregation, capacity_metrics, checkpoint as checkpoints, session
+from spark_jobs import aggregation, capacity_metrics, checkpoint as checkpoints, history, session
 
 RESTART_AFTER = 5.0  # s: between a failed micro-batch and the query's new start
 HISTORY_RETRY_EVERY = 60.0  # s: a failing history is tried again this often; the decisions go on without it
@@ -66,7 +66,8 @@ class Aggregator:
     def start(self) -> None:
         """The topics made if missing, the checkpoint claimed, the session and the queries started."""
         config, pipeline = self.config, self.pipeline
-        jars = pipeline.kafka_jars or connector_jars(config.spark_url)
+        jars = [*(pipeline.kafka_jars or connector_jars(config.spark_url)),
+                *history.filesystem_jars(config.history.location, config.history.jars)]
         try:
             with ClusterAdmin(pipeline.client) as admin:
                 ensure_topics(admin, pipeline.observations_topic, pipeline.decisions_topic)
@@ -116,11 +117,13 @@ class Aggregator:
             recording = self.recording
             if recording is not None and not recording.isActive and time.monotonic() >= self._history_retry_at:
                 self._history_retry_at = time.monotonic() + HISTORY_RETRY_EVERY
-                _log.warning("the history stopped: %s; starting it again", self.why(recording.exception()))
+                _log.warning("the history at %s stopped: %s; starting it again", self.config.history.location,
+                             self.why(recording.exception()))
                 try:
                     self.recording = self._start_history()
                 except Exception as error:
-                    _log.warning("cannot start the history again: %s", self.why(error))
+                    _log.warning("cannot start the history at %s again: %s", self.config.history.location,
+                                 self.why(error))
 
     def stop(self) -> None:
         if self.forecast is not None:
@@ -143,10 +146,10 @@ class Aggregator:
                                  self.starting)
 
     def _start_history(self):
-        history = self.config.history
+        kept = self.config.history
         return aggregation.start_history(self.spark, self.kafka_options, self.pipeline.observations_topic,
-                                         f"{self.checkpoint}-history", history.location, history.retention,
-                                         history.interval, self.starting)
+                                         f"{self.checkpoint}-history", kept.location, kept.retention,
+                                         kept.interval, self.starting)
 
 
 def replay_metrics_failed(error: BaseException | None) -> bool:

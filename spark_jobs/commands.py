@@ -174,7 +174,7 @@ def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_pa
 
     from quota_sidecar.common.errors import ConfigError
     from spark_jobs import report as capacity, report_page, session
-    from spark_jobs.history import HistoryError
+    from spark_jobs.history import HistoryError, filesystem_jars
 
     try:
         config = configuration.load_capacity(config_paths, overrides)
@@ -185,9 +185,10 @@ def report(config_paths: tuple[str, ...], overrides: tuple[str, ...], history_pa
         fail(f"no history: give --history PATH, or {configuration.PREFIX}history.location in --config")
     if "://" not in path and not os.path.exists(path):  # said before a JVM starts
         fail(f"--history {path}: no such file or directory")
+    jars = {"spark.jars": ",".join(found)} if (found := filesystem_jars(path, config.history.jars)) else {}
     try:
         spark = session.for_large_data(session.get_session(
-            config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC"}, batch=True))
+            config.spark_url, "quota-sidecar-report", {"spark.sql.session.timeZone": "UTC", **jars}, batch=True))
         built = capacity.build(spark, path, None if since == "ALL" else since, config.storage_limit,
                                datetime.now(timezone.utc), at_risk)
     except (HistoryError, session.SparkStartError) as error:

@@ -14,19 +14,36 @@ from datetime import date, datetime, timedelta, timezone
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
-from spark_jobs import columns
+from spark_jobs import columns, session
 
 # What a reader needs of every row, whoever wrote it, and its type; ``day`` and the partition folders are optional
 # for it.
 _TYPES = {"cluster": "string", "broker": "int", "log_dir": "string", "observed_at": "timestamp",
          "total_bytes": "bigint", "available_bytes": "bigint"}
 COLUMNS = tuple(_TYPES)
+# The S3A connector's jars as pom-s3a.xml resolves them (`make s3a`).
+S3A_CLASSPATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "s3a.classpath")
 _DAY_FOLDER = re.compile(r"/day=(\d{4}-\d{2}-\d{2})/")
 _MICROS_A_DAY = 86_400_000_000
 
 
 class HistoryError(ValueError):
     """A history that cannot be read as one: absent, empty, or without a needed column (one line)."""
+
+
+def filesystem_jars(location: str, configured: tuple[str, ...] = ()) -> list[str]:
+    """The jars Spark needs to open the history at ``location`` beyond its own: ``configured`` (history.jars), else
+    for s3a:// those of build/s3a.classpath when `make s3a` resolved them (an image may have them on Spark's
+    classpath instead: then none, and Spark says in one line that it has no filesystem for s3a)."""
+    if configured:
+        return list(configured)
+    if not location.startswith("s3a://"):
+        return []
+    try:
+        with open(S3A_CLASSPATH, encoding="utf-8") as file:
+            return [jar for jar in file.read().strip().split(":") if jar]
+    except OSError:
+        return []
 
 
 def transform(parsed_observations: DataFrame) -> DataFrame:
@@ -71,9 +88,8 @@ def read(spark: SparkSession, path: str, since: datetime | None = None) -> DataF
     spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     try:
         frame = spark.read.parquet(path)
-    except Exception as error:  # Spark's AnalysisException, whose first line says why (no files, not Parquet)
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise HistoryError(f"{path}: cannot be read as Parquet: {first}") from error
+    except Exception as error:  # Spark's AnalysisException (no files, not Parquet) or its filesystem's error
+        raise HistoryError(f"{path}: cannot be read as Parquet: {session.reason(error)}") from error
     missing = [column for column in COLUMNS if column not in frame.columns]
     if missing:
         raise HistoryError(f"{path}: the history has no column {', '.join(missing)} (it needs {', '.join(COLUMNS)})")

@@ -152,7 +152,7 @@ def is_connect(spark_url: str | None) -> bool:
 
 def reason(error: BaseException) -> str:
     """A Spark failure in one line: its error class (or type) and the first line of its message (of a gRPC
-    error, its status and details: the first line says nothing)."""
+    error, its status and details; of a Java error through py4j, the Java one's: their first lines say nothing)."""
     text = str(error)
     grpc = re.search(r'status = StatusCode\.(\w+)\s+details = "([^"]*)"', text)
     if grpc:
@@ -161,6 +161,8 @@ def reason(error: BaseException) -> str:
     raised = _python_exception(lines)
     if raised:  # a foreachBatch function's: its own exception says what went wrong, the wrapper does not
         return raised
+    if len(lines) > 1 and lines[0].startswith("An error occurred while calling "):  # py4j's: the Java error follows
+        return lines[1].lstrip(": ")
     first = lines[0] if lines else ""
     if first.startswith("["):  # pyspark's messages start with their error class already
         return first

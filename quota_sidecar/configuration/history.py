@@ -15,11 +15,13 @@ class HistoryConfig:
     location: str = ""  # empty: none kept
     retention: timedelta = timedelta(days=90)
     interval: timedelta = timedelta(minutes=5)  # how often the aggregator appends to it
+    jars: tuple[str, ...] = ()  # its filesystem's (S3A), when not the default's
 
     @classmethod
     def of(cls, values: Mapping[str, object]) -> HistoryConfig:
         """From the parsed keys (config._parse_known)."""
-        return cls(values["history.location"], values["history.retention"], values["history.interval"])
+        return cls(values["history.location"], values["history.retention"], values["history.interval"],
+                   values["history.jars"])
 
     @property
     def enabled(self) -> bool:

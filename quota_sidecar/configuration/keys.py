@@ -210,6 +210,9 @@ KEYS: tuple[Key, ...] = (
         "<temp dir>/quota-sidecar-aggregator-<hash of the pipeline's cluster id and topics>"),
     Key("history.location", location, "", "where the aggregator appends every volume observation (Parquet, partitioned "
         "by cluster and day) for quota-sidecar report's forecast", "empty (no history kept)"),
+    Key("history.jars", path_list, (), "the jars of the history's filesystem that Spark lacks, loaded by the "
+        "aggregator and quota-sidecar report (never downloaded at run time): for s3a://, Hadoop's hadoop-aws and the "
+        "AWS SDK's bundle", "those of build/s3a.classpath (make s3a) for an s3a:// location; none else"),
     Key("history.retention", positive_duration, timedelta(days=90), "the aggregator deletes the history's days older "
         "than this (keep several of Kafka's retention cycles: the forecast regresses their peaks)"),
     Key("history.interval", positive_duration, timedelta(minutes=5), "how often the aggregator appends the "

@@ -74,6 +74,7 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("aggregator.checkpoint.location", "checkpoints/aggregator", {}),  # relative to what?
     ("aggregator.kafka.jars", "build/kafka.jar", {}),
     ("history.location", "history", {}),  # relative to what?
+    ("history.jars", "hadoop-aws.jar", {}),  # relative to where the aggregator starts
     ("history.retention", "P0D", {}),
     ("history.interval", "5 minutes", {}),
     ("aggregator.metrics.port", "-1", {}),

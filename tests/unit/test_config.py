@@ -141,6 +141,7 @@ def test_the_history_is_off_by_default_and_kept_90_days():
     config = load(**{"history.location": "s3a://bucket/quota-sidecar/history", "history.retention": "P30D"})
     assert config.history == cfg.HistoryConfig("s3a://bucket/quota-sidecar/history", timedelta(days=30))
     assert config.history.enabled
+    assert load(**{"history.jars": "/opt/a.jar,/opt/b.jar"}).history.jars == ("/opt/a.jar", "/opt/b.jar")
 
 
 def test_the_report_reads_the_limit_and_the_history_without_a_cluster(tmp_path):

@@ -429,6 +429,10 @@ def test_a_pass_held_by_another_agents_verdict_leaves_no_factor_of_0_behind_it(t
                   "TimeoutException: Expiring 1 record(s) for decisions-0:120008 ms has passed since batch creation"),
      "org.apache.kafka.common.errors.TimeoutException: Expiring 1 record(s) for decisions-0:120008 ms has passed "
      "since batch creation"),
+    # A Java error through py4j: its first line names only the call; the Java exception's says what failed.
+    (RuntimeError("An error occurred while calling o65.parquet.\n: org.apache.hadoop.fs.s3a.UnknownStoreException: "
+                  "s3a://no-such-bucket/fleet: Bucket does not exist\n\tat org.apache.hadoop.fs.s3a.S3AUtils"),
+     "org.apache.hadoop.fs.s3a.UnknownStoreException: s3a://no-such-bucket/fleet: Bucket does not exist"),
 ])
 def test_a_spark_failure_is_told_in_one_line(error, line):
     from spark_jobs.session import reason
