@@ -77,9 +77,9 @@ test-capacity: setup s3a $(MINIO)
 	$(BIN)/pytest -m capacity tests/integration
 
 # The aggregator on a Spark standalone cluster (Spark's own Master and two Workers from the installed pyspark): it
-# decides for a 3-broker cluster's agents on the Workers' executors, killed and started again from its checkpoint
-# (~2 min); CI runs it after make test.
-test-spark-cluster: setup
+# decides for a 3-broker cluster's agents on the Workers' executors, killed and started again from its checkpoint;
+# beside it the report, both over a history on a MinIO server through S3A (~6 min); CI runs it after make test.
+test-spark-cluster: setup s3a $(MINIO)
 	$(BIN)/pytest -m spark_cluster tests/integration
 
 # Under Kafka's authorizer over SASL_SSL and mutual TLS: each of the agent's ACLs taken away in turn, and the TLS

@@ -2,7 +2,8 @@
 harness/spark/standalone.py). The aggregator decides for the agents of a 3-broker cluster with its micro-batches run
 by the Workers' executors (the Kafka connector's jars shipped to them by spark.jars), and after a SIGKILL it starts
 again from its checkpoint and decides again on the same cluster, without a stop of its query on the way. The report
-runs beside it, on the core the aggregator leaves free, over the history its executors append."""
+runs beside it, on the core the aggregator leaves free, over the history its executors append to an S3-compatible
+server (MinIO, through S3A), where executors on any host can reach it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from harness.agents.sidecar_process import EXECUTABLE, SidecarProcess
 from harness.spark.aggregator import Aggregator
 from harness.spark.standalone import StandaloneSpark
+from harness.storage.minio import SECRET_KEY, MinioServer
 from harness.waiting import eventually
 from quota_sidecar.configuration.properties import PREFIX as P
 from quota_sidecar.decide.quotas import PRODUCE
@@ -68,18 +70,21 @@ def test_the_aggregator_decides_on_a_standalone_cluster_and_resumes_from_its_che
         assert aggregator.process.problems() == []  # no query stopped and waited to start again
 
 
-def test_the_report_runs_beside_the_aggregator_on_a_standalone_cluster_over_its_history(
-        standalone, make_kafka_cluster, tmp_path):
+def test_the_report_runs_beside_the_aggregator_on_a_standalone_cluster_over_its_history_on_s3(
+        make_kafka_cluster, tmp_path):
     cluster = make_kafka_cluster(brokers=3)
-    history = tmp_path / "history"
+    history = "s3a://history/fleet"
+    store = MinioServer(tmp_path / "minio", buckets=("history",))
     # An application takes every free core unless told otherwise: the aggregator leaves the second Worker to the
     # report, through Spark's own defaults file as an operator would.
-    spark_conf = tmp_path / "spark-conf"
-    spark_conf.mkdir()
-    (spark_conf / "spark-defaults.conf").write_text("spark.cores.max 1\n")
-    aggregator = Aggregator(cluster.bootstrap_servers, tmp_path, environment={"SPARK_CONF_DIR": str(spark_conf)}, **{
-        "spark.url": standalone.url, "history.location": history, "history.interval": "PT2S"})
+    aggregator_environment = store.client_environment(tmp_path / "spark-conf", "spark.cores.max 1\n")
     with ExitStack() as stack:
+        stack.enter_context(store)
+        # The Workers have no credentials: Spark hands the driver's (AWS_* in its environment) to the executors in
+        # the job's Hadoop configuration.
+        standalone = stack.enter_context(StandaloneSpark(tmp_path / "spark", workers=2))
+        aggregator = Aggregator(cluster.bootstrap_servers, tmp_path, environment=aggregator_environment, **{
+            "spark.url": standalone.url, "history.location": history, "history.interval": "PT2S"})
         aggregator.start().wait_ready()
         stack.callback(aggregator.stop)
         [application] = standalone.applications(APPLICATION)
@@ -89,12 +94,13 @@ def test_the_report_runs_beside_the_aggregator_on_a_standalone_cluster_over_its_
                 P + "kafka.admin.bootstrap.servers": cluster.bootstrap_servers, P + "broker.id": broker,
                 P + "storage.check.interval": "PT1S", P + "storage.per.volume.limit.min.available.bytes": 1 << 20,
                 **aggregator.agent_properties})).wait_ready()
-        eventually(lambda: len(list(history.rglob("*.parquet"))) >= 3, 90, "the history appended by the executors")
+        eventually(lambda: len(store.objects("history", ".parquet")) >= 3, 180, "the history appended by the executors")
 
-        done = subprocess.run([str(EXECUTABLE), "report", "--history", str(history), "--since", "ALL", "-o", "json",
+        report_environment = store.client_environment(tmp_path / "report-conf")
+        done = subprocess.run([str(EXECUTABLE), "report", "--history", history, "--since", "ALL", "-o", "json",
                                "--out", str(tmp_path / "report"), "--set", f"spark.url={standalone.url}"],
                               capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+                              env={**os.environ, **report_environment, "SPARK_LOCAL_IP": "127.0.0.1"})
         assert done.returncode == 0, done.stderr
         volumes = json.loads(done.stdout)["volumes"]
         assert {volume["broker"] for volume in volumes} == {1, 2, 3}, volumes
@@ -102,6 +108,7 @@ def test_the_report_runs_beside_the_aggregator_on_a_standalone_cluster_over_its_
         [report] = standalone.applications(REPORT, finished=True)
         assert report["cores"] == 1, report  # on the cluster, not in a Spark of its own
         assert len(standalone.applications(APPLICATION)) == 1  # the aggregator ran on meanwhile
+        assert SECRET_KEY not in aggregator.process.log_path.read_text(errors="replace") + done.stdout + done.stderr
 
 
 def batches(checkpoint: Path) -> set[int]:

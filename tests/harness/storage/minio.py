@@ -46,11 +46,11 @@ class MinioServer:
             ("endpoint", self.endpoint), ("endpoint.region", "us-east-1"), ("path.style.access", "true"),
             ("connection.ssl.enabled", "false")))
 
-    def client_environment(self, spark_conf_dir: Path) -> dict[str, str]:
-        """The environment of a Spark process that uses this server: SPARK_CONF_DIR with spark_defaults()
-        written there, the credentials as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
+    def client_environment(self, spark_conf_dir: Path, more_defaults: str = "") -> dict[str, str]:
+        """The environment of a Spark process that uses this server: SPARK_CONF_DIR with spark_defaults() and
+        ``more_defaults`` written there, the credentials as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
         spark_conf_dir.mkdir(parents=True, exist_ok=True)
-        (spark_conf_dir / "spark-defaults.conf").write_text(self.spark_defaults())
+        (spark_conf_dir / "spark-defaults.conf").write_text(self.spark_defaults() + more_defaults)
         return {"SPARK_CONF_DIR": str(spark_conf_dir), "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                 "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 
