@@ -34,7 +34,7 @@ class HistoryError(ValueError):
 def filesystem_jars(location: str, configured: tuple[str, ...] = ()) -> list[str]:
     """The jars Spark needs to open the history at ``location`` beyond its own: ``configured`` (history.jars), else
     for s3a:// those of build/s3a.classpath when `make s3a` resolved them (an image may have them on Spark's
-    classpath instead: then none, and Spark says in one line that it has no filesystem for s3a)."""
+    classpath instead: then none, and without them Spark says in one line that S3AFileSystem is not found)."""
     if configured:
         return list(configured)
     if not location.startswith("s3a://"):
