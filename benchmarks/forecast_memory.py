@@ -78,13 +78,13 @@ def run(refreshes: int = 400, every: float = 0.1, retained: int | None = None) -
     logging.getLogger(capacity_metrics.__name__).addHandler(counted)
     logging.getLogger(capacity_metrics.__name__).setLevel(logging.INFO)
     with LoadWatch() as load:
-        # --retained: what Spark's status store keeps of the jobs, stages, tasks and SQL executions run, lowered to
-        # tell its growth (bounded by these, 1,000 each by default; 100,000 tasks a stage) from the forecast's
+        # --retained: what Spark's status store keeps of the jobs, stages, tasks and SQL executions run, set to
+        # tell its growth (bounded by these: 100 each in the aggregator, 1,000 in Spark) from the forecast's
         kept = {} if retained is None else {key: str(retained) for key in (
             "spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.ui.retainedTasks",
             "spark.sql.ui.retainedExecutions")}
-        spark = session.aggregator_session(None, "quota-sidecar-benchmark", {"spark.sql.session.timeZone": "UTC",
-                                                                             **kept})
+        spark = session.aggregator_session(None, "quota-sidecar-benchmark",
+                                           settings={"spark.sql.session.timeZone": "UTC", **kept})
         try:
             [jvm] = [child for child in psutil.Process().children(recursive=True) if child.name() == "java"]
             forecast = capacity_metrics.CapacityForecast(str(work / "history"), StorageLimit(

@@ -74,8 +74,9 @@ class Aggregator:
                 owner = checkpoints.Owner(admin.cluster_id(), pipeline.observations_topic, pipeline.decisions_topic)
             self.checkpoint = claimed_checkpoint(pipeline.checkpoint, owner, config.spark_url, tempfile.gettempdir())
             self.starting = end_offsets(pipeline.client, pipeline.observations_topic)
-            self.spark = session.aggregator_session(config.spark_url, "quota-sidecar-aggregator", {
-                "spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
+            self.spark = session.aggregator_session(
+                config.spark_url, "quota-sidecar-aggregator", pipeline.driver_memory,
+                {"spark.jars": ",".join(jars), "spark.sql.session.timeZone": "UTC"})
             # The agents' client id: the exemption they write keeps the pipeline out of the throttle it carries.
             self.kafka_options = {"client.id": SIDECAR_CLIENT_ID, **pipeline.java_properties}
             self.decisions = self._start_decisions()

@@ -3,9 +3,7 @@
 The rows an agent sends on the pipeline, and the observation that carries them, are spelled once in
 quota_sidecar/pipeline/schema.py; their StructTypes here are made from it (``struct_type``).
 """
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -80,6 +78,9 @@ def frame_from_rows(spark: SparkSession, rows: list[dict], schema: StructType) -
             raise ValueError(f"row {row!r} has no value for {', '.join(missing)}")
     if not rows:  # Spark Connect infers the schema of an Arrow table from its rows, and refuses none
         return spark.createDataFrame([], schema)
+    import pyarrow as pa  # here, not above: the aggregator runs without it (commands.aggregate)
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     # Through Arrow rather than a list: no Python worker starts, and a warm poll is three times faster.
     # One partition: a window or an aggregation over it then needs no shuffle, and the job is one stage
     # of one task (a third less of the driver's CPU per decision).

@@ -34,6 +34,9 @@ _SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.ena
 _LARGE_DATA_CONF = {"spark.sql.shuffle.partitions": "16", "spark.sql.adaptive.enabled": "true",
                     "spark.sql.autoBroadcastJoinThreshold": str(10 << 20)}
 
+# An embedded driver's heap, and the aggregator's by default (aggregator.driver.memory): about the least Spark takes.
+MIN_DRIVER_MEMORY = "512m"
+
 # The driver runs small queries now and then: the C2 compiler's work never pays for itself, and under a flood it
 # takes the cores the decision needs.
 _DRIVER_CONF = {"spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:TieredStopAtLevel=1"}
@@ -45,10 +48,10 @@ _BATCH_CONF = {"spark.driver.extraJavaOptions": _LOG4J2_OPTION,
 
 # The aggregator parses every observation of a micro-batch (10^6 volumes of 2,000 clusters: 150 MB of JSON): its filter
 # on the parsed fields would otherwise be pushed below the parse as one more parse per field. Its driver runs the C2
-# compiler, as the report's does, for large micro-batches, with the native memory C2's compilations leave behind
-# given back to the system every 5 s: without that the aggregator's RSS grows for as long as it runs
-# (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and ignores it rather
-# than fail to start.
+# compiler, as the report's does, for large micro-batches and for the latency of small ones, with the native memory
+# C2's compilations leave behind given back to the system every 5 s: without that the aggregator's RSS grows for as
+# long as it runs (docs/benchmarks.md, Aggregator micro-batch at scale). A JVM older than 17.0.9 lacks the flag and
+# ignores it rather than fail to start.
 #
 # Its decisions' query starts a micro-batch as soon as the last one ended ("0 seconds"), and between observations
 # Spark asks the pipeline's brokers for the topic's end offsets every pollingDelay (10 ms by default): most of the
@@ -57,20 +60,26 @@ AGGREGATOR_POLLING_DELAY = "100ms"
 AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false",
                    "spark.sql.streaming.pollingDelay": AGGREGATOR_POLLING_DELAY,
                    "spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:+UnlockExperimentalVMOptions "
-                   "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000"}
+                   "-XX:+IgnoreUnrecognizedVMOptions -XX:TrimNativeHeapInterval=5000",
+                   # Spark's status store keeps 1,000 jobs, stages and SQL executions and 100,000 tasks in the
+                   # driver, UI or not: micro-batches fill it over days and the heap in use grows with it. The
+                   # aggregator reads none of it.
+                   **{key: "100" for key in ("spark.ui.retainedJobs", "spark.ui.retainedStages",
+                                             "spark.ui.retainedTasks", "spark.sql.ui.retainedExecutions")}}
 # glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core), which the trim above
 # cannot shrink below what each holds; two bound them. Set before the driver's JVM starts, which inherits it.
 AGGREGATOR_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}
-# The aggregator runs for months: its heap is committed and touched at start (-Xms = -Xmx, AlwaysPreTouch), so that
-# a pod short of memory fails then, not hours later, and its RSS is flat from the start instead of climbing as G1
-# grows the heap from its initial size (1/64 of the memory: 32 MiB in a 2 GiB pod) to the maximum.
-_PRE_TOUCH = "-XX:+AlwaysPreTouch"
-_SPARK_DRIVER_MEMORY = "1g"  # Spark's default heap for a driver whose spark.driver.memory is not set
+# The aggregator's driver at the default heap (aggregator.driver.memory), for a fleet of up to ~30 brokers
+# (docs/benchmarks.md, Memory): the serial collector, which has none of G1's ~45 MiB of remembered sets and gives back
+# the heap it does not use, and C2's code in 64 MiB. A larger heap is for a larger fleet: the JVM's own collector
+# (G1 on two cores or more) and code cache.
+_SMALL_DRIVER_OPTIONS = ("-XX:+UseSerialGC -Xms32m -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 "
+                         "-XX:ReservedCodeCacheSize=64m")
 
 _EMBEDDED_CONF = {
     **_SMALL_DATA_CONF,
     **_DRIVER_CONF,
-    "spark.driver.memory": "512m",
+    "spark.driver.memory": MIN_DRIVER_MEMORY,
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.catalogImplementation": "in-memory",  # no Hive, no metastore_db/ in the cwd
@@ -106,20 +115,23 @@ def get_session(spark_url: str | None = None, app_name: str = "quota-sidecar",
         return _sessions[url]
 
 
-def aggregator_session(spark_url: str | None, app_name: str, settings: dict[str, str] | None = None) -> SparkSession:
-    """The aggregator's session (`quota-sidecar aggregate`, and the benchmarks that time it): AGGREGATOR_CONF and
-    AGGREGATOR_ENVIRONMENT for a driver this process starts, its whole heap taken at start, one shuffle partition
-    per core."""
+def aggregator_session(spark_url: str | None, app_name: str, driver_memory: str = MIN_DRIVER_MEMORY,
+                       settings: dict[str, str] | None = None) -> SparkSession:
+    """The aggregator's session (`quota-sidecar aggregate`, and the benchmarks that time it): its settings for a
+    driver this process starts (`aggregator_settings`) in AGGREGATOR_ENVIRONMENT, one shuffle partition per core."""
     for name, value in AGGREGATOR_ENVIRONMENT.items():
         os.environ.setdefault(name, value)  # an operator's own setting wins
-    settings = {**AGGREGATOR_CONF, **(settings or {})}
-    heap = settings.get("spark.driver.memory") or (
-        _EMBEDDED_CONF["spark.driver.memory"] if not spark_url else _SPARK_DRIVER_MEMORY)
-    heap += "m" if heap.isdigit() else ""  # Spark reads a bare number as MiB, the JVM as bytes
-    settings["spark.driver.extraJavaOptions"] += f" -Xms{heap} {_PRE_TOUCH}"
-    spark = get_session(spark_url, app_name, settings)
+    spark = get_session(spark_url, app_name, aggregator_settings(driver_memory, settings or {}))
     spread_over_cores(spark)
     return spark
+
+
+def aggregator_settings(driver_memory: str, settings: dict[str, str]) -> dict[str, str]:
+    """AGGREGATOR_CONF and `settings`, a heap of `driver_memory`; the small driver's options at the least heap."""
+    merged = {**AGGREGATOR_CONF, **settings, "spark.driver.memory": driver_memory}
+    if driver_memory == MIN_DRIVER_MEMORY:
+        merged["spark.driver.extraJavaOptions"] += f" {_SMALL_DRIVER_OPTIONS}"
+    return merged
 
 
 def for_large_data(spark: SparkSession) -> SparkSession:

@@ -168,7 +168,8 @@ def _pipeline(values: Mapping[str, object], admin: Mapping[str, str]) -> Pipelin
     return PipelineConfig(servers, bool(values["pipeline.bootstrap.servers"]), values["pipeline.observations.topic"],
                           values["pipeline.decisions.topic"], values["pipeline.heartbeats.topic"],
                           values["aggregator.checkpoint.location"], values["aggregator.kafka.jars"],
-                          values["aggregator.metrics.port"], client_kwargs(java), java)
+                          values["aggregator.driver.memory"], values["aggregator.metrics.port"], client_kwargs(java),
+                          java)
 
 
 def _default_poll_timeout(admin_client: Mapping[str, object]) -> timedelta:

@@ -14,10 +14,10 @@ from typing import Callable
 
 import isodate
 
-from .properties import (ADMIN_PREFIX, boolean, duration, host, non_negative_int, non_negative_percent,
-                         optional_port, optional_readable_file, path_list, percent, port, positive_duration,
-                         positive_int, positive_number, principal, principal_list, ratio, spark_url, state_store, text,
-                         token, zookeeper_connect)
+from .properties import (ADMIN_PREFIX, MIN_DRIVER_MIB, boolean, driver_memory, duration, host, non_negative_int,
+                         non_negative_percent, optional_port, optional_readable_file, path_list, percent, port,
+                         positive_duration, positive_int, positive_number, principal, principal_list, ratio, spark_url,
+                         state_store, text, token, zookeeper_connect)
 
 CAPACITY_KEY = "replication.capacity.bytes.per.second"
 HARD_KEYS = ("storage.per.volume.limit.min.available.bytes", "storage.per.volume.limit.min.available.ratio")
@@ -224,6 +224,10 @@ KEYS: tuple[Key, ...] = (
     Key("aggregator.kafka.jars", path_list, (), "the jars of Spark's Kafka connector the aggregator loads (never "
         "downloaded at run time)", "those of build/spark-kafka.classpath (make setup); none in the "
         "quota-sidecar-spark image, which has them on Spark's classpath"),
+    Key("aggregator.driver.memory", driver_memory, f"{MIN_DRIVER_MIB}m", "the heap of the aggregator's Spark "
+        "driver. The default serves a fleet of up to ~30 brokers in ~550 MiB of RSS (docs/benchmarks.md), on the serial "
+        "collector with C2's code in 64 MiB; a larger heap, for hundreds of brokers and more, runs the JVM's own "
+        "collector (G1 on two cores or more) and code cache"),
     Key("http.host", host, "127.0.0.1", "address of the HTTP endpoint (metrics, status, overrides)"),
     Key("http.port", port, 8080, "its port (0 picks a free one, logged)"),
     Key("api.token", token, "", "bearer token for override changes; empty refuses changes"),

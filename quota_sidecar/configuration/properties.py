@@ -95,6 +95,21 @@ def path_list(raw: str) -> tuple[str, ...]:
 path_list.allowed = "comma-separated absolute paths"
 
 
+_JVM_SIZE = re.compile(r"(\d+)([mg])")
+MIN_DRIVER_MIB = 512  # Spark refuses a driver whose heap is under 450 MiB (its own 300 MiB reserve and half again)
+
+
+def driver_memory(raw: str) -> str:
+    """A Spark driver's heap as Spark writes it (512m, 2g), at least MIN_DRIVER_MIB."""
+    size = _JVM_SIZE.fullmatch(raw.strip().lower())
+    if size is None or int(size.group(1)) * (1024 if size.group(2) == "g" else 1) < MIN_DRIVER_MIB:
+        raise ValueError
+    return size.group(0)
+
+
+driver_memory.allowed = f"a heap in MiB or GiB such as 512m or 2g, at least {MIN_DRIVER_MIB}m"
+
+
 def positive_duration(raw: str) -> timedelta:
     value = duration(raw)
     if value <= timedelta(0):

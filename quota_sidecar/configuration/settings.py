@@ -88,6 +88,7 @@ class PipelineConfig:
     heartbeats_topic: str = HEARTBEATS_TOPIC
     checkpoint: str = ""
     kafka_jars: tuple[str, ...] = ()
+    driver_memory: str = "512m"  # aggregator.driver.memory: the small driver
     metrics_port: int | None = None  # the aggregator's /metrics on http.host: the history's forecast
     client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
     java_properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # for Spark's connector

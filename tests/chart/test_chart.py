@@ -113,6 +113,10 @@ def test_one_aggregator_decides_for_the_release_from_its_own_locked_down_workloa
     assert ("client.quota.callback.static.aggregator.checkpoint.location=/var/lib/quota-sidecar-aggregator/checkpoint"
             in aggregator_properties)
     assert not any("storage.local.log.dirs" in line for line in aggregator_properties)
+    # its driver's heap, which its container's memory covers
+    assert "client.quota.callback.static.aggregator.driver.memory=512m" in aggregator_properties
+    assert container["resources"]["limits"]["memory"] == "1Gi"
+    assert "aggregator.driver.memory" not in data["sidecar.properties"]
     # the history beside the checkpoint, its forecast on the metrics port
     assert "client.quota.callback.static.history.location=/var/lib/quota-sidecar-aggregator/history" in aggregator_properties
     assert "client.quota.callback.static.aggregator.metrics.port=9404" in aggregator_properties

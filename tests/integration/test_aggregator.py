@@ -168,12 +168,13 @@ def decisions_of(bootstrap: str, key: str, topic: str = DECISIONS_TOPIC) -> list
 
 
 
-def test_the_aggregators_heap_is_taken_at_start(aggregator):
-    """Its driver's heap committed and touched when it starts (-Xms = -Xmx, AlwaysPreTouch): a pod short of memory
-    fails then, and the RSS does not climb for hours as the heap grows to its maximum."""
-    jvm = next(child for child in psutil.Process(aggregator.process.process.pid).children(recursive=True)
-               if child.name() == "java")
+def test_the_aggregator_at_the_default_heap_runs_the_small_driver_without_pandas(aggregator):
+    """aggregator.driver.memory's default: a 512 MiB heap on the serial collector, and no numpy, pandas or pyarrow
+    in its Python process, which pyspark would otherwise load."""
+    process = psutil.Process(aggregator.process.process.pid)
+    jvm = next(child for child in process.children(recursive=True) if child.name() == "java")
     options = jvm.cmdline()
-    maximum = next(option for option in options if option.startswith("-Xmx"))[len("-Xmx"):]
-    assert f"-Xms{maximum}" in options and "-XX:+AlwaysPreTouch" in options, options
-    assert jvm.memory_info().rss > 512 << 20  # the embedded driver's heap: 512m
+    assert "-Xmx512m" in options and "-XX:+UseSerialGC" in options, options
+    loaded = sorted({region.path for region in process.memory_maps() if any(
+        f"site-packages/{library}" in region.path for library in ("numpy", "pandas", "pyarrow"))})
+    assert loaded == [], loaded

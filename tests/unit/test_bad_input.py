@@ -73,6 +73,8 @@ BAD_VALUES = [  # (key, bad value, more keys the case needs)
     ("pipeline.heartbeats.topic", "heart/beats", {}),
     ("aggregator.checkpoint.location", "checkpoints/aggregator", {}),  # relative to what?
     ("aggregator.kafka.jars", "build/kafka.jar", {}),
+    ("aggregator.driver.memory", "256m", {}),  # Spark refuses a driver under 450 MiB
+    ("aggregator.driver.memory", "1.5g", {}),
     ("history.location", "history", {}),  # relative to what?
     ("history.jars", "hadoop-aws.jar", {}),  # relative to where the aggregator starts
     ("history.retention", "P0D", {}),

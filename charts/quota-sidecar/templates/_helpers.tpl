@@ -80,6 +80,9 @@ it, its checkpoint on its volume). Both get the TLS files to the brokers.
 {{- if and $root.Values.aggregator.sparkUrl (not (index $props "spark.url")) -}}
 {{- $_ := set $props "spark.url" $root.Values.aggregator.sparkUrl -}}
 {{- end -}}
+{{- if and $root.Values.aggregator.driverMemory (not (index $props "aggregator.driver.memory")) -}}
+{{- $_ := set $props "aggregator.driver.memory" $root.Values.aggregator.driverMemory -}}
+{{- end -}}
 {{- $_ := set $props "aggregator.checkpoint.location" (printf "%s/checkpoint" (include "quota-sidecar.aggregatorDataDir" $root)) -}}
 {{- if $root.Values.aggregator.history.enabled -}}
 {{- if not (index $props "history.location") -}}
