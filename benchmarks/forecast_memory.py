@@ -3,13 +3,12 @@ memory of its driver as the refreshes add up.
 
 A small generated history (history_generator.py: 6 volumes over 30 days every 10 minutes, as the aggregator writes
 it), then spark_jobs.capacity_metrics.CapacityForecast started as `quota-sidecar aggregate` starts it, in the
-aggregator's session (session.aggregator_session: embedded, `local[1]`, its heap taken at start), refreshing every
+aggregator's session (session.aggregator_session: embedded, `local[1]`, its default heap), refreshing every
 --every seconds instead of every hour. Sampled after the first forecast and after each quarter of them: the RSS
 (psutil) of the driver's JVM (the child process that pyspark starts) and of this Python process, and the JVM's heap
-in use just after a full GC (the aggregator's heap is committed and touched at start, so what piles up in it does
-not show in the RSS until the heap is full). Spark keeps its last 1,000 SQL executions (spark.sql.ui.retainedExecutions,
-UI or not), 4 a forecast: the heap grows over the first 250 forecasts whatever the forecast does; what grows after
-them is the forecast's own.
+in use just after a full GC (what piles up in the heap shows in the RSS late, if at all). The aggregator's Spark keeps
+its last 100 SQL executions (spark.sql.ui.retainedExecutions, UI or not), 4 a forecast: the heap grows over the first
+25 forecasts whatever the forecast does; what grows after them is the forecast's own.
 
     .venv/bin/python benchmarks/forecast_memory.py [--refreshes 400] [--every 0.1]
 """
@@ -80,9 +79,7 @@ def run(refreshes: int = 400, every: float = 0.1, retained: int | None = None) -
     with LoadWatch() as load:
         # --retained: what Spark's status store keeps of the jobs, stages, tasks and SQL executions run, set to
         # tell its growth (bounded by these: 100 each in the aggregator, 1,000 in Spark) from the forecast's
-        kept = {} if retained is None else {key: str(retained) for key in (
-            "spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.ui.retainedTasks",
-            "spark.sql.ui.retainedExecutions")}
+        kept = {} if retained is None else dict.fromkeys(session.STATUS_STORE_LIMITS, str(retained))
         spark = session.aggregator_session(None, "quota-sidecar-benchmark",
                                            settings={"spark.sql.session.timeZone": "UTC", **kept})
         try:
@@ -122,7 +119,7 @@ def run(refreshes: int = 400, every: float = 0.1, retained: int | None = None) -
         f"The capacity forecast (`CapacityForecast`, as `quota-sidecar aggregate` starts it) refreshed {refreshes} "
         f"times, every {every:g} s instead of every hour, over a generated history of {len(rows):,} rows "
         f"({len(volumes)} volumes, 30 days every 10 minutes, 7-day retention cycles), in the aggregator's session "
-        "(embedded, `local[1]`, its heap taken at start)" + ("" if retained is None else f"; Spark's status store "
+        "(embedded, `local[1]`, its default heap)" + ("" if retained is None else f"; Spark's status store "
         f"keeping {retained} jobs, stages, tasks a stage and SQL executions") + ".", rows_table, growth,
         provenance(this_command(), load)])
     return Result(TITLE, markdown)

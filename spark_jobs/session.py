@@ -57,6 +57,9 @@ _BATCH_CONF = {"spark.driver.extraJavaOptions": _LOG4J2_OPTION,
 # Spark asks the pipeline's brokers for the topic's end offsets every pollingDelay (10 ms by default): most of the
 # aggregator's CPU at rest, and as many ListOffsets requests at the brokers. A tenth as often costs no latency.
 AGGREGATOR_POLLING_DELAY = "100ms"
+# What Spark's status store keeps of past runs, UI or not (spark.ui.* and spark.sql.ui.*).
+STATUS_STORE_LIMITS = ("spark.ui.retainedJobs", "spark.ui.retainedStages", "spark.ui.retainedTasks",
+                       "spark.sql.ui.retainedExecutions")
 AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false",
                    "spark.sql.streaming.pollingDelay": AGGREGATOR_POLLING_DELAY,
                    "spark.driver.extraJavaOptions": f"{_LOG4J2_OPTION} -XX:+UnlockExperimentalVMOptions "
@@ -64,8 +67,7 @@ AGGREGATOR_CONF = {"spark.sql.optimizer.enableJsonExpressionOptimization": "fals
                    # Spark's status store keeps 1,000 jobs, stages and SQL executions and 100,000 tasks in the
                    # driver, UI or not: micro-batches fill it over days and the heap in use grows with it. The
                    # aggregator reads none of it.
-                   **{key: "100" for key in ("spark.ui.retainedJobs", "spark.ui.retainedStages",
-                                             "spark.ui.retainedTasks", "spark.sql.ui.retainedExecutions")}}
+                   **dict.fromkeys(STATUS_STORE_LIMITS, "100")}
 # glibc's malloc gives each thread that allocates an arena of its own (up to 8 per core), which the trim above
 # cannot shrink below what each holds; two bound them. Set before the driver's JVM starts, which inherits it.
 AGGREGATOR_ENVIRONMENT = {"MALLOC_ARENA_MAX": "2"}

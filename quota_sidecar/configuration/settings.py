@@ -13,7 +13,7 @@ import isodate
 from ..common.vocabulary import StorageLimit
 from .history import HistoryConfig
 from .keys import DECISIONS_TOPIC, DEFAULT_POLL_TIMEOUT, HEARTBEATS_TOPIC, OBSERVATIONS_TOPIC
-from .properties import ADMIN_PREFIX, MASK, PREFIX, SIDECAR_CLIENT_ID, is_secret
+from .properties import ADMIN_PREFIX, MASK, MIN_DRIVER_MIB, PREFIX, SIDECAR_CLIENT_ID, is_secret
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class PipelineConfig:
     heartbeats_topic: str = HEARTBEATS_TOPIC
     checkpoint: str = ""
     kafka_jars: tuple[str, ...] = ()
-    driver_memory: str = "512m"  # aggregator.driver.memory: the small driver
+    driver_memory: str = f"{MIN_DRIVER_MIB}m"  # aggregator.driver.memory: the small driver
     metrics_port: int | None = None  # the aggregator's /metrics on http.host: the history's forecast
     client: Mapping[str, object] = field(default_factory=dict, repr=False)  # kafka-python kwargs; secrets
     java_properties: Mapping[str, str] = field(default_factory=dict, repr=False)  # for Spark's connector
