@@ -15,6 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import InvalidReplicationAssignmentError
 
+from harness.class_archives import jvm_options_for
 from harness.cluster.local_cluster import DEFAULT_CLASSPATH_FILE, DEFAULT_JVM_OPTIONS, ZOOKEEPER_CLASSPATH_FILE, read_classpath
 
 TOOLS_CLASSPATH_FILE = DEFAULT_CLASSPATH_FILE.with_name("kafka-tools.classpath")
@@ -30,7 +31,8 @@ CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 
 
 def tool_command(main_class: str, *arguments: str, classpath_file: Path = TOOLS_CLASSPATH_FILE) -> list[str]:
-    return ["java", *DEFAULT_JVM_OPTIONS, "-cp", read_classpath(classpath_file), main_class, *arguments]
+    return ["java", *jvm_options_for(classpath_file, DEFAULT_JVM_OPTIONS), "-cp", read_classpath(classpath_file),
+            main_class, *arguments]
 
 
 def run_tool(main_class: str, *arguments: str, timeout: float = 120,

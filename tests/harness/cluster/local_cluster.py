@@ -42,6 +42,7 @@ import uuid
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from harness.class_archives import jvm_options_for
 from harness.cluster import exit_cleanup
 from harness.cluster.broker_node import (KRAFT_BROKER_PROPERTIES, LOG4J2_CONFIG, ZOOKEEPER_BROKER_PROPERTIES,
                                  ZOOKEEPER_CHROOT, BrokerNode, controller_properties, java_command, lay_out_nodes,
@@ -121,7 +122,7 @@ class LocalKafkaCluster:
         if classpath_file is None:
             classpath_file = ZOOKEEPER_CLASSPATH_FILE if zookeeper else DEFAULT_CLASSPATH_FILE
         self._classpath_file = Path(classpath_file)
-        self._jvm_options = list(jvm_options)
+        self._jvm_options = jvm_options_for(self._classpath_file, jvm_options)
         self._start_timeout = start_timeout
         self._stop_timeout = stop_timeout
         check_arguments(self.broker_ids, self.controller_ids, self._log_dir_counts, self._small_log_dirs,
@@ -252,12 +253,13 @@ class LocalKafkaCluster:
             raise LocalClusterError(f"broker {broker_id} is not running")
         node.process.send_signal(sig)
 
-    def start_broker(self, broker_id: int) -> None:
-        """Start a broker (or controller) stopped by stop_broker() again; return once the brokers serve."""
+    def start_broker(self, broker_id: int, extra_jvm_options: Sequence[str] = ()) -> None:
+        """Start a broker (or controller) stopped by stop_broker() again, its JVM with `extra_jvm_options` too;
+        return once the brokers serve."""
         node = self._node(broker_id)
         if node.process is not None:
             raise LocalClusterError(f"broker {broker_id} is running already")
-        self._launch(node)
+        self._launch(node, extra_jvm_options)
         self._wait_for_serving_brokers(self._running_broker_ids())
 
     def dump_logs(self, lines: int = 60) -> str:
@@ -318,22 +320,23 @@ class LocalKafkaCluster:
                     f"formatting the storage of broker {node_id} failed (exit code {process.returncode}):\n{output}"
                 )
 
-    def _launch(self, node: BrokerNode) -> None:
+    def _launch(self, node: BrokerNode, extra_jvm_options: Sequence[str] = ()) -> None:
         logs = self.base_dir / "logs"
         # `ip netns exec` execs the command in place: the process is the JVM, and terminate() reaches it.
         in_namespace = ["ip", "netns", "exec", node.netns] if node.netns else []
         name = f"controller-{node.node_id}" if node.node_id in self._controllers else f"broker-{node.node_id}"
         with open(logs / f"{name}.out", "ab") as console:
             node.process = subprocess.Popen(
-                [*in_namespace, *self._java(logs / f"{name}.log"), "kafka.Kafka",
+                [*in_namespace, *self._java(logs / f"{name}.log", extra_jvm_options), "kafka.Kafka",
                  str(node.properties_file)],
                 stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 # Its own session: Ctrl-C reaches Python only, which then stops the brokers in order.
                 start_new_session=True,
             )
 
-    def _java(self, log_file: Path) -> list[str]:
-        return java_command(self._jvm_options, self._classpath, self.base_dir, self.zookeeper_mode, log_file)
+    def _java(self, log_file: Path, extra_jvm_options: Sequence[str] = ()) -> list[str]:
+        return java_command([*self._jvm_options, *extra_jvm_options], self._classpath, self.base_dir,
+                            self.zookeeper_mode, log_file)
 
     # -- watching and stopping -------------------------------------------------------------------
 
