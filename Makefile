@@ -40,7 +40,7 @@ build/kafka-3.2.classpath: pom-zookeeper.xml
 	mkdir -p build
 	mvn -q -B -f pom-zookeeper.xml -Dkafka.version=3.2.3 dependency:build-classpath -Dmdep.outputFile=$@
 # The classes each lab JVM loads (brokers, tools, Spark's driver), recorded once as class-data archives that later
-# starts map instead of loading (tests/harness/class_archives.py): about half a start's CPU; ~1 min.
+# starts map instead of loading them again (tests/harness/class_archives.py); ~1 min.
 RECORD_CLASSES := PYTHONPATH=tests $(BIN)/python -m harness.record_class_archives
 class-archives: $(addprefix build/class-archives/,kafka.jsa kafka-tools.jsa kafka-zookeeper.jsa kafka-3.2.jsa spark.jsa)
 build/class-archives/%.jsa: build/%.classpath tests/harness/record_class_archives.py | $(VENV)/.installed

@@ -1,6 +1,6 @@
 """Class-data archives (JDK's dynamic CDS): the classes a lab JVM loads, recorded once by `make class-archives`
 (record_class_archives.py), so that each later broker, tool or Spark driver maps them instead of loading and
-verifying them again: about half the CPU of a start, which the suite pays some hundreds of times.
+verifying them again: the suite starts some hundreds of JVMs.
 
 A JVM refuses an archive that no longer matches its classpath or its Java, and then loads its classes as
 without one; so a stale or missing archive costs time, never a failure.

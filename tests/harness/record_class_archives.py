@@ -5,8 +5,8 @@
 
 Brokers: broker 1 of a one-broker cluster started again with the option (its storage's format and a ZooKeeper
 server beside it would otherwise write the same file), a topic written and read, then stopped cleanly. Tools:
-ProducerPerformance, the client every integration test starts. Spark: an embedded session of the aggregator's
-kind running a batch job, Parquet and a streaming query. The archive appears only once complete.
+ProducerPerformance, the tool the integration tests start most. Spark: an embedded session (spark_jobs.session)
+running a batch job, Parquet and a streaming query. The archive appears only once complete.
 """
 
 from __future__ import annotations
