@@ -30,4 +30,4 @@ def archive_options(name: str) -> list[str]:
 
 def jvm_options_for(classpath_file: str | Path, options: list[str] | tuple[str, ...]) -> list[str]:
     """`options` and those mapping the archive of the JVMs on `classpath_file`."""
-    return [*options, *archive_options(Path(classpath_file).name.removesuffix(".classpath"))]
+    return [*options, *archive_options(Path(classpath_file).stem)]

@@ -18,11 +18,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from harness.class_archives import CLASS_ARCHIVES, SPARK, class_archive
-from harness.cluster.kafka_tools import PRODUCER_PERFORMANCE, tool_command
+from harness.cluster.kafka_tools import PRODUCER_PERFORMANCE, TOOLS_CLASSPATH_FILE, fill, read_back, tool_command
 from harness.cluster.local_cluster import (DEFAULT_CLASSPATH_FILE, KAFKA_3_2_CLASSPATH_FILE, ZOOKEEPER_CLASSPATH_FILE,
                                            LocalKafkaCluster)
 
@@ -99,23 +98,15 @@ def _spark(option: str) -> None:
 
 
 def _write_and_read(bootstrap_servers: str) -> None:
+    fill(bootstrap_servers, "recorded", 1, 4)
+    read_back(bootstrap_servers, "recorded")
     with KafkaAdminClient(bootstrap_servers=bootstrap_servers) as admin:
-        admin.create_topics([NewTopic("recorded", 2, 1)])
         admin.describe_log_dirs()
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, acks="all")
-    for index in range(2_000):
-        producer.send("recorded", os.urandom(1000), partition=index % 2)
-    producer.flush(60)
-    producer.close()
-    consumer = KafkaConsumer("recorded", bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest",
-                             consumer_timeout_ms=5000, group_id="recorded")
-    sum(1 for _ in consumer)
-    consumer.close()
 
 
 RECORDED = {
     DEFAULT_CLASSPATH_FILE.stem: _broker({}),
-    "kafka-tools": _tools,
+    TOOLS_CLASSPATH_FILE.stem: _tools,
     ZOOKEEPER_CLASSPATH_FILE.stem: _broker({"zookeeper": True}),
     KAFKA_3_2_CLASSPATH_FILE.stem: _broker({"zookeeper": True, "classpath_file": KAFKA_3_2_CLASSPATH_FILE}),
     SPARK: _spark,

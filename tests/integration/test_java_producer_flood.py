@@ -174,8 +174,8 @@ def test_with_the_aggregator_killed_a_full_speed_flood_is_held_by_the_local_verd
         resumed = time.monotonic()
         final = sidecar.status()["throttle"]
         lifted = sidecar.first_line(r"producer_byte_rate: 1 -> ", after=started)
-    print(f"aggregator down {restarted - started:.0f} s ({failures:.0f} failed polls), back and warmed up {ready - restarted:.0f} s "
-          f"after its start, first decision {resumed - ready:.1f} s later; lowest free {free.lowest() / MiB:.1f} MiB")
+    print(f"aggregator down {restarted - started:.0f} s ({failures:.0f} failed polls), back and warmed up "
+          f"{ready - restarted:.0f} s after its start, first decision {resumed - ready:.1f} s later; lowest free {free.lowest() / MiB:.1f} MiB")
     assert aggregator.name != killed and failures >= 3
     assert free.lowest() > 0, "the filesystem filled up"
     assert lifted is None, f"the quota was lifted while the dir stayed at the limit: {lifted.text}"
